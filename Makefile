@@ -1,0 +1,33 @@
+# Thin wrapper over CMake: `make` builds, `make test` runs the suite, `make asan` runs it under
+# AddressSanitizer + UndefinedBehaviorSanitizer, `make demo` shows halo at work.
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps test asan demo fuzz clean
+
+all: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+deps:
+	@scripts/deps.sh
+
+test: all
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+asan: deps
+	@cmake -S . -B build-asan -DHALO_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --output-on-failure -j $(JOBS)
+
+demo: all
+	@scripts/demo.sh $(BUILD)
+
+fuzz: deps
+	@CC=clang cmake -S . -B build-fuzz -DHALO_FUZZ=ON -DHALO_SANITIZE=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf
+
+clean:
+	rm -rf $(BUILD) build-asan build-fuzz

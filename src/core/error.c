@@ -28,14 +28,19 @@ const char *halo_status_name(halo_status status) {
     return "unknown-status";
 }
 
-halo_status halo_fail(halo_error *err, halo_status status, const char *fmt, ...) {
+halo_status halo_failv(halo_error *err, halo_status status, const char *fmt, va_list ap) {
     if (err) {
         err->status = status;
-        va_list ap;
-        va_start(ap, fmt);
         vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
     }
+    return status;
+}
+
+halo_status halo_fail(halo_error *err, halo_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    halo_failv(err, status, fmt, ap);
+    va_end(ap);
     return status;
 }
 

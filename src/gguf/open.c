@@ -92,6 +92,12 @@ static bool shard_int(const gguf_shard *s, const char *key, uint64_t *v) {
 }
 
 static halo_status check_split_keys(halo_gguf *g, halo_error *err) {
+    uint64_t declared;
+    if (g->n_shards == 1 && shard_int(&g->shards[0], "split.count", &declared) && declared > 1)
+        return halo_fail(err, HALO_E_SHARDS,
+                         "%s: file is one of %llu shards but its name does not follow "
+                         "'<name>-00001-of-%05llu.gguf'", g->shards[0].src.name,
+                         (unsigned long long)declared, (unsigned long long)declared);
     for (uint32_t i = 0; i < g->n_shards; i++) {
         const gguf_shard *s = &g->shards[i];
         uint64_t v;
@@ -102,17 +108,11 @@ static halo_status check_split_keys(halo_gguf *g, halo_error *err) {
             return halo_fail(err, HALO_E_SHARDS, "%s: split.count is %llu but %u shards were found",
                              s->src.name, (unsigned long long)v, g->n_shards);
     }
-    uint64_t declared;
     if (shard_int(&g->shards[0], "split.tensors.count", &declared) && declared != g->n_tensors)
         return halo_fail(err, HALO_E_SHARDS,
                          "%s: split.tensors.count is %llu but the shards hold %llu tensors",
                          g->shards[0].src.name, (unsigned long long)declared,
                          (unsigned long long)g->n_tensors);
-    if (g->n_shards == 1 && shard_int(&g->shards[0], "split.count", &declared) && declared > 1)
-        return halo_fail(err, HALO_E_SHARDS,
-                         "%s: file is one of %llu shards but its name does not follow "
-                         "'<name>-00001-of-%05llu.gguf'", g->shards[0].src.name,
-                         (unsigned long long)declared, (unsigned long long)declared);
     return HALO_OK;
 }
 

@@ -27,7 +27,7 @@ demo: all
 
 fuzz: deps
 	@CC=clang cmake -S . -B build-fuzz -DHALO_FUZZ=ON -DHALO_SANITIZE=ON >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf fuzz_gguf_seeds
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

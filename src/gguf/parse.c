@@ -290,10 +290,14 @@ static int span_cmp(const void *a, const void *b) {
 /* Offsets must be aligned, inside the file, and the tensors must not share bytes. */
 static halo_status check_layout(cursor *c, gguf_shard *s) {
     if (s->n_tensors == 0) return HALO_OK;
+    if (s->data_offset > s->src.size)
+        return halo_fail(c->err, HALO_E_OUT_OF_BOUNDS,
+                         "tensor data section starts at %llu, past the end of the %llu-byte file",
+                         (unsigned long long)s->data_offset, (unsigned long long)s->src.size);
     span *spans = malloc(s->n_tensors * sizeof *spans);
     if (!spans) return halo_fail(c->err, HALO_E_NOMEM, "out of memory checking tensor layout");
     halo_status st = HALO_OK;
-    uint64_t data_bytes = s->src.size > s->data_offset ? s->src.size - s->data_offset : 0;
+    uint64_t data_bytes = s->src.size - s->data_offset;
     for (uint64_t i = 0; i < s->n_tensors && !st; i++) {
         halo_gguf_tensor *t = &s->tensors[i];
         uint64_t rel = t->file_offset;

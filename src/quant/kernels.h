@@ -1,0 +1,70 @@
+/* Internal kernel prototypes. Each family file (float.c, legacy.c, kquants.c, iquants.c) defines
+ * the scalar reference kernels; simd_avx2.c and simd_avx512.c define faster ones for some types.
+ * quant.c holds the one dispatch table that maps (type, level) to a kernel. */
+#ifndef HALO_QUANT_KERNELS_H
+#define HALO_QUANT_KERNELS_H
+
+#include <stdint.h>
+
+typedef void (*halo_dequant_fn)(const void *src, float *dst, int64_t n);
+typedef float (*halo_dot_fn)(int64_t n, const void *w, const void *act);
+
+#define HALO_DECLARE_SCALAR(name)                                                                \
+    void halo_dequant_##name(const void *src, float *dst, int64_t n);                           \
+    float halo_dot_##name(int64_t n, const void *w, const void *act)
+
+HALO_DECLARE_SCALAR(f32);
+HALO_DECLARE_SCALAR(f16);
+HALO_DECLARE_SCALAR(bf16);
+HALO_DECLARE_SCALAR(q4_0);
+HALO_DECLARE_SCALAR(q4_1);
+HALO_DECLARE_SCALAR(q5_0);
+HALO_DECLARE_SCALAR(q5_1);
+HALO_DECLARE_SCALAR(q8_0);
+HALO_DECLARE_SCALAR(iq4_nl);
+HALO_DECLARE_SCALAR(mxfp4);
+HALO_DECLARE_SCALAR(q2_K);
+HALO_DECLARE_SCALAR(q3_K);
+HALO_DECLARE_SCALAR(q4_K);
+HALO_DECLARE_SCALAR(q5_K);
+HALO_DECLARE_SCALAR(q6_K);
+HALO_DECLARE_SCALAR(iq2_xxs);
+HALO_DECLARE_SCALAR(iq2_xs);
+HALO_DECLARE_SCALAR(iq2_s);
+HALO_DECLARE_SCALAR(iq3_xxs);
+HALO_DECLARE_SCALAR(iq3_s);
+HALO_DECLARE_SCALAR(iq1_s);
+HALO_DECLARE_SCALAR(iq1_m);
+HALO_DECLARE_SCALAR(iq4_xs);
+void halo_dequant_q8_K(const void *src, float *dst, int64_t n);
+
+/* Quantizers (reference algorithms; see quantize.c). */
+void halo_quantize_q8_0(const float *x, void *dst, int64_t n);
+void halo_quantize_q8_K(const float *x, void *dst, int64_t n);
+void halo_quantize_q2_K(const float *x, void *dst, int64_t n);
+void halo_quantize_q4_K(const float *x, void *dst, int64_t n);
+void halo_quantize_q6_K(const float *x, void *dst, int64_t n);
+void halo_quantize_mxfp4(const float *x, void *dst, int64_t n);
+
+/* SIMD kernels: defined only when the compiler targets x86-64. */
+#if defined(__x86_64__)
+#define HALO_HAVE_X86 1
+#define HALO_DECLARE_SIMD(name, isa)                                                             \
+    void halo_dequant_##name##_##isa(const void *src, float *dst, int64_t n);                   \
+    float halo_dot_##name##_##isa(int64_t n, const void *w, const void *act)
+HALO_DECLARE_SIMD(f32, avx2);
+HALO_DECLARE_SIMD(f16, avx2);
+HALO_DECLARE_SIMD(bf16, avx2);
+HALO_DECLARE_SIMD(q4_0, avx2);
+HALO_DECLARE_SIMD(q8_0, avx2);
+HALO_DECLARE_SIMD(iq4_nl, avx2);
+HALO_DECLARE_SIMD(mxfp4, avx2);
+HALO_DECLARE_SIMD(q2_K, avx2);
+HALO_DECLARE_SIMD(q4_K, avx2);
+HALO_DECLARE_SIMD(q6_K, avx2);
+HALO_DECLARE_SIMD(iq2_xxs, avx2);
+HALO_DECLARE_SIMD(q8_0, avx512);
+HALO_DECLARE_SIMD(q4_K, avx512);
+#endif
+
+#endif

@@ -1,0 +1,291 @@
+/* The public quant API: one dispatch table mapping (type, level) to kernels, CPU feature
+ * detection, quantize entry points and tensor validation. */
+#include "halo/quant.h"
+
+#include "core/error.h"
+#include "quant/blocks.h"
+#include "quant/fp.h"
+#include "quant/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct kernel_set {
+    int act;                                   /* activation type id; 0 with no dequant = none */
+    halo_dequant_fn dequant[HALO_QUANT_LEVEL_COUNT];
+    halo_dot_fn dot[HALO_QUANT_LEVEL_COUNT];
+} kernel_set;
+
+#define SCALAR(name, act_type)                                                                   \
+    {act_type, {halo_dequant_##name}, {halo_dot_##name}}
+#ifdef HALO_HAVE_X86
+#define AVX2(name, act_type)                                                                     \
+    {act_type, {halo_dequant_##name, halo_dequant_##name##_avx2},                               \
+     {halo_dot_##name, halo_dot_##name##_avx2}}
+#else
+#define AVX2(name, act_type) SCALAR(name, act_type)
+#endif
+
+/* A NULL entry at a level falls back to the next lower level that has one. */
+static kernel_set kernels[HALO_TYPE_ID_LIMIT] = {
+    [HALO_TYPE_F32] = AVX2(f32, HALO_TYPE_F32),
+    [HALO_TYPE_F16] = AVX2(f16, HALO_TYPE_F32),
+    [HALO_TYPE_BF16] = AVX2(bf16, HALO_TYPE_F32),
+    [HALO_TYPE_Q4_0] = AVX2(q4_0, HALO_TYPE_Q8_0),
+    [HALO_TYPE_Q4_1] = SCALAR(q4_1, HALO_TYPE_Q8_0),
+    [HALO_TYPE_Q5_0] = SCALAR(q5_0, HALO_TYPE_Q8_0),
+    [HALO_TYPE_Q5_1] = SCALAR(q5_1, HALO_TYPE_Q8_0),
+    [HALO_TYPE_Q8_0] = AVX2(q8_0, HALO_TYPE_Q8_0),
+    [HALO_TYPE_IQ4_NL] = AVX2(iq4_nl, HALO_TYPE_Q8_0),
+    [HALO_TYPE_MXFP4] = AVX2(mxfp4, HALO_TYPE_Q8_0),
+    [HALO_TYPE_Q2_K] = AVX2(q2_K, HALO_TYPE_Q8_K),
+    [HALO_TYPE_Q3_K] = SCALAR(q3_K, HALO_TYPE_Q8_K),
+    [HALO_TYPE_Q4_K] = AVX2(q4_K, HALO_TYPE_Q8_K),
+    [HALO_TYPE_Q5_K] = SCALAR(q5_K, HALO_TYPE_Q8_K),
+    [HALO_TYPE_Q6_K] = AVX2(q6_K, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ2_XXS] = AVX2(iq2_xxs, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ2_XS] = SCALAR(iq2_xs, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ2_S] = SCALAR(iq2_s, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ3_XXS] = SCALAR(iq3_xxs, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ3_S] = SCALAR(iq3_s, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ1_S] = SCALAR(iq1_s, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ1_M] = SCALAR(iq1_m, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ4_XS] = SCALAR(iq4_xs, HALO_TYPE_Q8_K),
+};
+
+static void add_avx512_kernels(void) {
+#ifdef HALO_HAVE_X86
+    kernels[HALO_TYPE_Q8_0].dot[HALO_QUANT_AVX512] = halo_dot_q8_0_avx512;
+    kernels[HALO_TYPE_Q4_K].dot[HALO_QUANT_AVX512] = halo_dot_q4_K_avx512;
+#endif
+}
+
+static halo_quant_level detect_level(void) {
+#ifdef HALO_HAVE_X86
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+        !__builtin_cpu_supports("f16c"))
+        return HALO_QUANT_SCALAR;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        return HALO_QUANT_AVX512;
+    return HALO_QUANT_AVX2;
+#else
+    return HALO_QUANT_SCALAR;
+#endif
+}
+
+static halo_quant_level best_level = HALO_QUANT_LEVEL_COUNT; /* not yet detected */
+
+halo_quant_level halo_quant_level_best(void) {
+    /* Idempotent: concurrent first calls compute the same value. */
+    if (best_level == HALO_QUANT_LEVEL_COUNT) {
+        add_avx512_kernels();
+        best_level = detect_level();
+    }
+    return best_level;
+}
+
+const char *halo_quant_level_name(halo_quant_level level) {
+    switch (level) {
+    case HALO_QUANT_SCALAR: return "scalar";
+    case HALO_QUANT_AVX2: return "avx2";
+    case HALO_QUANT_AVX512: return "avx512";
+    default: return "unknown";
+    }
+}
+
+static const kernel_set *kernels_for(uint32_t type) {
+    if (type >= HALO_TYPE_ID_LIMIT || kernels[type].dequant[0] == NULL) return NULL;
+    return &kernels[type];
+}
+
+bool halo_quant_supported(uint32_t type) { return kernels_for(type) != NULL; }
+
+int halo_quant_act_type(uint32_t type) {
+    const kernel_set *k = kernels_for(type);
+    return k ? k->act : -1;
+}
+
+/* Clamps a requested level to what the CPU runs; callers then walk down to the nearest level
+ * that has a kernel. */
+static int clamp_level(halo_quant_level level) {
+    halo_quant_level best = halo_quant_level_best();
+    return (int)(level > best ? best : level < 0 ? 0 : level);
+}
+
+void halo_quant_dequantize_row_at(halo_quant_level level, uint32_t type, const void *src,
+                                  float *dst, int64_t n) {
+    const kernel_set *k = kernels_for(type);
+    if (!k) return;
+    int l = clamp_level(level);
+    while (l > 0 && k->dequant[l] == NULL) l--;
+    k->dequant[l](src, dst, n);
+}
+
+void halo_quant_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
+    halo_quant_dequantize_row_at(halo_quant_level_best(), type, src, dst, n);
+}
+
+float halo_quant_vec_dot_at(halo_quant_level level, uint32_t type, int64_t n, const void *qrow,
+                            const void *act) {
+    const kernel_set *k = kernels_for(type);
+    if (!k) return NAN;
+    int l = clamp_level(level);
+    while (l > 0 && k->dot[l] == NULL) l--;
+    return k->dot[l](n, qrow, act);
+}
+
+float halo_quant_vec_dot(uint32_t type, int64_t n, const void *qrow, const void *act) {
+    return halo_quant_vec_dot_at(halo_quant_level_best(), type, n, qrow, act);
+}
+
+bool halo_quant_can_quantize(uint32_t type) {
+    switch (type) {
+    case HALO_TYPE_F32: case HALO_TYPE_F16: case HALO_TYPE_BF16: case HALO_TYPE_Q8_0:
+    case HALO_TYPE_Q8_K: case HALO_TYPE_Q2_K: case HALO_TYPE_Q4_K: case HALO_TYPE_Q6_K:
+    case HALO_TYPE_MXFP4:
+        return true;
+    default:
+        return false;
+    }
+}
+
+halo_status halo_quant_quantize_row(uint32_t type, const float *src, void *dst, int64_t n,
+                                    halo_error *err) {
+    const halo_type_info *info = halo_type_info_get(type);
+    if (!halo_quant_can_quantize(type))
+        return halo_fail(err, HALO_E_UNSUPPORTED, "quantize: halo does not write type %s",
+                         halo_type_name(type));
+    if (n < 0 || n % info->block_size != 0)
+        return halo_fail(err, HALO_E_INVALID_ARG,
+                         "quantize %s: %lld elements is not a multiple of the block size %u",
+                         info->name, (long long)n, info->block_size);
+    switch (type) {
+    case HALO_TYPE_F32: memcpy(dst, src, (size_t)n * 4); break;
+    case HALO_TYPE_F16:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = halo_f32_to_f16(src[i]);
+        break;
+    case HALO_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = halo_f32_to_bf16(src[i]);
+        break;
+    case HALO_TYPE_Q8_0: halo_quantize_q8_0(src, dst, n); break;
+    case HALO_TYPE_Q8_K: halo_quantize_q8_K(src, dst, n); break;
+    case HALO_TYPE_Q2_K: halo_quantize_q2_K(src, dst, n); break;
+    case HALO_TYPE_Q4_K: halo_quantize_q4_K(src, dst, n); break;
+    case HALO_TYPE_Q6_K: halo_quantize_q6_K(src, dst, n); break;
+    case HALO_TYPE_MXFP4: halo_quantize_mxfp4(src, dst, n); break;
+    }
+    return HALO_OK;
+}
+
+halo_status halo_quant_mxfp4_from_e2m1(const uint8_t *codes, const uint8_t *scales, void *dst,
+                                       int64_t n, halo_error *err) {
+    if (n < 0 || n % QK32 != 0)
+        return halo_fail(err, HALO_E_INVALID_ARG,
+                         "mxfp4 repack: %lld elements is not a multiple of 32", (long long)n);
+    block_mxfp4 *y = dst;
+    for (int64_t i = 0; i < n / QK32; i++) {
+        const uint8_t *c = codes + 16 * i;
+        y[i].e = scales[i];
+        /* Source element 2k / 2k+1 sit in byte k's low / high nibble; ggml's byte j holds
+         * elements j (low) and j + 16 (high). */
+        for (int j = 0; j < 16; j++) {
+            uint8_t lo = (c[j / 2] >> (4 * (j % 2))) & 0xf;
+            uint8_t hi = (c[(j + 16) / 2] >> (4 * (j % 2))) & 0xf;
+            y[i].qs[j] = (uint8_t)(lo | (hi << 4));
+        }
+    }
+    return HALO_OK;
+}
+
+/* Where a block keeps its scales: up to two fields, each an f16, an f32 or an e8m0 byte. */
+typedef enum { SCALE_NONE, SCALE_F16, SCALE_F32, SCALE_E8M0, SCALE_IQ1M } scale_kind;
+typedef struct scale_field {
+    scale_kind kind;
+    uint32_t offset;
+} scale_field;
+
+static void scale_fields(uint32_t type, scale_field f[2]) {
+    f[0] = f[1] = (scale_field){SCALE_NONE, 0};
+    switch (type) {
+    case HALO_TYPE_Q4_0: case HALO_TYPE_Q5_0: case HALO_TYPE_Q8_0: case HALO_TYPE_IQ4_NL:
+    case HALO_TYPE_IQ2_XXS: case HALO_TYPE_IQ2_XS: case HALO_TYPE_IQ2_S:
+    case HALO_TYPE_IQ3_XXS: case HALO_TYPE_IQ3_S: case HALO_TYPE_IQ1_S: case HALO_TYPE_IQ4_XS:
+        f[0] = (scale_field){SCALE_F16, 0};
+        break;
+    case HALO_TYPE_Q4_1: case HALO_TYPE_Q5_1: case HALO_TYPE_Q8_1: case HALO_TYPE_Q4_K:
+    case HALO_TYPE_Q5_K:
+        f[0] = (scale_field){SCALE_F16, 0};
+        f[1] = (scale_field){SCALE_F16, 2};
+        break;
+    case HALO_TYPE_Q2_K:
+        f[0] = (scale_field){SCALE_F16, offsetof(block_q2_K, d)};
+        f[1] = (scale_field){SCALE_F16, offsetof(block_q2_K, dmin)};
+        break;
+    case HALO_TYPE_Q3_K: f[0] = (scale_field){SCALE_F16, offsetof(block_q3_K, d)}; break;
+    case HALO_TYPE_Q6_K: f[0] = (scale_field){SCALE_F16, offsetof(block_q6_K, d)}; break;
+    case HALO_TYPE_Q8_K: f[0] = (scale_field){SCALE_F32, 0}; break;
+    case HALO_TYPE_MXFP4: f[0] = (scale_field){SCALE_E8M0, 0}; break;
+    case HALO_TYPE_IQ1_M: f[0] = (scale_field){SCALE_IQ1M, offsetof(block_iq1_m, scales)}; break;
+    default: break;
+    }
+}
+
+static bool scale_finite(const uint8_t *p, scale_kind kind) {
+    uint16_t h;
+    float f;
+    switch (kind) {
+    case SCALE_F16: memcpy(&h, p, 2); return (h & 0x7c00) != 0x7c00;
+    case SCALE_F32: memcpy(&f, p, 4); return isfinite(f);
+    case SCALE_E8M0: return *p != 0xff; /* the OCP MX NaN encoding */
+    case SCALE_IQ1M: {
+        uint16_t sc[4];
+        memcpy(sc, p, 8);
+        h = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) |
+                       (sc[3] & 0xf000));
+        return (h & 0x7c00) != 0x7c00;
+    }
+    default: return true;
+    }
+}
+
+static bool element_finite(uint32_t type, const uint8_t *p) {
+    uint16_t h;
+    switch (type) {
+    case HALO_TYPE_F32: { float f; memcpy(&f, p, 4); return isfinite(f); }
+    case HALO_TYPE_F64: { double d; memcpy(&d, p, 8); return isfinite(d); }
+    case HALO_TYPE_F16: memcpy(&h, p, 2); return (h & 0x7c00) != 0x7c00;
+    case HALO_TYPE_BF16: memcpy(&h, p, 2); return (h & 0x7f80) != 0x7f80;
+    default: return true;
+    }
+}
+
+halo_status halo_quant_validate(uint32_t type, const void *data, size_t n_bytes,
+                                halo_error *err) {
+    const halo_type_info *info = halo_type_info_get(type);
+    if (!info) return halo_fail(err, HALO_E_UNKNOWN_TYPE, "unknown tensor type %u", type);
+    if (n_bytes % info->block_bytes != 0)
+        return halo_fail(err, HALO_E_BAD_VALUE,
+                         "%s data of %zu bytes is not a whole number of %u-byte blocks",
+                         info->name, n_bytes, info->block_bytes);
+    const uint8_t *p = data;
+    size_t n_blocks = n_bytes / info->block_bytes;
+    if (!info->quantized) {
+        for (size_t i = 0; i < n_blocks; i++, p += info->block_bytes)
+            if (!element_finite(type, p))
+                return halo_fail(err, HALO_E_BAD_VALUE, "%s element %zu is NaN or infinite",
+                                 info->name, i);
+        return HALO_OK;
+    }
+    scale_field f[2];
+    scale_fields(type, f);
+    for (size_t i = 0; i < n_blocks; i++, p += info->block_bytes)
+        for (int k = 0; k < 2; k++)
+            if (f[k].kind != SCALE_NONE && !scale_finite(p + f[k].offset, f[k].kind))
+                return halo_fail(err, HALO_E_BAD_VALUE,
+                                 "%s block %zu (elements %zu..%zu): %s scale is NaN or infinite",
+                                 info->name, i, i * info->block_size,
+                                 (i + 1) * info->block_size - 1, k == 0 ? "block" : "min");
+    return HALO_OK;
+}

@@ -157,8 +157,7 @@ static void emit_layer(walker *wk, uint32_t il) {
         emit_blk(wk, C_IDX_PROJ, il, "indexer.proj.weight", 2, n_embd, idx_heads, 0);
         emit_blk(wk, C_IDX_Q_B, il, "indexer.attn_q_b.weight", 2, q_rank, idx_heads * idx_dim, 0);
         emit_blk(wk, C_COMP_PROJ, il, "indexer_compressor_kv.weight", 2, n_embd, 2 * idx_dim, 0);
-        emit_blk(wk, C_COMP_PROJ, il, "indexer_compressor_gate.weight", 2, n_embd, 2 * idx_dim,
-                 0);
+        emit_blk(wk, C_COMP_PROJ, il, "indexer_compressor_gate.weight", 2, n_embd, 2 * idx_dim, 0);
         emit_blk(wk, C_COMP_APE, il, "indexer_compressor_ape.weight", 2, 2 * idx_dim, ratio, 0);
         emit_blk(wk, C_VEC_F32, il, "indexer_compressor_norm.weight", 1, idx_dim, 0, 0);
     }
@@ -188,11 +187,11 @@ uint64_t dsv4_flash_for_each_tensor(dsv4_mix mix, dsv4_tensor_fn fn, void *user)
     const int64_t n_embd = DSV4_FLASH_N_EMBD;
 
     emit(&wk, C_TOKEN_EMBD, "token_embd.weight", 2, n_embd, DSV4_FLASH_N_VOCAB, 0);
-    for (uint32_t il = 0; il < DSV4_FLASH_N_LAYER && !wk.stop; il++) emit_layer(&wk, il);
+    for (uint32_t il = 0; il < DSV4_FLASH_N_LAYER && !wk.stop; il++)
+        emit_layer(&wk, il);
     emit(&wk, C_VEC_F32, "output_norm.weight", 1, n_embd, 0, 0);
     emit(&wk, C_OUTPUT, "output.weight", 2, n_embd, DSV4_FLASH_N_VOCAB, 0);
-    emit(&wk, C_HC_FN, "output_hc_fn.weight", 2, (int64_t)DSV4_FLASH_HC * n_embd, DSV4_FLASH_HC,
-         0);
+    emit(&wk, C_HC_FN, "output_hc_fn.weight", 2, (int64_t)DSV4_FLASH_HC * n_embd, DSV4_FLASH_HC, 0);
     emit(&wk, C_VEC_F32, "output_hc_base.weight", 1, DSV4_FLASH_HC, 0, 0);
     emit(&wk, C_VEC_F32, "output_hc_scale.weight", 1, 1, 0, 0);
     return wk.visited;
@@ -223,7 +222,8 @@ static halo_status writer_status(halo_gguf_writer *w, halo_error *err) {
 halo_status dsv4_flash_add_metadata(halo_gguf_writer *w, dsv4_mix mix, halo_error *err) {
     float clamp[DSV4_FLASH_N_LAYER];
     int32_t ratios[DSV4_FLASH_N_COMPRESS_RATIOS];
-    for (uint32_t i = 0; i < DSV4_FLASH_N_LAYER; i++) clamp[i] = 10.0f; /* swiglu_limit */
+    for (uint32_t i = 0; i < DSV4_FLASH_N_LAYER; i++)
+        clamp[i] = 10.0f; /* swiglu_limit */
     for (uint32_t i = 0; i < DSV4_FLASH_N_COMPRESS_RATIOS; i++)
         ratios[i] = (int32_t)dsv4_flash_compress_ratio(i);
 
@@ -252,8 +252,7 @@ halo_status dsv4_flash_add_metadata(halo_gguf_writer *w, dsv4_mix mix, halo_erro
                                DSV4_FLASH_N_COMPRESS_RATIOS);
     halo_gguf_writer_set_f32(w, KEY("attention.compress_rope_freq_base"), 160000.0f);
     halo_gguf_writer_set_u32(w, KEY("attention.indexer.head_count"), DSV4_FLASH_INDEXER_N_HEAD);
-    halo_gguf_writer_set_u32(w, KEY("attention.indexer.key_length"),
-                             DSV4_FLASH_INDEXER_HEAD_DIM);
+    halo_gguf_writer_set_u32(w, KEY("attention.indexer.key_length"), DSV4_FLASH_INDEXER_HEAD_DIM);
     halo_gguf_writer_set_u32(w, KEY("attention.indexer.top_k"), DSV4_FLASH_INDEXER_TOP_K);
 
     halo_gguf_writer_set_u32(w, KEY("rope.dimension_count"), DSV4_FLASH_ROPE_DIM);

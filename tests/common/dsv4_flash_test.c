@@ -39,8 +39,7 @@ static const char *out_dir(void) {
 
 static void dsv4_flash_table_has_1328_tensors_in_both_mixes(void) {
     CHECK_INT(dsv4_flash_for_each_tensor(DSV4_MIX_DS4_Q2, NULL, NULL), DSV4_FLASH_TENSOR_COUNT);
-    CHECK_INT(dsv4_flash_for_each_tensor(DSV4_MIX_LLAMA_CPP, NULL, NULL),
-              DSV4_FLASH_TENSOR_COUNT);
+    CHECK_INT(dsv4_flash_for_each_tensor(DSV4_MIX_LLAMA_CPP, NULL, NULL), DSV4_FLASH_TENSOR_COUNT);
 }
 
 static void dsv4_flash_q2_mix_adds_up_to_80_76_gib(void) {
@@ -49,6 +48,18 @@ static void dsv4_flash_q2_mix_adds_up_to_80_76_gib(void) {
     double gib = (double)b / 1073741824.0;
     CHECK(gib > 80.755 && gib < 80.765);
     CHECK_INT(dsv4_flash_tensor_bytes(DSV4_MIX_LLAMA_CPP), LLAMA_CPP_TENSOR_BYTES);
+}
+
+static void dsv4_flash_add_to_writer_passes_writer_errors_on(void) {
+    halo_gguf_writer *w = halo_gguf_writer_create();
+    CHECK(w != NULL);
+    if (!w) return;
+    halo_error err = {0};
+    CHECK_INT(dsv4_flash_add_to_writer(w, DSV4_MIX_DS4_Q2, &err), HALO_OK);
+    /* A second table in the same writer repeats every key: the first duplicate is reported. */
+    CHECK_INT(dsv4_flash_add_to_writer(w, DSV4_MIX_DS4_Q2, &err), HALO_E_DUPLICATE);
+    CHECK_CONTAINS(err.message, "general.architecture");
+    halo_gguf_writer_free(w);
 }
 
 /* Writes the sparse file for a mix, reopens it and checks the whole table against the source. */
@@ -61,9 +72,10 @@ typedef struct cmp_ctx {
 static int compare_one(const dsv4_tensor *t, void *user) {
     cmp_ctx *c = user;
     const halo_gguf_tensor *r = halo_gguf_tensor_at(c->g, c->index++);
-    bool ok = r && strcmp(r->name, t->name) == 0 && r->type == t->type &&
-              r->n_dims == t->n_dims && r->n_bytes == t->n_bytes;
-    for (int d = 0; ok && d < HALO_GGUF_MAX_DIMS; d++) ok = r->ne[d] == t->ne[d];
+    bool ok = r && strcmp(r->name, t->name) == 0 && r->type == t->type && r->n_dims == t->n_dims &&
+              r->n_bytes == t->n_bytes;
+    for (int d = 0; ok && d < HALO_GGUF_MAX_DIMS; d++)
+        ok = r->ne[d] == t->ne[d];
     if (!ok && c->mismatches++ < 5)
         fprintf(stderr, "tensor %" PRIu64 " (%s) differs after reading back\n", c->index - 1,
                 t->name);
@@ -94,7 +106,8 @@ static void write_and_inspect(dsv4_mix mix, const char *file, uint64_t want_byte
         return;
     }
     uint64_t n = halo_gguf_tensor_count(g), bytes = 0;
-    for (uint64_t i = 0; i < n; i++) bytes += halo_gguf_tensor_at(g, i)->n_bytes;
+    for (uint64_t i = 0; i < n; i++)
+        bytes += halo_gguf_tensor_at(g, i)->n_bytes;
     double t2 = now_s();
 
     CHECK_INT(n, DSV4_FLASH_TENSOR_COUNT);
@@ -168,6 +181,7 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--keep") == 0) keep_dir = argv[2];
     RUN(dsv4_flash_table_has_1328_tensors_in_both_mixes);
     RUN(dsv4_flash_q2_mix_adds_up_to_80_76_gib);
+    RUN(dsv4_flash_add_to_writer_passes_writer_errors_on);
     RUN(dsv4_flash_q2_sparse_file_writes_and_reads_back);
     RUN(dsv4_flash_llama_cpp_sparse_file_writes_and_reads_back);
     if (tmp_dir[0]) rmdir(tmp_dir);

@@ -77,14 +77,40 @@ static bool value_matches(halo_gguf_vtype type, const void *p, const cJSON *want
     uint64_t u = 0;
     int64_t s = 0;
     switch (type) {
-    case HALO_GGUF_U8: return json_u64(want, &u) && *(const uint8_t *)p == u;
-    case HALO_GGUF_I8: return json_i64(want, &s) && *(const int8_t *)p == s;
-    case HALO_GGUF_U16: { uint16_t v; memcpy(&v, p, 2); return json_u64(want, &u) && v == u; }
-    case HALO_GGUF_I16: { int16_t v; memcpy(&v, p, 2); return json_i64(want, &s) && v == s; }
-    case HALO_GGUF_U32: { uint32_t v; memcpy(&v, p, 4); return json_u64(want, &u) && v == u; }
-    case HALO_GGUF_I32: { int32_t v; memcpy(&v, p, 4); return json_i64(want, &s) && v == s; }
-    case HALO_GGUF_U64: { uint64_t v; memcpy(&v, p, 8); return json_u64(want, &u) && v == u; }
-    case HALO_GGUF_I64: { int64_t v; memcpy(&v, p, 8); return json_i64(want, &s) && v == s; }
+    case HALO_GGUF_U8:
+        return json_u64(want, &u) && *(const uint8_t *)p == u;
+    case HALO_GGUF_I8:
+        return json_i64(want, &s) && *(const int8_t *)p == s;
+    case HALO_GGUF_U16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return json_u64(want, &u) && v == u;
+    }
+    case HALO_GGUF_I16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        return json_i64(want, &s) && v == s;
+    }
+    case HALO_GGUF_U32: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return json_u64(want, &u) && v == u;
+    }
+    case HALO_GGUF_I32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return json_i64(want, &s) && v == s;
+    }
+    case HALO_GGUF_U64: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return json_u64(want, &u) && v == u;
+    }
+    case HALO_GGUF_I64: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        return json_i64(want, &s) && v == s;
+    }
     /* The JSON holds the exact stored value (float32 widened to double), so == is right. */
     case HALO_GGUF_F32: {
         float v;
@@ -105,18 +131,32 @@ static bool value_matches(halo_gguf_vtype type, const void *p, const cJSON *want
         return cJSON_IsString(want) && str->len == strlen(want->valuestring) &&
                memcmp(str->data, want->valuestring, str->len) == 0;
     }
-    default: return false;
+    default:
+        return false;
     }
 }
 
 static size_t scalar_size(halo_gguf_vtype t) {
     switch (t) {
-    case HALO_GGUF_U8: case HALO_GGUF_I8: case HALO_GGUF_BOOL: return 1;
-    case HALO_GGUF_U16: case HALO_GGUF_I16: return 2;
-    case HALO_GGUF_U32: case HALO_GGUF_I32: case HALO_GGUF_F32: return 4;
-    case HALO_GGUF_U64: case HALO_GGUF_I64: case HALO_GGUF_F64: return 8;
-    case HALO_GGUF_STRING: return sizeof(halo_gguf_str);
-    default: return 0;
+    case HALO_GGUF_U8:
+    case HALO_GGUF_I8:
+    case HALO_GGUF_BOOL:
+        return 1;
+    case HALO_GGUF_U16:
+    case HALO_GGUF_I16:
+        return 2;
+    case HALO_GGUF_U32:
+    case HALO_GGUF_I32:
+    case HALO_GGUF_F32:
+        return 4;
+    case HALO_GGUF_U64:
+    case HALO_GGUF_I64:
+    case HALO_GGUF_F64:
+        return 8;
+    case HALO_GGUF_STRING:
+        return sizeof(halo_gguf_str);
+    default:
+        return 0;
     }
 }
 
@@ -160,8 +200,8 @@ static void ggufpy_fixture_keys_match_in_order_type_and_value(void) {
             const cJSON *item;
             cJSON_ArrayForEach(item, value) {
                 if (!ok) break;
-                ok = value_matches(kv->elem_type, (const uint8_t *)kv->v.array + j++ * stride,
-                                   item);
+                ok =
+                    value_matches(kv->elem_type, (const uint8_t *)kv->v.array + j++ * stride, item);
             }
         } else {
             ok = value_matches(kv->type, &kv->v, value);

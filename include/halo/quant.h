@@ -24,7 +24,7 @@ extern "C" {
 typedef enum halo_quant_level {
     HALO_QUANT_SCALAR = 0, /* portable C; the reference every other level is tested against */
     HALO_QUANT_AVX2 = 1,   /* AVX2 + FMA + F16C */
-    HALO_QUANT_AVX512 = 2, /* AVX-512 F/BW/VL (+ VNNI where present) */
+    HALO_QUANT_AVX512 = 2, /* AVX-512 F/BW/VL/VNNI (Ice Lake, Zen 4 and later) */
     HALO_QUANT_LEVEL_COUNT
 } halo_quant_level;
 

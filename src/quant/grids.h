@@ -13,4 +13,7 @@ extern const uint32_t halo_iq3xxs_grid[256];
 extern const uint32_t halo_iq3s_grid[512];
 extern const uint64_t halo_iq1s_grid[2048];
 
+/* For each 7-bit IQ sign index: 8 bytes of +1 / -1 (0xff), bit 7 being the parity bit. */
+extern const uint64_t halo_iq_sign64[128];
+
 #endif

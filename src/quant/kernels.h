@@ -63,8 +63,10 @@ HALO_DECLARE_SIMD(q2_K, avx2);
 HALO_DECLARE_SIMD(q4_K, avx2);
 HALO_DECLARE_SIMD(q6_K, avx2);
 HALO_DECLARE_SIMD(iq2_xxs, avx2);
-HALO_DECLARE_SIMD(q8_0, avx512);
-HALO_DECLARE_SIMD(q4_K, avx512);
+float halo_dot_q8_0_avx512(int64_t n, const void *w, const void *act);
+float halo_dot_q4_0_avx512(int64_t n, const void *w, const void *act);
+float halo_dot_iq4_nl_avx512(int64_t n, const void *w, const void *act);
+float halo_dot_mxfp4_avx512(int64_t n, const void *w, const void *act);
 #endif
 
 #endif

@@ -56,7 +56,9 @@ static kernel_set kernels[HALO_TYPE_ID_LIMIT] = {
 static void add_avx512_kernels(void) {
 #ifdef HALO_HAVE_X86
     kernels[HALO_TYPE_Q8_0].dot[HALO_QUANT_AVX512] = halo_dot_q8_0_avx512;
-    kernels[HALO_TYPE_Q4_K].dot[HALO_QUANT_AVX512] = halo_dot_q4_K_avx512;
+    kernels[HALO_TYPE_Q4_0].dot[HALO_QUANT_AVX512] = halo_dot_q4_0_avx512;
+    kernels[HALO_TYPE_IQ4_NL].dot[HALO_QUANT_AVX512] = halo_dot_iq4_nl_avx512;
+    kernels[HALO_TYPE_MXFP4].dot[HALO_QUANT_AVX512] = halo_dot_mxfp4_avx512;
 #endif
 }
 
@@ -67,7 +69,7 @@ static halo_quant_level detect_level(void) {
         !__builtin_cpu_supports("f16c"))
         return HALO_QUANT_SCALAR;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
         return HALO_QUANT_AVX512;
     return HALO_QUANT_AVX2;
 #else

@@ -249,32 +249,46 @@ AVX2 void halo_dequant_q2_K_avx2(const void *src, float *dst, int64_t n) {
     }
 }
 
+/* int16 lanes 0-7 = byte g, lanes 8-15 = byte g + 1 of a 16-byte table broadcast to both
+ * 128-bit halves (vpshufb indexes within each half; 0x80 zeroes the high byte). */
+AVX2 static inline __m256i pick_pair_u8(__m256i table, int g) {
+    return _mm256_shuffle_epi8(table, _mm256_set_m128i(_mm_set1_epi16((short)(0x8000 | (g + 1))),
+                                                       _mm_set1_epi16((short)(0x8000 | g))));
+}
+
 AVX2 float halo_dot_q2_K_avx2(int64_t n, const void *w, const void *act) {
     const block_q2_K *x = w;
     const block_q8_K *a = act;
     const __m256i m3 = _mm256_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps();
-    float summ = 0.0f;
+    const __m128i m4 = _mm_set1_epi8(0xf);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
-        __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0xf)));
+        __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), m4));
         __m256i msum = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)a[i].bsums));
-        summ += a[i].d * f16(x[i].dmin) * (float)hsum_epi32(msum);
-        __m256i sumi = _mm256_setzero_si256();
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].dmin)), _mm256_cvtepi32_ps(msum), accm);
+        __m256i scales = _mm256_broadcastsi128_si256(_mm_and_si128(sc8, m4));
+        __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
         for (int c = 0; c < 2; c++) {
             __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
-            for (int p = 0; p < 4; p++) {
-                __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * p), m3);
-                __m256i y = _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * c + 32 * p));
-                __m256i prod = _mm256_maddubs_epi16(q, y);
-                /* groups g, g+1 with g = 8c + 2p: broadcast their scales to the two halves */
-                int g = 8 * c + 2 * p;
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(prod, scale_pair(x[i].scales[g] & 0xf, x[i].scales[g + 1] & 0xf)));
-            }
+            const int8_t *y = a[i].qs + 128 * c;
+            __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(bits, m3), _mm256_loadu_si256((const __m256i *)y));
+            __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 2), m3),
+                                              _mm256_loadu_si256((const __m256i *)(y + 32)));
+            __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m3),
+                                              _mm256_loadu_si256((const __m256i *)(y + 64)));
+            __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 6), m3),
+                                              _mm256_loadu_si256((const __m256i *)(y + 96)));
+            int g = 8 * c;
+            sumi0 = _mm256_add_epi32(sumi0, _mm256_madd_epi16(p0, pick_pair_u8(scales, g)));
+            sumi1 = _mm256_add_epi32(sumi1, _mm256_madd_epi16(p1, pick_pair_u8(scales, g + 2)));
+            sumi0 = _mm256_add_epi32(sumi0, _mm256_madd_epi16(p2, pick_pair_u8(scales, g + 4)));
+            sumi1 = _mm256_add_epi32(sumi1, _mm256_madd_epi16(p3, pick_pair_u8(scales, g + 6)));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].d)),
+                              _mm256_cvtepi32_ps(_mm256_add_epi32(sumi0, sumi1)), acc);
     }
-    return hsum_ps(acc) - summ;
+    return hsum_ps(_mm256_sub_ps(acc, accm));
 }
 
 /* Q4_K scales and mins: 8 6-bit pairs from 12 bytes. */
@@ -302,36 +316,53 @@ AVX2 void halo_dequant_q4_K_avx2(const void *src, float *dst, int64_t n) {
     }
 }
 
+/* Q4_K's 12 scale bytes -> 16 bytes: the 8 scales, then the 8 mins (6 bits each). */
+static inline __m128i q4k_scales_mins(const uint8_t *s) {
+    uint32_t u[4];
+    memcpy(u, s, 12);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mins 4-7 */
+    uint32_t mins03 = u[1] & m6;
+    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4); /* scales 4-7 */
+    u[2] = mins03;
+    u[0] &= m6; /* scales 0-3 */
+    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+}
+
 AVX2 float halo_dot_q4_K_avx2(int64_t n, const void *w, const void *act) {
     const block_q4_K *x = w;
     const block_q8_K *a = act;
     const __m256i m4 = _mm256_set1_epi8(0xf);
     __m256 acc = _mm256_setzero_ps();
-    float summ = 0.0f;
+    __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        uint8_t sc[8], m[8];
-        q4k_unpack(x[i].scales, sc, m);
-        /* mins: sum over the 8 groups of m[g] * (bsums[2g] + bsums[2g+1]) */
+        __m256i sm = _mm256_cvtepu8_epi16(q4k_scales_mins(x[i].scales));
+        /* mins . (bsums summed in pairs = sums over 32) */
         __m256i bs = _mm256_loadu_si256((const __m256i *)a[i].bsums);
-        __m256i mm = _mm256_cvtepu8_epi16(_mm_set_epi8((char)m[7], (char)m[7], (char)m[6], (char)m[6],
-                                                       (char)m[5], (char)m[5], (char)m[4], (char)m[4],
-                                                       (char)m[3], (char)m[3], (char)m[2], (char)m[2],
-                                                       (char)m[1], (char)m[1], (char)m[0], (char)m[0]));
-        summ += a[i].d * f16(x[i].dmin) * (float)hsum_epi32(_mm256_madd_epi16(mm, bs));
-        __m256i sumi = _mm256_setzero_si256();
+        __m128i s32 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        __m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), s32);
+        accm = _mm_fmadd_ps(_mm_set1_ps(a[i].d * f16(x[i].dmin)), _mm_cvtepi32_ps(pm), accm);
+        __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+        __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
-            __m256i qlo = _mm256_and_si256(bits, m4);
-            __m256i qhi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
             __m256i ylo = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c));
             __m256i yhi = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c + 32));
-            __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(qlo, ylo), _mm256_set1_epi16(sc[2 * c]));
-            __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(qhi, yhi), _mm256_set1_epi16(sc[2 * c + 1]));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
+            __m256i plo = _mm256_maddubs_epi16(_mm256_and_si256(bits, m4), ylo);
+            __m256i phi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), yhi);
+            /* broadcast int16 scale 2c / 2c+1 */
+            __m256i slo = _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)((4 * c + 1) << 8 | (4 * c))));
+            __m256i shi = _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+            sumi0 = _mm256_add_epi32(sumi0, _mm256_madd_epi16(plo, slo));
+            sumi1 = _mm256_add_epi32(sumi1, _mm256_madd_epi16(phi, shi));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].d)),
+                              _mm256_cvtepi32_ps(_mm256_add_epi32(sumi0, sumi1)), acc);
     }
-    return hsum_ps(acc) - summ;
+    __m128 m = accm;
+    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return hsum_ps(acc) - _mm_cvtss_f32(m);
 }
 
 /* Q6_K: 32 levels of part p (0..3) of 128-element chunk c, stored +32 (0..63). */
@@ -370,19 +401,35 @@ AVX2 float halo_dot_q6_K_avx2(int64_t n, const void *w, const void *act) {
     const block_q6_K *x = w;
     const block_q8_K *a = act;
     __m256 acc = _mm256_setzero_ps();
-    const __m256i k32 = _mm256_set1_epi8(32);
+    const __m256i k32 = _mm256_set1_epi8(32), m4 = _mm256_set1_epi8(0xf), m3 = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m256i sumi = _mm256_setzero_si256();
-        for (int c = 0; c < 2; c++)
+        __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
+        for (int c = 0; c < 2; c++) {
+            /* this chunk's 8 scales as int16, in both halves */
+            __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(c ? _mm_srli_si128(sc8, 8) : sc8));
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * c));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * c + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * c));
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4)),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4)),
+            };
             for (int p = 0; p < 4; p++) {
-                __m256i q = q6k_part(&x[i], c, p);
                 __m256i y = _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * c + 32 * p));
-                /* (q - 32) . y = q . y - 32 * sum(y) */
-                __m256i prod = _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(k32, y));
-                int g = 8 * c + 2 * p;
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(prod, scale_pair(x[i].scales[g], x[i].scales[g + 1])));
+                /* (q - 32) . y = q . y - 32 * sum(y), both within int16 */
+                __m256i prod = _mm256_sub_epi16(_mm256_maddubs_epi16(q[p], y), _mm256_maddubs_epi16(k32, y));
+                __m256i s = _mm256_shuffle_epi8(scales, _mm256_set_m128i(
+                    _mm_set1_epi16((short)((4 * p + 3) << 8 | (4 * p + 2))),
+                    _mm_set1_epi16((short)((4 * p + 1) << 8 | (4 * p)))));
+                if (p & 1) sumi1 = _mm256_add_epi32(sumi1, _mm256_madd_epi16(prod, s));
+                else sumi0 = _mm256_add_epi32(sumi0, _mm256_madd_epi16(prod, s));
             }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].d)),
+                              _mm256_cvtepi32_ps(_mm256_add_epi32(sumi0, sumi1)), acc);
     }
     return hsum_ps(acc);
 }
@@ -442,17 +489,28 @@ AVX2 float halo_dot_iq2_xxs_avx2(int64_t n, const void *w, const void *act) {
     const block_q8_K *a = act;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m256i sumi = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            __m256i grid;
-            uint32_t s4;
-            int ls;
-            iq2xxs_sub(&x[i], ib, &grid, &s4, &ls);
-            __m256i y = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * ib));
-            __m256i prod = _mm256_maddubs_epi16(grid, _mm256_sign_epi8(y, sign_mask32(s4)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(prod, _mm256_set1_epi16((short)(2 * ls + 1))));
+        const uint8_t *q = (const uint8_t *)x[i].qs;
+        __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib += 2) {
+            uint32_t aux[4];
+            memcpy(aux, q + 8 * ib, 16);
+            const uint8_t *i0 = (const uint8_t *)&aux[0], *i1 = (const uint8_t *)&aux[2];
+            __m256i g0 = _mm256_set_epi64x((int64_t)halo_iq2xxs_grid[i0[3]], (int64_t)halo_iq2xxs_grid[i0[2]],
+                                           (int64_t)halo_iq2xxs_grid[i0[1]], (int64_t)halo_iq2xxs_grid[i0[0]]);
+            __m256i g1 = _mm256_set_epi64x((int64_t)halo_iq2xxs_grid[i1[3]], (int64_t)halo_iq2xxs_grid[i1[2]],
+                                           (int64_t)halo_iq2xxs_grid[i1[1]], (int64_t)halo_iq2xxs_grid[i1[0]]);
+            __m256i s0 = _mm256_set_epi64x((int64_t)halo_iq_sign64[(aux[1] >> 21) & 127], (int64_t)halo_iq_sign64[(aux[1] >> 14) & 127],
+                                           (int64_t)halo_iq_sign64[(aux[1] >> 7) & 127], (int64_t)halo_iq_sign64[aux[1] & 127]);
+            __m256i s1 = _mm256_set_epi64x((int64_t)halo_iq_sign64[(aux[3] >> 21) & 127], (int64_t)halo_iq_sign64[(aux[3] >> 14) & 127],
+                                           (int64_t)halo_iq_sign64[(aux[3] >> 7) & 127], (int64_t)halo_iq_sign64[aux[3] & 127]);
+            __m256i y0 = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * ib)), s0);
+            __m256i y1 = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * ib + 32)), s1);
+            __m256i p0 = _mm256_maddubs_epi16(g0, y0), p1 = _mm256_maddubs_epi16(g1, y1);
+            sumi0 = _mm256_add_epi32(sumi0, _mm256_madd_epi16(p0, _mm256_set1_epi16((short)(2 * (aux[1] >> 28) + 1))));
+            sumi1 = _mm256_add_epi32(sumi1, _mm256_madd_epi16(p1, _mm256_set1_epi16((short)(2 * (aux[3] >> 28) + 1))));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * (f16(x[i].d) * 0.125f)), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * (f16(x[i].d) * 0.125f)),
+                              _mm256_cvtepi32_ps(_mm256_add_epi32(sumi0, sumi1)), acc);
     }
     return hsum_ps(acc);
 }

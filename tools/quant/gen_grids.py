@@ -42,6 +42,17 @@ def main():
             out.append("    " + ", ".join(f"0x{v:0{width}x}" for v in vals[i:i + per_line]) + ",")
         out.append("};")
         out.append("")
+    # Derived, not read: IQ2/IQ3 sign patterns as +-1 bytes for SIMD sign application. Index i is a
+    # 7-bit sign index; bit 7 is its parity (an even count of negative signs per 8 weights).
+    out.append("const uint64_t halo_iq_sign64[128] = {")
+    rows = []
+    for i in range(128):
+        s = i | ((bin(i).count("1") & 1) << 7)
+        rows.append(sum((0xff if (s >> j) & 1 else 0x01) << (8 * j) for j in range(8)))
+    for i in range(0, 128, 4):
+        out.append("    " + ", ".join(f"0x{v:016x}" for v in rows[i:i + 4]) + ",")
+    out.append("};")
+    out.append("")
     sys.stdout.write("\n".join(out))
 
 

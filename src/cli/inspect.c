@@ -157,9 +157,12 @@ static void print_text(const halo_gguf *g, const summary *s, bool tensors) {
     }
     const halo_gguf_kv *tok = halo_gguf_find_kv(g, "tokenizer.ggml.model");
     const halo_gguf_kv *toks = halo_gguf_find_kv(g, "tokenizer.ggml.tokens");
-    if (tok && tok->type == HALO_GGUF_STRING)
-        printf("\ntokenizer:    %s, %" PRIu64 " tokens\n", tok->v.str.data,
-               toks && toks->type == HALO_GGUF_ARRAY ? toks->count : 0);
+    if (tok && tok->type == HALO_GGUF_STRING) {
+        if (toks && toks->type == HALO_GGUF_ARRAY)
+            printf("\ntokenizer:    %s, %" PRIu64 " tokens\n", tok->v.str.data, toks->count);
+        else
+            printf("\ntokenizer:    %s (no token list)\n", tok->v.str.data);
+    }
 
     printf("\nbytes by type:\n");
     for (uint32_t t = 0; t < HALO_TYPE_ID_LIMIT; t++) {

@@ -3,8 +3,10 @@
  * validation error. HALO_BIN is the built binary's path (set by CMake). */
 #include <cjson/cJSON.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "check.h"
+#include "common/dsv4_flash.h"
 #include "gguf/gguf_test_util.h"
 
 /* Runs a shell command, captures stdout (and stderr when merge is set) and the exit status. */
@@ -128,7 +130,99 @@ static void corrupt_file_exits_1_with_the_validation_error(void) {
     tmpdir_remove(dir);
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The full-size DeepSeek V4 Flash table (ds4's q2 mix) as a sparse file: inspect must report
+ * ds4's published 80.76 GiB, 1,328 tensors and the expert types, from the header alone. */
+static void inspects_the_sparse_full_size_dsv4_flash_file(void) {
+    char *dir = tmpdir_make(), path[600], cmd[1400];
+    snprintf(path, sizeof path, "%s/DeepSeek-V4-Flash-q2.gguf", dir);
+    double t0 = now_s();
+    halo_gguf_writer *w = halo_gguf_writer_create();
+    halo_error err = {0};
+    CHECK_INT(dsv4_flash_add_to_writer(w, DSV4_MIX_DS4_Q2, &err), HALO_OK);
+    CHECK_INT(halo_gguf_writer_write_file(w, path, &err), HALO_OK);
+    halo_gguf_writer_free(w);
+    double t1 = now_s();
+    snprintf(cmd, sizeof cmd, "%s inspect --json '%s'", HALO_BIN, path);
+    int status;
+    char *out = run(cmd, &status);
+    double t2 = now_s();
+    printf("  wrote the sparse file in %.1f ms, `halo inspect --json` took %.1f ms\n",
+           (t1 - t0) * 1e3, (t2 - t1) * 1e3);
+    CHECK_INT(status, 0);
+    cJSON *j = cJSON_Parse(out);
+    CHECK(j != NULL);
+    if (j) {
+        CHECK(num(j, "tensor_count") == 1328);
+        double gib = num(j, "tensor_bytes") / (1024.0 * 1024 * 1024);
+        CHECK(gib > 80.755 && gib < 80.765);
+        const cJSON *types = cJSON_GetObjectItem(j, "bytes_by_type");
+        CHECK(num(cJSON_GetObjectItem(types, "iq2_xxs"), "tensors") == 86); /* gate + up x 43 */
+        CHECK(num(cJSON_GetObjectItem(types, "q2_K"), "tensors") == 43);   /* down x 43 */
+        CHECK(num(cJSON_GetObjectItem(j, "hyperparameters"), "block_count") == 43);
+        CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(j, "bytes_per_layer")), 43);
+        /* F16 embedding (4096 x 129280 x 2 B) beats a Q2_K down expert stack (672 MiB). */
+        const cJSON *largest = cJSON_GetObjectItem(j, "largest_tensors");
+        CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(largest, 0), "name")->valuestring,
+                  "token_embd.weight");
+        CHECK_CONTAINS(cJSON_GetObjectItem(cJSON_GetArrayItem(largest, 1), "name")->valuestring,
+                       "ffn_down_exps");
+        cJSON_Delete(j);
+    }
+    free(out);
+    tmpdir_remove(dir);
+}
+
+/* A file written by llama.cpp's gguf-py: inspect reports what its generator says it wrote. */
+static void inspects_the_ggufpy_fixture(void) {
+    const char *path = "tests/data/gguf/ggufpy-mixed.gguf";
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "%s inspect --json --tensors '%s'", HALO_BIN, path);
+    int status;
+    char *out = run(cmd, &status);
+    CHECK_INT(status, 0);
+    FILE *f = fopen("tests/data/gguf/ggufpy-mixed.expected.json", "rb");
+    CHECK(f != NULL);
+    char *expected_text = calloc(1, 1 << 20);
+    if (f) {
+        CHECK(fread(expected_text, 1, (1 << 20) - 1, f) > 0);
+        fclose(f);
+    }
+    cJSON *j = cJSON_Parse(out), *want = cJSON_Parse(expected_text);
+    CHECK(j && want);
+    if (j && want) {
+        const cJSON *tensors = cJSON_GetObjectItem(want, "tensors");
+        double total = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tensors) total += num(t, "n_bytes");
+        CHECK(num(j, "tensor_count") == cJSON_GetArraySize(tensors));
+        CHECK(num(j, "tensor_bytes") == total);
+        CHECK(num(j, "alignment") == num(want, "alignment"));
+        CHECK(num(j, "gguf_version") == num(want, "version"));
+        CHECK_STR(cJSON_GetObjectItem(j, "architecture")->valuestring, "deepseek4");
+        const cJSON *mine = cJSON_GetObjectItem(j, "tensors");
+        int i = 0;
+        cJSON_ArrayForEach(t, tensors) {
+            const cJSON *m = cJSON_GetArrayItem(mine, i++);
+            CHECK_STR(cJSON_GetObjectItem(m, "name")->valuestring,
+                      cJSON_GetObjectItem(t, "name")->valuestring);
+            CHECK(num(m, "bytes") == num(t, "n_bytes"));
+        }
+    }
+    cJSON_Delete(j);
+    cJSON_Delete(want);
+    free(expected_text);
+    free(out);
+}
+
 int main(void) {
+    RUN(inspects_the_sparse_full_size_dsv4_flash_file);
+    RUN(inspects_the_ggufpy_fixture);
     RUN(json_describes_the_written_model);
     RUN(text_output_shows_the_summary);
     RUN(corrupt_file_exits_1_with_the_validation_error);

@@ -39,6 +39,7 @@ struct halo_gguf_writer {
 };
 
 static bool put(bytes *b, const void *data, size_t n) {
+    if (n == 0) return true; /* data may be NULL for empty arrays */
     if (b->cap - b->len < n) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap - b->len < n) {

@@ -25,7 +25,8 @@ asan: deps
 demo: all
 	@scripts/demo.sh $(BUILD)
 
-fuzz: deps
+fuzz:
+	@scripts/deps.sh fuzz
 	@CC=clang cmake -S . -B build-fuzz -DHALO_FUZZ=ON -DHALO_SANITIZE=ON >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf fuzz_gguf_seeds
 

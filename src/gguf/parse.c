@@ -111,8 +111,9 @@ static halo_status check_name(cursor *c, const halo_gguf_str *s, uint64_t max, c
     if (strlen(s->data) != s->len)
         return halo_fail(c->err, HALO_E_BAD_VALUE, "%s contains a NUL byte", what);
     if (s->len > max)
-        return halo_fail(c->err, HALO_E_BAD_VALUE, "%s '%.64s...' is %llu bytes, over the %llu-byte limit",
-                         what, s->data, (unsigned long long)s->len, (unsigned long long)max);
+        return halo_fail(c->err, HALO_E_BAD_VALUE,
+                         "%s '%.64s...' is %llu bytes, over the %llu-byte limit", what, s->data,
+                         (unsigned long long)s->len, (unsigned long long)max);
     return HALO_OK;
 }
 

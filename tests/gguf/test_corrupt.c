@@ -260,6 +260,27 @@ static void rejects_empty_and_nul_names(void) {
     expect(img, HALO_E_BAD_VALUE, "name of tensor 1 contains a NUL byte");
 }
 
+/* GGUF spec: tensor names are at most 64 bytes. Lengthening a 64-byte name by one pulls the
+ * next byte (n_dims = 1) into it. */
+static void rejects_tensor_names_over_64_bytes(void) {
+    char name[65];
+    memset(name, 'x', 64);
+    name[64] = 0;
+    halo_gguf_writer *w = halo_gguf_writer_create();
+    int64_t ne[1] = {8};
+    static float data[8];
+    CHECK_INT(halo_gguf_writer_add_tensor(w, name, HALO_TYPE_F32, 1, ne, data), HALO_OK);
+    image img = {0};
+    halo_error err = {0};
+    halo_gguf_writer_write_memory(w, (void **)&img.p, &img.size, &err);
+    halo_gguf_writer_free(w);
+    halo_gguf *g = NULL;
+    CHECK_INT(halo_gguf_open_memory(img.p, img.size, &g, &err), HALO_OK);
+    halo_gguf_close(g);
+    patch_u64(img.p, find_gguf_string(img.p, img.size, name), 65);
+    expect(img, HALO_E_BAD_VALUE, "is 65 bytes, over the 64-byte limit");
+}
+
 static void error_names_the_file(void) {
     char *dir = tmpdir_make();
     char path[600];
@@ -302,6 +323,7 @@ int main(void) {
     RUN(rejects_overlapping_tensors);
     RUN(rejects_bad_alignment);
     RUN(rejects_empty_and_nul_names);
+    RUN(rejects_tensor_names_over_64_bytes);
     RUN(error_names_the_file);
     return check_report();
 }

@@ -269,6 +269,7 @@ AVX2 float halo_dot_q2_K_avx2(int64_t n, const void *w, const void *act) {
         accm = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].dmin)), _mm256_cvtepi32_ps(msum), accm);
         __m256i scales = _mm256_broadcastsi128_si256(_mm_and_si128(sc8, m4));
         __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
+#pragma GCC unroll 2
         for (int c = 0; c < 2; c++) {
             __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             const int8_t *y = a[i].qs + 128 * c;
@@ -344,6 +345,7 @@ AVX2 float halo_dot_q4_K_avx2(int64_t n, const void *w, const void *act) {
         accm = _mm_fmadd_ps(_mm_set1_ps(a[i].d * f16(x[i].dmin)), _mm_cvtepi32_ps(pm), accm);
         __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
         __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             __m256i ylo = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c));
@@ -405,6 +407,7 @@ AVX2 float halo_dot_q6_K_avx2(int64_t n, const void *w, const void *act) {
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
         __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
+#pragma GCC unroll 2
         for (int c = 0; c < 2; c++) {
             /* this chunk's 8 scales as int16, in both halves */
             __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(c ? _mm_srli_si128(sc8, 8) : sc8));
@@ -417,6 +420,7 @@ AVX2 float halo_dot_q6_K_avx2(int64_t n, const void *w, const void *act) {
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)),
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4)),
             };
+#pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
                 __m256i y = _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * c + 32 * p));
                 /* (q - 32) . y = q . y - 32 * sum(y), both within int16 */
@@ -491,6 +495,7 @@ AVX2 float halo_dot_iq2_xxs_avx2(int64_t n, const void *w, const void *act) {
     for (int64_t i = 0; i < n / QK_K; i++) {
         const uint8_t *q = (const uint8_t *)x[i].qs;
         __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int ib = 0; ib < 8; ib += 2) {
             uint32_t aux[4];
             memcpy(aux, q + 8 * ib, 16);

@@ -67,6 +67,9 @@ float halo_dot_q8_0_avx512(int64_t n, const void *w, const void *act);
 float halo_dot_q4_0_avx512(int64_t n, const void *w, const void *act);
 float halo_dot_iq4_nl_avx512(int64_t n, const void *w, const void *act);
 float halo_dot_mxfp4_avx512(int64_t n, const void *w, const void *act);
+float halo_dot_q2_K_avx512(int64_t n, const void *w, const void *act);
+float halo_dot_q4_K_avx512(int64_t n, const void *w, const void *act);
+float halo_dot_q6_K_avx512(int64_t n, const void *w, const void *act);
 #endif
 
 #endif

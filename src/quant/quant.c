@@ -59,6 +59,11 @@ static void add_avx512_kernels(void) {
     kernels[HALO_TYPE_Q4_0].dot[HALO_QUANT_AVX512] = halo_dot_q4_0_avx512;
     kernels[HALO_TYPE_IQ4_NL].dot[HALO_QUANT_AVX512] = halo_dot_iq4_nl_avx512;
     kernels[HALO_TYPE_MXFP4].dot[HALO_QUANT_AVX512] = halo_dot_mxfp4_avx512;
+    kernels[HALO_TYPE_Q2_K].dot[HALO_QUANT_AVX512] = halo_dot_q2_K_avx512;
+    kernels[HALO_TYPE_Q4_K].dot[HALO_QUANT_AVX512] = halo_dot_q4_K_avx512;
+    kernels[HALO_TYPE_Q6_K].dot[HALO_QUANT_AVX512] = halo_dot_q6_K_avx512;
+    /* IQ2_XXS stays on AVX2: its cost is the codebook loads, which 512-bit registers (tried:
+     * inserts, gathers) do not make cheaper; measured 0.97x of the AVX2 kernel. */
 #endif
 }
 

@@ -57,7 +57,8 @@ bool halo_quant_can_quantize(uint32_t type);
 
 /* Quantizes n f32 values (a multiple of the block size) into dst, which holds
  * halo_type_bytes(type, n) bytes. Q8_0, Q8_K, Q2_K, Q4_K, Q6_K and MXFP4 follow ggml's
- * reference quantizers, so quantize->dequantize matches ggml's bit for bit. */
+ * reference quantizers, so quantize->dequantize matches ggml's bit for bit. A NaN or infinite
+ * input is an error (HALO_E_BAD_VALUE) for the block formats; F16/BF16 convert it as IEEE does. */
 halo_status halo_quant_quantize_row(uint32_t type, const float *src, void *dst, int64_t n,
                                     halo_error *err);
 

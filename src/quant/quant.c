@@ -168,6 +168,11 @@ halo_status halo_quant_quantize_row(uint32_t type, const float *src, void *dst, 
         return halo_fail(err, HALO_E_INVALID_ARG,
                          "quantize %s: %lld elements is not a multiple of the block size %u",
                          info->name, (long long)n, info->block_size);
+    if (type != HALO_TYPE_F32 && type != HALO_TYPE_F16 && type != HALO_TYPE_BF16)
+        for (int64_t i = 0; i < n; i++)
+            if (!isfinite(src[i])) /* would poison a whole block's scale */
+                return halo_fail(err, HALO_E_BAD_VALUE, "quantize %s: element %lld is %s",
+                                 info->name, (long long)i, isnan(src[i]) ? "NaN" : "infinite");
     switch (type) {
     case HALO_TYPE_F32: memcpy(dst, src, (size_t)n * 4); break;
     case HALO_TYPE_F16:

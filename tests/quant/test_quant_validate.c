@@ -108,6 +108,12 @@ static void quant_quantize_rejects_types_it_cannot_write(void) {
     CHECK_INT(halo_quant_quantize_row(HALO_TYPE_Q4_K, x, out, 100, &err), HALO_E_INVALID_ARG);
     CHECK_CONTAINS(err.message, "block size 256");
     CHECK(!halo_quant_can_quantize(HALO_TYPE_IQ2_XXS));
+    x[77] = NAN;
+    CHECK_INT(halo_quant_quantize_row(HALO_TYPE_Q8_0, x, out, 256, &err), HALO_E_BAD_VALUE);
+    CHECK_CONTAINS(err.message, "q8_0: element 77 is NaN");
+    x[77] = -INFINITY;
+    CHECK_INT(halo_quant_quantize_row(HALO_TYPE_Q8_K, x, out, 256, &err), HALO_E_BAD_VALUE);
+    CHECK_CONTAINS(err.message, "infinite");
 }
 
 int main(void) {

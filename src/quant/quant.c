@@ -22,8 +22,11 @@ typedef struct kernel_set {
 #define AVX2(name, act_type)                                                                     \
     {act_type, {halo_dequant_##name, halo_dequant_##name##_avx2},                               \
      {halo_dot_##name, halo_dot_##name##_avx2}}
+#define AVX2_DOT(name, act_type)                                                                 \
+    {act_type, {halo_dequant_##name}, {halo_dot_##name, halo_dot_##name##_avx2}}
 #else
 #define AVX2(name, act_type) SCALAR(name, act_type)
+#define AVX2_DOT(name, act_type) SCALAR(name, act_type)
 #endif
 
 /* A NULL entry at a level falls back to the next lower level that has one. */
@@ -32,25 +35,25 @@ static kernel_set kernels[HALO_TYPE_ID_LIMIT] = {
     [HALO_TYPE_F16] = AVX2(f16, HALO_TYPE_F32),
     [HALO_TYPE_BF16] = AVX2(bf16, HALO_TYPE_F32),
     [HALO_TYPE_Q4_0] = AVX2(q4_0, HALO_TYPE_Q8_0),
-    [HALO_TYPE_Q4_1] = SCALAR(q4_1, HALO_TYPE_Q8_0),
-    [HALO_TYPE_Q5_0] = SCALAR(q5_0, HALO_TYPE_Q8_0),
-    [HALO_TYPE_Q5_1] = SCALAR(q5_1, HALO_TYPE_Q8_0),
+    [HALO_TYPE_Q4_1] = AVX2_DOT(q4_1, HALO_TYPE_Q8_0),
+    [HALO_TYPE_Q5_0] = AVX2_DOT(q5_0, HALO_TYPE_Q8_0),
+    [HALO_TYPE_Q5_1] = AVX2_DOT(q5_1, HALO_TYPE_Q8_0),
     [HALO_TYPE_Q8_0] = AVX2(q8_0, HALO_TYPE_Q8_0),
     [HALO_TYPE_IQ4_NL] = AVX2(iq4_nl, HALO_TYPE_Q8_0),
     [HALO_TYPE_MXFP4] = AVX2(mxfp4, HALO_TYPE_Q8_0),
     [HALO_TYPE_Q2_K] = AVX2(q2_K, HALO_TYPE_Q8_K),
-    [HALO_TYPE_Q3_K] = SCALAR(q3_K, HALO_TYPE_Q8_K),
+    [HALO_TYPE_Q3_K] = AVX2_DOT(q3_K, HALO_TYPE_Q8_K),
     [HALO_TYPE_Q4_K] = AVX2(q4_K, HALO_TYPE_Q8_K),
-    [HALO_TYPE_Q5_K] = SCALAR(q5_K, HALO_TYPE_Q8_K),
+    [HALO_TYPE_Q5_K] = AVX2_DOT(q5_K, HALO_TYPE_Q8_K),
     [HALO_TYPE_Q6_K] = AVX2(q6_K, HALO_TYPE_Q8_K),
     [HALO_TYPE_IQ2_XXS] = AVX2(iq2_xxs, HALO_TYPE_Q8_K),
-    [HALO_TYPE_IQ2_XS] = SCALAR(iq2_xs, HALO_TYPE_Q8_K),
-    [HALO_TYPE_IQ2_S] = SCALAR(iq2_s, HALO_TYPE_Q8_K),
-    [HALO_TYPE_IQ3_XXS] = SCALAR(iq3_xxs, HALO_TYPE_Q8_K),
-    [HALO_TYPE_IQ3_S] = SCALAR(iq3_s, HALO_TYPE_Q8_K),
-    [HALO_TYPE_IQ1_S] = SCALAR(iq1_s, HALO_TYPE_Q8_K),
-    [HALO_TYPE_IQ1_M] = SCALAR(iq1_m, HALO_TYPE_Q8_K),
-    [HALO_TYPE_IQ4_XS] = SCALAR(iq4_xs, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ2_XS] = AVX2_DOT(iq2_xs, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ2_S] = AVX2_DOT(iq2_s, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ3_XXS] = AVX2_DOT(iq3_xxs, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ3_S] = AVX2_DOT(iq3_s, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ1_S] = AVX2_DOT(iq1_s, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ1_M] = AVX2_DOT(iq1_m, HALO_TYPE_Q8_K),
+    [HALO_TYPE_IQ4_XS] = AVX2_DOT(iq4_xs, HALO_TYPE_Q8_K),
 };
 
 static void add_avx512_kernels(void) {

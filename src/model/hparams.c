@@ -139,8 +139,9 @@ static void check(reader *r, const halo_hparams *hp) {
     REQUIRE(hp->sliding_window > 0, "attention.sliding_window", hp->sliding_window,
             "must be positive");
     REQUIRE(hp->n_expert > 0, "expert_count", hp->n_expert, "must be positive");
-    REQUIRE(hp->n_expert_used > 0 && hp->n_expert_used <= hp->n_expert, "expert_used_count",
-            hp->n_expert_used, "must be 1 to expert_count");
+    REQUIRE(hp->n_expert_used > 0 && hp->n_expert_used <= hp->n_expert &&
+                hp->n_expert_used <= HALO_MAX_EXPERTS_USED,
+            "expert_used_count", hp->n_expert_used, "must be 1 to expert_count (at most 64)");
     REQUIRE(hp->n_hash_layer <= hp->n_layer, "hash_layer_count", hp->n_hash_layer,
             "exceeds block_count");
     REQUIRE(hp->gating_func == HALO_GATING_SOFTMAX || hp->gating_func == HALO_GATING_SIGMOID ||

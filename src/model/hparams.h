@@ -7,12 +7,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "halo/gguf.h"
 
 #define HALO_MAX_LAYERS 256
+#define HALO_MAX_EXPERTS_USED 64
 
-/* Expert gating functions, numbered as llama.cpp's `expert_gating_func`. */
-enum { HALO_GATING_SOFTMAX = 1, HALO_GATING_SIGMOID = 2, HALO_GATING_SQRTSOFTPLUS = 4 };
 
 typedef struct halo_hparams {
     uint32_t n_layer;         /* block_count */

@@ -1,0 +1,171 @@
+/* The ops interface every backend implements (cpu, later cuda/hip/vulkan). The DeepSeek V4
+ * forward (src/model/forward.c) is written once as calls to these ops; backends implement ops,
+ * they do not re-implement the model. Ops are at the level of model primitives — projection,
+ * norm, rope, hyper-connection pre/post, compressor pooling, indexer top-k, mixed attention,
+ * MoE — so a backend can fuse inside an op.
+ *
+ * Data lives in backend buffers (opaque: device memory on a GPU). A halo_tensor is a view of
+ * contiguous rows in a buffer: ne[0] elements per row (the contiguous dimension, as in GGUF),
+ * rows counted by ne[1..3]. Activations are f32; weights are any type src/quant knows.
+ * Token batches are laid out one token per row (ne[1] = tokens) unless an op says otherwise.
+ * Everything that depends only on positions (how many compressor windows close, which rows a
+ * query sees) is decided on the host from integers, so a decode step needs no data read-back. */
+#ifndef HALO_BACKEND_H
+#define HALO_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "halo/status.h"
+
+/* Expert gating functions, numbered as llama.cpp's `expert_gating_func`. */
+enum { HALO_GATING_SOFTMAX = 1, HALO_GATING_SIGMOID = 2, HALO_GATING_SQRTSOFTPLUS = 4 };
+
+typedef struct halo_buf halo_buf;
+typedef struct halo_backend halo_backend;
+
+typedef struct halo_tensor {
+    halo_buf *buf;
+    uint64_t offset; /* bytes from the buffer's start */
+    uint32_t type;   /* halo_type */
+    int64_t ne[4];   /* unused dimensions are 1 */
+} halo_tensor;
+
+/* Rotary embedding on the trailing n_rot channels of each head, consecutive channels paired
+ * (DeepSeek V4's interleaved layout), optionally with YaRN frequency interpolation. */
+typedef struct halo_rope {
+    uint32_t n_rot;  /* rotated channels at the end of each head (even) */
+    float base;
+    bool yarn;       /* YaRN with attention factor 1 (the V4 reference does not rescale) */
+    float yarn_factor, yarn_beta_fast, yarn_beta_slow;
+    uint32_t yarn_orig_ctx;
+} halo_rope;
+
+/* One attention call: queries of a token batch against a window of raw KV rows and a set of
+ * compressed KV rows (K = V: one shared KV head), with a learned sink logit per head. */
+typedef struct halo_attn_args {
+    const halo_tensor *q;      /* [head_dim, n_head, n_tok] */
+    const int32_t *pos;        /* host: absolute position of each query token */
+    const halo_tensor *window; /* [head_dim, n_win] raw rows at positions win_pos0 .. +n_win-1 */
+    int64_t win_pos0;
+    uint32_t sliding_window;   /* a query at t sees raw rows at t-sliding_window+1 .. t */
+    const halo_tensor *comp;   /* [head_dim, n_comp] compressed rows, or NULL */
+    uint32_t ratio;            /* compression ratio of comp (row w covers positions < (w+1)·ratio) */
+    const halo_tensor *select; /* i32 [top_k, n_tok] rows chosen per query (-1 = none); NULL: all
+                                  causally visible rows */
+    const halo_tensor *sinks;  /* f32 [n_head] */
+    float scale;
+    halo_tensor *out;          /* [head_dim, n_head, n_tok] */
+} halo_attn_args;
+
+/* Compressor pooling: each closed window of `ratio` source rows becomes one compressed row,
+ * softmax(gate + ape)-weighted over the window, RMS-normed and roped at the window's first
+ * position. With overlap (ratio-4 layers), rows carry two series [Ca | Cb] of width dim each
+ * and row w pools window w's Cb with window w-1's Ca (the first window takes the Ca/gate rows
+ * saved from the previous call in `prev`, or nothing at the start of the sequence). */
+typedef struct halo_pool_args {
+    const halo_tensor *kv;     /* [width, n_win·ratio] projected source rows (width = dim or 2·dim) */
+    const halo_tensor *gate;   /* same shape */
+    const halo_tensor *ape;    /* [width, ratio] learned position bias */
+    const halo_tensor *norm;   /* [dim] RMS norm weight */
+    float eps;
+    bool overlap;
+    halo_tensor *prev_kv, *prev_gate; /* [dim, ratio]: in: previous window's Ca; out: the last
+                                         window's Ca (overlap only) */
+    bool have_prev;
+    int64_t pos0;              /* absolute position of the first source row */
+    uint32_t ratio, dim;
+    const halo_rope *rope;
+    halo_tensor *out;          /* [dim, n_win] */
+} halo_pool_args;
+
+/* Lightning-indexer top-k: score(t, s) = Σ_h w[t,h] · relu(q[t,h] · k[s]) · head_dim^-½ ·
+ * n_head^-½ over compressed rows s visible to t (s < (pos_t+1)/ratio); keep the top_k. */
+typedef struct halo_topk_args {
+    const halo_tensor *q;      /* [head_dim, n_head, n_tok] roped indexer queries */
+    const halo_tensor *w;      /* [n_head, n_tok] head weights */
+    const halo_tensor *keys;   /* [head_dim, n_rows] compressed indexer keys */
+    const int32_t *pos;        /* host positions */
+    uint32_t ratio, top_k;
+    halo_tensor *out;          /* i32 [top_k, n_tok]; -1 pads when fewer rows are visible */
+} halo_topk_args;
+
+/* Routed + shared experts for a token batch (DeepSeek V4 MoE). */
+typedef struct halo_moe_args {
+    const halo_tensor *x;          /* [n_embd, n_tok] */
+    const halo_tensor *gate_inp;   /* router [n_embd, n_expert] */
+    const halo_tensor *probs_bias; /* [n_expert] selection bias, or NULL */
+    const halo_tensor *tid2eid;    /* i32 [n_used, n_vocab] hash routing table, or NULL */
+    const int32_t *tokens;         /* host token ids (hash routing) */
+    const halo_tensor *gate_exps, *up_exps, *down_exps; /* [n_embd, n_ff, n_expert], [n_ff, n_embd, n_expert] */
+    const halo_tensor *gate_sh, *up_sh, *down_sh;       /* shared expert */
+    uint32_t n_used, gating;       /* HALO_GATING_* */
+    bool norm_weights;
+    float weights_scale, clamp_exp, clamp_shexp;        /* clamp 0 = none */
+    halo_tensor *out;              /* [n_embd, n_tok] */
+} halo_moe_args;
+
+/* Hyper-connection mixing of hc residual streams (mHC): from the streams [n_embd, hc, n_tok]
+ * compute pre (collapse), post and comb (Sinkhorn-normalised) weights and the collapsed input. */
+typedef struct halo_hc_args {
+    const halo_tensor *streams;    /* [n_embd, hc, n_tok] */
+    const halo_tensor *fn;         /* [hc·n_embd, (2+hc)·hc] (head: [hc·n_embd, hc]) */
+    const halo_tensor *base, *scale;
+    uint32_t hc, sinkhorn_iters;
+    float eps, norm_eps;
+    halo_tensor *collapsed;        /* [n_embd, n_tok] */
+    halo_tensor *post;             /* [hc, n_tok] (NULL for the head) */
+    halo_tensor *comb;             /* [hc, hc, n_tok] (NULL for the head) */
+} halo_hc_args;
+
+typedef struct halo_backend_ops {
+    const char *name;
+    void (*destroy)(halo_backend *be);
+
+    halo_status (*buf_alloc)(halo_backend *be, uint64_t bytes, halo_buf **out, halo_error *err);
+    void (*buf_free)(halo_backend *be, halo_buf *buf);
+    halo_status (*buf_write)(halo_backend *be, halo_buf *buf, uint64_t offset, const void *src,
+                             uint64_t n, halo_error *err);
+    halo_status (*buf_read)(halo_backend *be, const halo_buf *buf, uint64_t offset, void *dst,
+                            uint64_t n, halo_error *err);
+
+    /* out[:, t] = rows tokens[t] of table (any type), as f32. */
+    void (*embed)(halo_backend *be, const halo_tensor *table, const int32_t *tokens,
+                  halo_tensor *out);
+    /* out[o, t] = Σ_i w[i, o] · x[i, t]: a projection by weights of any supported type. With
+     * groups > 1, input and output split into that many equal slices, slice g of the output
+     * using only slice g of the input (grouped output projection). */
+    void (*matmul)(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
+                   halo_tensor *out);
+    /* RMS norm over each run of `width` elements of x (in place), times weight (NULL: none). */
+    void (*rms_norm)(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
+                     float eps);
+    /* Rotates the tail of every head of x [head_dim, n_head, n_tok] by its token's position;
+     * inverse rotates by -position (undoing it on an attention output). */
+    void (*rope)(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
+                 bool inverse);
+    void (*hc_pre)(halo_backend *be, const halo_hc_args *a);
+    /* streams[:, k, t] = post[k, t] · y[:, t] + Σ_j comb[j, k, t] · streams[:, j, t] */
+    void (*hc_post)(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
+                    const halo_tensor *post, const halo_tensor *comb);
+    void (*attention)(halo_backend *be, const halo_attn_args *a);
+    void (*pool)(halo_backend *be, const halo_pool_args *a);
+    void (*topk)(halo_backend *be, const halo_topk_args *a);
+    void (*moe)(halo_backend *be, const halo_moe_args *a);
+    /* dst = src (same shape and type): row copies between buffers. */
+    void (*copy)(halo_backend *be, halo_tensor *dst, const halo_tensor *src);
+} halo_backend_ops;
+
+struct halo_backend {
+    const halo_backend_ops *ops;
+};
+
+/* Creates the CPU backend with `threads` worker threads (0: one per core). */
+halo_status halo_backend_cpu_create(uint32_t threads, halo_backend **out, halo_error *err);
+
+/* Element count and byte size of a view. */
+int64_t halo_tensor_nelements(const halo_tensor *t);
+uint64_t halo_tensor_nbytes(const halo_tensor *t);
+
+#endif

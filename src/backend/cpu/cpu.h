@@ -1,0 +1,61 @@
+/* Internals of the CPU backend: the reference implementation of backend.h. Buffers are host
+ * memory; every op is threaded over rows or tokens with the backend's pool and accumulates in
+ * f32 (weights go through src/quant's dot products, paired with their activation format). */
+#ifndef HALO_BACKEND_CPU_H
+#define HALO_BACKEND_CPU_H
+
+#include "backend/backend.h"
+#include "core/threadpool.h"
+
+struct halo_buf {
+    unsigned char *data;
+    uint64_t size;
+};
+
+typedef struct cpu_backend {
+    halo_backend base;
+    halo_threadpool *pool;
+} cpu_backend;
+
+static inline cpu_backend *cpu_of(halo_backend *be) { return (cpu_backend *)be; }
+
+/* Host pointer of a view (valid for CPU buffers only). */
+static inline void *cpu_ptr(const halo_tensor *t) { return t->buf->data + t->offset; }
+static inline float *cpu_f32(const halo_tensor *t) { return (float *)cpu_ptr(t); }
+
+/* Bytes of one row (ne[0] elements) of a view. */
+uint64_t cpu_row_bytes(const halo_tensor *t);
+
+void cpu_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens,
+               halo_tensor *out);
+void cpu_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
+                halo_tensor *out);
+void cpu_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src);
+void cpu_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
+                  float eps);
+void cpu_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
+              bool inverse);
+void cpu_hc_pre(halo_backend *be, const halo_hc_args *a);
+void cpu_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
+                 const halo_tensor *post, const halo_tensor *comb);
+void cpu_attention(halo_backend *be, const halo_attn_args *a);
+void cpu_pool(halo_backend *be, const halo_pool_args *a);
+void cpu_topk(halo_backend *be, const halo_topk_args *a);
+void cpu_moe(halo_backend *be, const halo_moe_args *a);
+
+/* Shared scalar helpers. */
+void cpu_rms_norm_row(float *x, int64_t n, const float *weight, float eps);
+/* Rotation angles' inverse frequencies for n_rot/2 pairs (YaRN applied when configured). */
+void cpu_rope_inv_freq(const halo_rope *rope, float *inv_freq);
+void cpu_rope_row(float *head_tail, uint32_t n_rot, const float *inv_freq, float pos,
+                  bool inverse);
+/* y[o] = Σ_i w[i, o]·x[i] for rows [o0, o1) of a weight matrix, x already in the weight's
+ * activation format (act). */
+void cpu_dot_rows(const halo_tensor *w, int64_t o0, int64_t o1, const void *act, float *y,
+                  uint64_t w_offset);
+/* Converts an f32 activation row to the format w's dot product pairs with; returns the bytes
+ * written (buf must hold cpu_act_bytes). */
+uint64_t cpu_act_bytes(uint32_t wtype, int64_t n);
+void cpu_make_act(uint32_t wtype, const float *x, int64_t n, void *buf);
+
+#endif

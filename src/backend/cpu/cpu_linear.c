@@ -1,0 +1,114 @@
+/* Embedding lookup, projections (matmul) and copies on the CPU. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "halo/quant.h"
+#include "halo/types.h"
+
+uint64_t cpu_act_bytes(uint32_t wtype, int64_t n) {
+    uint64_t bytes = 0;
+    halo_type_bytes((uint32_t)halo_quant_act_type(wtype), (uint64_t)n, &bytes);
+    return bytes;
+}
+
+void cpu_make_act(uint32_t wtype, const float *x, int64_t n, void *buf) {
+    uint32_t act = (uint32_t)halo_quant_act_type(wtype);
+    if (act == HALO_TYPE_F32) {
+        memcpy(buf, x, (size_t)n * sizeof(float));
+        return;
+    }
+    /* Activations here are finite (a NaN would already be a bug upstream); quantizing cannot
+     * fail for finite input. */
+    halo_quant_quantize_row(act, x, buf, n, NULL);
+}
+
+void cpu_dot_rows(const halo_tensor *w, int64_t o0, int64_t o1, const void *act, float *y,
+                  uint64_t w_offset) {
+    uint64_t rb = cpu_row_bytes(w);
+    const unsigned char *base = (const unsigned char *)cpu_ptr(w) + w_offset;
+    for (int64_t o = o0; o < o1; o++)
+        y[o - o0] = halo_quant_vec_dot(w->type, w->ne[0], base + (uint64_t)o * rb, act);
+}
+
+typedef struct embed_ctx {
+    const halo_tensor *table;
+    const int32_t *tokens;
+    halo_tensor *out;
+} embed_ctx;
+
+static void embed_task(void *p, int64_t t) {
+    embed_ctx *c = p;
+    int64_t n = c->table->ne[0];
+    const unsigned char *row =
+        (const unsigned char *)cpu_ptr(c->table) + (uint64_t)c->tokens[t] * cpu_row_bytes(c->table);
+    halo_quant_dequantize_row(c->table->type, row, cpu_f32(c->out) + t * n, n);
+}
+
+void cpu_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens,
+               halo_tensor *out) {
+    embed_ctx c = {table, tokens, out};
+    halo_threadpool_run(cpu_of(be)->pool, out->ne[1], embed_task, &c);
+}
+
+enum { ROWS_PER_TASK = 16 };
+
+typedef struct matmul_ctx {
+    const halo_tensor *w;
+    const unsigned char *acts; /* n_tok × groups activation rows */
+    uint64_t act_bytes;        /* one activation row (one group slice) */
+    int64_t n_tok, n_out, out_per_group;
+    uint32_t groups;
+    float *out;
+} matmul_ctx;
+
+/* One task: a block of output rows for every token, so each weight row is read once. */
+static void matmul_task(void *p, int64_t block) {
+    matmul_ctx *c = p;
+    int64_t o0 = block * ROWS_PER_TASK, o1 = o0 + ROWS_PER_TASK;
+    if (o1 > c->n_out) o1 = c->n_out;
+    float y[ROWS_PER_TASK];
+    for (int64_t t = 0; t < c->n_tok; t++) {
+        /* A block never straddles groups when out_per_group is a multiple of the block size;
+         * otherwise take rows one group at a time. */
+        for (int64_t o = o0; o < o1;) {
+            int64_t g = o / c->out_per_group, end = (g + 1) * c->out_per_group;
+            if (end > o1) end = o1;
+            const void *act = c->acts + ((uint64_t)t * c->groups + (uint64_t)g) * c->act_bytes;
+            cpu_dot_rows(c->w, o, end, act, y, 0);
+            memcpy(c->out + t * c->n_out + o, y, (size_t)(end - o) * sizeof(float));
+            o = end;
+        }
+    }
+}
+
+typedef struct act_ctx {
+    const halo_tensor *w;
+    const float *x;
+    unsigned char *acts;
+    uint64_t act_bytes;
+    int64_t in;
+    uint32_t groups;
+} act_ctx;
+
+static void act_task(void *p, int64_t i) {
+    act_ctx *c = p;
+    cpu_make_act(c->w->type, c->x + i * c->in, c->in, c->acts + (uint64_t)i * c->act_bytes);
+}
+
+void cpu_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
+                halo_tensor *out) {
+    int64_t in = w->ne[0], n_out = w->ne[1] * w->ne[2] * w->ne[3], n_tok = x->ne[1];
+    act_ctx a = {w, cpu_f32(x), NULL, cpu_act_bytes(w->type, in), in, groups};
+    a.acts = malloc(a.act_bytes * (uint64_t)n_tok * groups);
+    halo_threadpool *pool = cpu_of(be)->pool;
+    halo_threadpool_run(pool, n_tok * groups, act_task, &a);
+    matmul_ctx m = {w, a.acts, a.act_bytes, n_tok, n_out, n_out / groups, groups, cpu_f32(out)};
+    halo_threadpool_run(pool, (n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK, matmul_task, &m);
+    free(a.acts);
+}
+
+void cpu_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
+    (void)be;
+    memmove(cpu_ptr(dst), cpu_ptr(src), (size_t)halo_tensor_nbytes(src));
+}

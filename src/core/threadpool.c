@@ -1,0 +1,109 @@
+#include "core/threadpool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct halo_threadpool {
+    uint32_t n_threads; /* including the caller */
+    pthread_t *workers;
+    pthread_mutex_t lock;
+    pthread_cond_t start, done;
+    uint64_t generation; /* bumped per loop so workers know there is new work */
+    bool stop;
+    halo_task_fn fn;
+    void *ctx;
+    int64_t n;
+    atomic_int_fast64_t next;
+    uint32_t busy; /* workers still inside the current loop */
+};
+
+/* Every thread takes indices from one shared counter until the loop is exhausted. */
+static void drain(halo_threadpool *p) {
+    for (;;) {
+        int64_t i = atomic_fetch_add(&p->next, 1);
+        if (i >= p->n) return;
+        p->fn(p->ctx, i);
+    }
+}
+
+static void *worker(void *arg) {
+    halo_threadpool *p = arg;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->stop && p->generation == seen) pthread_cond_wait(&p->start, &p->lock);
+        if (p->stop) break;
+        seen = p->generation;
+        pthread_mutex_unlock(&p->lock);
+        drain(p);
+        pthread_mutex_lock(&p->lock);
+        if (--p->busy == 0) pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+halo_threadpool *halo_threadpool_create(uint32_t threads) {
+    if (threads == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores > 0 ? (uint32_t)cores : 1;
+    }
+    halo_threadpool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n_threads = threads;
+    p->workers = calloc(threads, sizeof *p->workers);
+    if (!p->workers) {
+        free(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->start, NULL);
+    pthread_cond_init(&p->done, NULL);
+    for (uint32_t i = 1; i < threads; i++) {
+        if (pthread_create(&p->workers[i], NULL, worker, p) != 0) {
+            p->n_threads = i; /* run with the threads that did start */
+            break;
+        }
+    }
+    return p;
+}
+
+void halo_threadpool_free(halo_threadpool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = true;
+    pthread_cond_broadcast(&p->start);
+    pthread_mutex_unlock(&p->lock);
+    for (uint32_t i = 1; i < p->n_threads; i++) pthread_join(p->workers[i], NULL);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->start);
+    pthread_cond_destroy(&p->done);
+    free(p->workers);
+    free(p);
+}
+
+uint32_t halo_threadpool_size(const halo_threadpool *p) { return p->n_threads; }
+
+void halo_threadpool_run(halo_threadpool *p, int64_t n, halo_task_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (p->n_threads == 1 || n == 1) {
+        for (int64_t i = 0; i < n; i++) fn(ctx, i);
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n = n;
+    atomic_store(&p->next, 0);
+    p->busy = p->n_threads - 1;
+    p->generation++;
+    pthread_cond_broadcast(&p->start);
+    pthread_mutex_unlock(&p->lock);
+    drain(p);
+    pthread_mutex_lock(&p->lock);
+    while (p->busy > 0) pthread_cond_wait(&p->done, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+}

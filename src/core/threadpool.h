@@ -1,0 +1,19 @@
+/* A fixed pool of worker threads running parallel-for loops: halo_threadpool_run(p, n, fn, ctx)
+ * calls fn(ctx, i) for i in [0, n) across the workers and the caller, and returns when all are
+ * done. One loop at a time per pool. */
+#ifndef HALO_CORE_THREADPOOL_H
+#define HALO_CORE_THREADPOOL_H
+
+#include <stdint.h>
+
+typedef struct halo_threadpool halo_threadpool;
+typedef void (*halo_task_fn)(void *ctx, int64_t i);
+
+/* threads = total threads including the caller; 0 = one per online core. NULL when out of
+ * memory or threads cannot be started. */
+halo_threadpool *halo_threadpool_create(uint32_t threads);
+void halo_threadpool_free(halo_threadpool *p);
+uint32_t halo_threadpool_size(const halo_threadpool *p);
+void halo_threadpool_run(halo_threadpool *p, int64_t n, halo_task_fn fn, void *ctx);
+
+#endif

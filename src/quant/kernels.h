@@ -63,7 +63,9 @@ HALO_DECLARE_SIMD(q2_K, avx2);
 HALO_DECLARE_SIMD(q4_K, avx2);
 HALO_DECLARE_SIMD(q6_K, avx2);
 HALO_DECLARE_SIMD(iq2_xxs, avx2);
-/* simd_avx2_more.c: dots only (their dequantizers stay scalar) */
+void halo_dequant_q3_K_avx2(const void *src, float *dst, int64_t n);
+void halo_dequant_q5_K_avx2(const void *src, float *dst, int64_t n);
+/* simd_avx2_more.c: dots (the i-quant dequantizers stay scalar, as fast as ggml's) */
 float halo_dot_q4_1_avx2(int64_t n, const void *w, const void *act);
 float halo_dot_q5_0_avx2(int64_t n, const void *w, const void *act);
 float halo_dot_q5_1_avx2(int64_t n, const void *w, const void *act);
@@ -83,6 +85,9 @@ float halo_dot_mxfp4_avx512(int64_t n, const void *w, const void *act);
 float halo_dot_q2_K_avx512(int64_t n, const void *w, const void *act);
 float halo_dot_q4_K_avx512(int64_t n, const void *w, const void *act);
 float halo_dot_q6_K_avx512(int64_t n, const void *w, const void *act);
+float halo_dot_f32_avx512(int64_t n, const void *w, const void *act);
+float halo_dot_f16_avx512(int64_t n, const void *w, const void *act);
+float halo_dot_bf16_avx512(int64_t n, const void *w, const void *act);
 #endif
 
 #endif

@@ -42,9 +42,9 @@ static kernel_set kernels[HALO_TYPE_ID_LIMIT] = {
     [HALO_TYPE_IQ4_NL] = AVX2(iq4_nl, HALO_TYPE_Q8_0),
     [HALO_TYPE_MXFP4] = AVX2(mxfp4, HALO_TYPE_Q8_0),
     [HALO_TYPE_Q2_K] = AVX2(q2_K, HALO_TYPE_Q8_K),
-    [HALO_TYPE_Q3_K] = AVX2_DOT(q3_K, HALO_TYPE_Q8_K),
+    [HALO_TYPE_Q3_K] = AVX2(q3_K, HALO_TYPE_Q8_K),
     [HALO_TYPE_Q4_K] = AVX2(q4_K, HALO_TYPE_Q8_K),
-    [HALO_TYPE_Q5_K] = AVX2_DOT(q5_K, HALO_TYPE_Q8_K),
+    [HALO_TYPE_Q5_K] = AVX2(q5_K, HALO_TYPE_Q8_K),
     [HALO_TYPE_Q6_K] = AVX2(q6_K, HALO_TYPE_Q8_K),
     [HALO_TYPE_IQ2_XXS] = AVX2(iq2_xxs, HALO_TYPE_Q8_K),
     [HALO_TYPE_IQ2_XS] = AVX2_DOT(iq2_xs, HALO_TYPE_Q8_K),
@@ -65,6 +65,9 @@ static void add_avx512_kernels(void) {
     kernels[HALO_TYPE_Q2_K].dot[HALO_QUANT_AVX512] = halo_dot_q2_K_avx512;
     kernels[HALO_TYPE_Q4_K].dot[HALO_QUANT_AVX512] = halo_dot_q4_K_avx512;
     kernels[HALO_TYPE_Q6_K].dot[HALO_QUANT_AVX512] = halo_dot_q6_K_avx512;
+    kernels[HALO_TYPE_F32].dot[HALO_QUANT_AVX512] = halo_dot_f32_avx512;
+    kernels[HALO_TYPE_F16].dot[HALO_QUANT_AVX512] = halo_dot_f16_avx512;
+    kernels[HALO_TYPE_BF16].dot[HALO_QUANT_AVX512] = halo_dot_bf16_avx512;
     /* IQ2_XXS stays on AVX2: its cost is the codebook loads, which 512-bit registers (tried:
      * inserts, gathers) do not make cheaper; measured 0.97x of the AVX2 kernel. */
 #endif

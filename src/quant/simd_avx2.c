@@ -519,3 +519,56 @@ AVX2 float halo_dot_iq2_xxs_avx2(int64_t n, const void *w, const void *act) {
     }
     return hsum_ps(acc);
 }
+
+/* ---- Q3_K, Q5_K dequantizers ---------------------------------------------------------------- */
+
+AVX2 void halo_dequant_q5_K_avx2(const void *src, float *dst, int64_t n) {
+    const block_q5_K *x = src;
+    const __m256i m4 = _mm256_set1_epi8(0xf), m1 = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        float d = f16(x[i].d), dmin = f16(x[i].dmin);
+        uint8_t sc[8], m[8];
+        q4k_unpack(x[i].scales, sc, m);
+        __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        for (int c = 0; c < 4; c++) {
+            __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            for (int h = 0; h < 2; h++) {
+                int g = 2 * c + h;
+                __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, g), m1), 4);
+                __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4 * h), m4), hb);
+                __m256 dl = _mm256_set1_ps(d * (float)sc[g]), ml = _mm256_set1_ps(dmin * (float)m[g]);
+                store_affine32(dst + 32 * g, q, dl, ml, dl, ml);
+            }
+        }
+        dst += QK_K;
+    }
+}
+
+AVX2 void halo_dequant_q3_K_avx2(const void *src, float *dst, int64_t n) {
+    const block_q3_K *x = src;
+    const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1), k4 = _mm256_set1_epi8(4);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        float d = f16(x[i].d);
+        int8_t sc[16];
+        halo_q3k_scales(x[i].scales, sc);
+        __m256i hm = _mm256_loadu_si256((const __m256i *)x[i].hmask);
+        for (int c = 0; c < 2; c++) {
+            __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            for (int p = 0; p < 4; p++) {
+                __m256i lo = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * p), m3);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * c + p), m1);
+                /* level = lo - 4 where the high bit is clear */
+                __m256i q = _mm256_sub_epi8(lo, _mm256_andnot_si256(_mm256_slli_epi16(hi, 2), k4));
+                int g = 8 * c + 2 * p;
+                __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
+                __m128i parts[4] = {q0, _mm_srli_si128(q0, 8), q1, _mm_srli_si128(q1, 8)};
+                __m256 d0 = _mm256_set1_ps(d * (float)sc[g]), d1 = _mm256_set1_ps(d * (float)sc[g + 1]);
+                float *o = dst + 16 * g;
+                for (int k = 0; k < 4; k++)
+                    _mm256_storeu_ps(o + 8 * k, _mm256_mul_ps(k < 2 ? d0 : d1,
+                                     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[k]))));
+            }
+        }
+        dst += QK_K;
+    }
+}

@@ -127,6 +127,18 @@ AVX2 float halo_dot_q5_1_avx2(int64_t n, const void *w, const void *act) {
 
 /* ---- Q3_K, Q5_K --------------------------------------------------------------------------- */
 
+/* Q3_K's 16 signed 6-bit scales, unpacked in 32-bit lanes (the layout of halo_q3k_scales). */
+AVX2 static inline __m128i q3k_scales_vec(const uint8_t *s) {
+    uint32_t u[3];
+    memcpy(u, s, 12);
+    const uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    __m128i v = _mm_set_epi32((int)(((u[1] >> 4) & m4) | (((u[2] >> 6) & m2) << 4)),
+                              (int)(((u[0] >> 4) & m4) | (((u[2] >> 4) & m2) << 4)),
+                              (int)((u[1] & m4) | (((u[2] >> 2) & m2) << 4)),
+                              (int)((u[0] & m4) | ((u[2] & m2) << 4)));
+    return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
 /* Q3_K level = lo + 4*hi - 4: the unsigned part lo | hi << 2 goes through vpmaddubsw, the -4
  * through bsums. */
 AVX2 float halo_dot_q3_K_avx2(int64_t n, const void *w, const void *act) {
@@ -135,28 +147,28 @@ AVX2 float halo_dot_q3_K_avx2(int64_t n, const void *w, const void *act) {
     const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int8_t sc[16];
-        halo_q3k_scales(x[i].scales, sc);
-        int16_t s16[16];
-        for (int g = 0; g < 16; g++) s16[g] = sc[g];
-        int32_t bias = 4 * dot_bsums(s16, a[i].bsums, 16);
+        __m128i sc8 = q3k_scales_vec(x[i].scales);
+        /* the -4 of every level: 4 * sum over groups of scale * sum(y) */
+        __m256i bias = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)a[i].bsums));
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 2));
         __m256i hm = _mm256_loadu_si256((const __m256i *)x[i].hmask);
-        __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 2
         for (int c = 0; c < 2; c++) {
             __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(c ? _mm_srli_si128(sc8, 8) : sc8));
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
                 __m256i lo = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * p), m3);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * c + p), m1);
                 __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2));
                 __m256i y = _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * c + 32 * p));
-                int g = 8 * c + 2 * p;
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), pair16(sc[g], sc[g + 1])));
+                __m256i s = _mm256_shuffle_epi8(scales, _mm256_set_m128i(
+                    _mm_set1_epi16((short)((4 * p + 3) << 8 | (4 * p + 2))),
+                    _mm_set1_epi16((short)((4 * p + 1) << 8 | (4 * p)))));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), s));
             }
         }
-        int32_t isum = hsum_epi32(sumi) - bias;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].d)), _mm256_set_ps(0, 0, 0, 0, 0, 0, 0, (float)isum), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
     }
     return hsum_ps(acc);
 }

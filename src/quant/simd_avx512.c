@@ -235,3 +235,33 @@ AVX512 float halo_dot_q6_K_avx512(int64_t n, const void *w, const void *act) {
     }
     return _mm512_reduce_add_ps(acc);
 }
+
+/* ---- float weights with f32 activations: 64 products per step, four accumulators ---------- */
+
+AVX512 static inline __m512 load_f32x16(const float *p) { return _mm512_loadu_ps(p); }
+AVX512 static inline __m512 load_f16x16(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+AVX512 static inline __m512 load_bf16x16(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+#define DOT_FLOAT_512(name, elem_t, load)                                                        \
+    AVX512 float halo_dot_##name##_avx512(int64_t n, const void *w, const void *act) {          \
+        const elem_t *x = w;                                                                     \
+        const float *a = act;                                                                    \
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),          \
+                         _mm512_setzero_ps()};                                                   \
+        int64_t i = 0;                                                                           \
+        for (; i + 64 <= n; i += 64)                                                             \
+            for (int k = 0; k < 4; k++)                                                          \
+                acc[k] = _mm512_fmadd_ps(load(x + i + 16 * k), _mm512_loadu_ps(a + i + 16 * k), acc[k]); \
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]),            \
+                                                       _mm512_add_ps(acc[2], acc[3])));          \
+        if (i < n) sum += halo_dot_##name##_avx2(n - i, x + i, a + i);                          \
+        return sum;                                                                              \
+    }
+
+DOT_FLOAT_512(f32, float, load_f32x16)
+DOT_FLOAT_512(f16, uint16_t, load_f16x16)
+DOT_FLOAT_512(bf16, uint16_t, load_bf16x16)

@@ -1,0 +1,49 @@
+/* halo's public API: open an engine on a GGUF model, create sessions (a context of positions
+ * with its KV state), evaluate tokens and read logits. The CLI and the tests use only this. */
+#ifndef HALO_HALO_H
+#define HALO_HALO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "halo/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct halo_engine halo_engine;
+typedef struct halo_session halo_session;
+
+typedef struct halo_engine_params {
+    const char *model_path;
+    const char *backend; /* "cpu" (default when NULL) */
+    uint32_t threads;    /* 0: one per core */
+} halo_engine_params;
+
+/* Opens the model: reads and checks hyperparameters and every tensor's shape, then loads the
+ * weights into the backend. */
+halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out, halo_error *err);
+void halo_engine_close(halo_engine *e);
+uint32_t halo_engine_n_vocab(const halo_engine *e);
+uint32_t halo_engine_n_ctx_train(const halo_engine *e);
+
+/* Bytes of session state (KV, compressed rows, indexer keys) for n_ctx positions. */
+uint64_t halo_engine_session_bytes(const halo_engine *e, uint32_t n_ctx);
+
+halo_status halo_session_create(halo_engine *e, uint32_t n_ctx, halo_session **out,
+                                halo_error *err);
+void halo_session_free(halo_session *s);
+
+/* Evaluates n tokens after the ones already evaluated. With all_logits the logits of every
+ * token are kept (n rows), else only the last token's (1 row). */
+halo_status halo_session_eval(halo_session *s, const int32_t *tokens, uint32_t n,
+                              bool all_logits, halo_error *err);
+/* Logits of the last eval: n_rows rows of n_vocab floats; valid until the next eval. */
+const float *halo_session_logits(const halo_session *s, uint32_t *n_rows);
+uint32_t halo_session_n_past(const halo_session *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

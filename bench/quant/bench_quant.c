@@ -34,7 +34,8 @@ static float gauss(void) {
 /* Random bits with every f16 scale-like field made a sane magnitude: good enough for timing
  * (kernel speed does not depend on values), without NaN slow paths. */
 static void fill(uint32_t t, uint8_t *p, size_t bytes) {
-    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)next();
+    for (size_t i = 0; i < bytes; i++)
+        p[i] = (uint8_t)next();
     const halo_type_info *info = halo_type_info_get(t);
     if (!info->quantized) {
         size_t n = bytes / info->block_bytes;
@@ -42,9 +43,15 @@ static void fill(uint32_t t, uint8_t *p, size_t bytes) {
             float f = gauss() * 0.02f;
             uint32_t u;
             memcpy(&u, &f, 4);
-            if (t == HALO_TYPE_F32) memcpy(p + 4 * i, &f, 4);
-            else if (t == HALO_TYPE_BF16) { uint16_t h = (uint16_t)(u >> 16); memcpy(p + 2 * i, &h, 2); }
-            else { uint16_t h = (uint16_t)(0x2000 | (next() & 0x83ff)); memcpy(p + 2 * i, &h, 2); }
+            if (t == HALO_TYPE_F32)
+                memcpy(p + 4 * i, &f, 4);
+            else if (t == HALO_TYPE_BF16) {
+                uint16_t h = (uint16_t)(u >> 16);
+                memcpy(p + 2 * i, &h, 2);
+            } else {
+                uint16_t h = (uint16_t)(0x2000 | (next() & 0x83ff));
+                memcpy(p + 2 * i, &h, 2);
+            }
         }
         return;
     }
@@ -52,14 +59,29 @@ static void fill(uint32_t t, uint8_t *p, size_t bytes) {
         uint8_t *b = p + off;
         uint16_t d = (uint16_t)(0x1c00 | (next() & 0x3ff));
         switch (t) {
-        case HALO_TYPE_MXFP4: b[0] = (uint8_t)(118 + next() % 8); break;
-        case HALO_TYPE_Q2_K: memcpy(b + 80, &d, 2); memcpy(b + 82, &d, 2); break;
-        case HALO_TYPE_Q3_K: memcpy(b + 108, &d, 2); break;
-        case HALO_TYPE_Q6_K: memcpy(b + 208, &d, 2); break;
-        case HALO_TYPE_IQ1_M: break; /* scale spread over nibbles; random is fine for timing */
-        case HALO_TYPE_Q4_1: case HALO_TYPE_Q5_1: case HALO_TYPE_Q4_K: case HALO_TYPE_Q5_K:
+        case HALO_TYPE_MXFP4:
+            b[0] = (uint8_t)(118 + next() % 8);
+            break;
+        case HALO_TYPE_Q2_K:
+            memcpy(b + 80, &d, 2);
+            memcpy(b + 82, &d, 2);
+            break;
+        case HALO_TYPE_Q3_K:
+            memcpy(b + 108, &d, 2);
+            break;
+        case HALO_TYPE_Q6_K:
+            memcpy(b + 208, &d, 2);
+            break;
+        case HALO_TYPE_IQ1_M:
+            break; /* scale spread over nibbles; random is fine for timing */
+        case HALO_TYPE_Q4_1:
+        case HALO_TYPE_Q5_1:
+        case HALO_TYPE_Q4_K:
+        case HALO_TYPE_Q5_K:
             memcpy(b + 2, &d, 2); /* fall through */
-        default: memcpy(b, &d, 2); break;
+        default:
+            memcpy(b, &d, 2);
+            break;
         }
     }
 }
@@ -83,7 +105,8 @@ static void deq_halo(ctx *c) {
 }
 static void deq_ggml(ctx *c) {
     ggml_to_float_fn f = c->g->get_type_traits((int)c->t)->to_float;
-    for (int64_t r = 0; r < c->rows; r++) f(c->w + (size_t)r * c->row_bytes, c->out, c->n);
+    for (int64_t r = 0; r < c->rows; r++)
+        f(c->w + (size_t)r * c->row_bytes, c->out, c->n);
 }
 static void dot_halo(ctx *c) {
     float s = 0;
@@ -127,11 +150,11 @@ static void measure_pair(ctx *c, bench_fn fh, bench_fn fg, double *gh, double *g
 }
 
 static const uint32_t default_types[] = {
-    HALO_TYPE_Q8_0, HALO_TYPE_Q2_K, HALO_TYPE_Q4_K, HALO_TYPE_IQ2_XXS, HALO_TYPE_MXFP4,
-    HALO_TYPE_Q6_K, HALO_TYPE_Q4_0, HALO_TYPE_IQ4_NL, HALO_TYPE_F16, HALO_TYPE_BF16,
-    HALO_TYPE_F32, HALO_TYPE_Q4_1, HALO_TYPE_Q5_0, HALO_TYPE_Q5_1, HALO_TYPE_Q3_K,
-    HALO_TYPE_Q5_K, HALO_TYPE_IQ2_XS, HALO_TYPE_IQ2_S, HALO_TYPE_IQ3_XXS, HALO_TYPE_IQ3_S,
-    HALO_TYPE_IQ1_S, HALO_TYPE_IQ1_M, HALO_TYPE_IQ4_XS,
+    HALO_TYPE_Q8_0,  HALO_TYPE_Q2_K,   HALO_TYPE_Q4_K,   HALO_TYPE_IQ2_XXS, HALO_TYPE_MXFP4,
+    HALO_TYPE_Q6_K,  HALO_TYPE_Q4_0,   HALO_TYPE_IQ4_NL, HALO_TYPE_F16,     HALO_TYPE_BF16,
+    HALO_TYPE_F32,   HALO_TYPE_Q4_1,   HALO_TYPE_Q5_0,   HALO_TYPE_Q5_1,    HALO_TYPE_Q3_K,
+    HALO_TYPE_Q5_K,  HALO_TYPE_IQ2_XS, HALO_TYPE_IQ2_S,  HALO_TYPE_IQ3_XXS, HALO_TYPE_IQ3_S,
+    HALO_TYPE_IQ1_S, HALO_TYPE_IQ1_M,  HALO_TYPE_IQ4_XS,
 };
 
 int main(int argc, char **argv) {
@@ -145,14 +168,18 @@ int main(int argc, char **argv) {
         n_types = 0;
         for (int i = 2; i < argc && n_types < 64; i++) {
             int t = halo_type_from_name(argv[i]);
-            if (t < 0) { fprintf(stderr, "unknown type %s\n", argv[i]); return 1; }
+            if (t < 0) {
+                fprintf(stderr, "unknown type %s\n", argv[i]);
+                return 1;
+            }
             picked[n_types++] = (uint32_t)t;
         }
         types = picked;
     }
     printf("halo level %s, ggml CPU variant %s, working set %.1f MiB, rows of 4096, 1 thread\n\n",
            halo_quant_level_name(halo_quant_level_best()), g.cpu_variant, mib);
-    printf("| type | dequant halo GB/s | dequant ggml GB/s | ratio | dot halo GB/s | dot ggml GB/s | ratio |\n");
+    printf("| type | dequant halo GB/s | dequant ggml GB/s | ratio | dot halo GB/s | dot ggml GB/s "
+           "| ratio |\n");
     printf("|---|---:|---:|---:|---:|---:|---:|\n");
     for (size_t k = 0; k < n_types; k++) {
         ctx c = {.t = types[k], .g = &g, .n = 4096};
@@ -166,22 +193,30 @@ int main(int argc, char **argv) {
         fill(c.t, c.w, c.row_bytes * (size_t)c.rows);
         c.out = malloc((size_t)c.n * 4);
         float *x = malloc((size_t)c.n * 4);
-        for (int64_t i = 0; i < c.n; i++) x[i] = gauss();
+        for (int64_t i = 0; i < c.n; i++)
+            x[i] = gauss();
         c.act_halo = malloc((size_t)c.n * 4 + 1024);
         c.act_ggml = malloc((size_t)c.n * 4 + 1024);
         halo_error err;
         halo_quant_quantize_row((uint32_t)halo_quant_act_type(c.t), x, c.act_halo, c.n, &err);
         const struct ggml_type_traits_cpu *ct = g.get_type_traits_cpu((int)c.t);
         const struct ggml_type_traits_cpu *at = g.get_type_traits_cpu(ct->vec_dot_type);
-        if (ct->vec_dot_type == HALO_TYPE_F32) memcpy(c.act_ggml, x, (size_t)c.n * 4);
-        else at->from_float(x, c.act_ggml, c.n);
+        if (ct->vec_dot_type == HALO_TYPE_F32)
+            memcpy(c.act_ggml, x, (size_t)c.n * 4);
+        else
+            at->from_float(x, c.act_ggml, c.n);
         double dh, dg, vh, vg;
-        measure_pair(&c, deq_halo, g.get_type_traits((int)c.t)->to_float ? deq_ggml : NULL, &dh, &dg);
+        measure_pair(&c, deq_halo, g.get_type_traits((int)c.t)->to_float ? deq_ggml : NULL, &dh,
+                     &dg);
         measure_pair(&c, dot_halo, dot_ggml, &vh, &vg);
-        printf("| %s | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", info->name, dh, dg, dh / dg, vh, vg,
-               vh / vg);
+        printf("| %s | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", info->name, dh, dg, dh / dg,
+               vh, vg, vh / vg);
         fflush(stdout);
-        free(c.w); free(c.out); free(x); free(c.act_halo); free(c.act_ggml);
+        free(c.w);
+        free(c.out);
+        free(x);
+        free(c.act_halo);
+        free(c.act_ggml);
     }
     ggml_lib_close(&g);
     return 0;

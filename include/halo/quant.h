@@ -71,8 +71,7 @@ halo_status halo_quant_mxfp4_from_e2m1(const uint8_t *codes, const uint8_t *scal
 /* Checks a tensor's data: n_bytes is a whole number of blocks and every block scale (f16, f32 or
  * e8m0) is finite; for float types every element is. The error names the first bad block (or
  * element) index. */
-halo_status halo_quant_validate(uint32_t type, const void *data, size_t n_bytes,
-                                halo_error *err);
+halo_status halo_quant_validate(uint32_t type, const void *data, size_t n_bytes, halo_error *err);
 
 #ifdef __cplusplus
 }

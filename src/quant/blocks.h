@@ -9,13 +9,36 @@
 #define QK_K 256
 #define QK32 32
 
-typedef struct { uint16_t d; uint8_t qs[16]; } block_q4_0;                    /* x = d*(q-8) */
-typedef struct { uint16_t d, m; uint8_t qs[16]; } block_q4_1;                 /* x = d*q + m */
-typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } block_q5_0;     /* x = d*(q-16) */
-typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } block_q5_1;  /* x = d*q + m */
-typedef struct { uint16_t d; int8_t qs[32]; } block_q8_0;                     /* x = d*q */
-typedef struct { uint16_t d; uint8_t qs[16]; } block_iq4_nl;                  /* x = d*kv[q] */
-typedef struct { uint8_t e; uint8_t qs[16]; } block_mxfp4;                    /* x = 2^(e-128)*fp4[q] */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[16];
+} block_q4_0; /* x = d*(q-8) */
+typedef struct {
+    uint16_t d, m;
+    uint8_t qs[16];
+} block_q4_1; /* x = d*q + m */
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} block_q5_0; /* x = d*(q-16) */
+typedef struct {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} block_q5_1; /* x = d*q + m */
+typedef struct {
+    uint16_t d;
+    int8_t qs[32];
+} block_q8_0; /* x = d*q */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[16];
+} block_iq4_nl; /* x = d*kv[q] */
+typedef struct {
+    uint8_t e;
+    uint8_t qs[16];
+} block_mxfp4; /* x = 2^(e-128)*fp4[q] */
 
 /* k-quants: 256-element super-blocks of 16 or 32-element sub-blocks with 4-8 bit scales. */
 typedef struct {
@@ -53,15 +76,25 @@ typedef struct {
 } block_q8_K;
 
 /* i-quants: indices into fixed codebooks (grids.h) with packed signs and 4-bit scales. */
-typedef struct { uint16_t d; uint16_t qs[QK_K / 8]; } block_iq2_xxs;
-typedef struct { uint16_t d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; } block_iq2_xs;
+typedef struct {
+    uint16_t d;
+    uint16_t qs[QK_K / 8];
+} block_iq2_xxs;
+typedef struct {
+    uint16_t d;
+    uint16_t qs[QK_K / 8];
+    uint8_t scales[QK_K / 32];
+} block_iq2_xs;
 typedef struct {
     uint16_t d;
     uint8_t qs[QK_K / 4]; /* 128 grid index bytes then 32 sign bytes */
     uint8_t qh[QK_K / 32];
     uint8_t scales[QK_K / 32];
 } block_iq2_s;
-typedef struct { uint16_t d; uint8_t qs[3 * QK_K / 8]; } block_iq3_xxs;
+typedef struct {
+    uint16_t d;
+    uint8_t qs[3 * QK_K / 8];
+} block_iq3_xxs;
 typedef struct {
     uint16_t d;
     uint8_t qs[QK_K / 4];
@@ -69,7 +102,11 @@ typedef struct {
     uint8_t signs[QK_K / 8];
     uint8_t scales[QK_K / 64];
 } block_iq3_s;
-typedef struct { uint16_t d; uint8_t qs[QK_K / 8]; uint16_t qh[QK_K / 32]; } block_iq1_s;
+typedef struct {
+    uint16_t d;
+    uint8_t qs[QK_K / 8];
+    uint16_t qh[QK_K / 32];
+} block_iq1_s;
 typedef struct {
     uint8_t qs[QK_K / 8];
     uint8_t qh[QK_K / 16];
@@ -108,7 +145,7 @@ _Static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs");
 static const int8_t halo_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                               1,    13,   25,  38,  53,  69,  89,  113};
 /* e2m1 (FP4) code -> value, doubled so every value is an integer (OCP MX spec, table 4). */
-static const int8_t halo_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12,
+static const int8_t halo_kvalues_mxfp4[16] = {0, 1,  2,  3,  4,  6,  8,  12,
                                               0, -1, -2, -3, -4, -6, -8, -12};
 
 /* Sub-block scale and min of Q4_K / Q5_K: 8 6-bit pairs packed into 12 bytes. */

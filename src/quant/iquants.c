@@ -14,11 +14,19 @@
 
 #include <string.h>
 
-static inline float f16(uint16_t h) { return halo_f16_to_f32(h); }
+static inline float f16(uint16_t h) {
+    return halo_f16_to_f32(h);
+}
 
-static inline int grid8(uint64_t row, int j) { return (int)((row >> (8 * j)) & 0xff); }
-static inline int grid4(uint32_t row, int j) { return (int)((row >> (8 * j)) & 0xff); }
-static inline int grid1s(uint64_t row, int j) { return (int8_t)((row >> (8 * j)) & 0xff); }
+static inline int grid8(uint64_t row, int j) {
+    return (int)((row >> (8 * j)) & 0xff);
+}
+static inline int grid4(uint32_t row, int j) {
+    return (int)((row >> (8 * j)) & 0xff);
+}
+static inline int grid1s(uint64_t row, int j) {
+    return (int8_t)((row >> (8 * j)) & 0xff);
+}
 
 /* Writes 8 weights: v * grid value, negated where the sign byte has the element's bit. */
 static inline void put8(float *y, float db, uint64_t row, uint8_t signs) {
@@ -29,7 +37,8 @@ static inline void put8(float *y, float db, uint64_t row, uint8_t signs) {
 }
 
 static inline void level8(int8_t *q, uint64_t row, uint8_t signs) {
-    for (int j = 0; j < 8; j++) q[j] = (int8_t)((signs >> j) & 1 ? -grid8(row, j) : grid8(row, j));
+    for (int j = 0; j < 8; j++)
+        q[j] = (int8_t)((signs >> j) & 1 ? -grid8(row, j) : grid8(row, j));
 }
 
 /* IQ2_XXS sub-block ib (32 weights): 4 grid-index bytes, then a word with four 7-bit sign
@@ -247,7 +256,8 @@ void halo_dequant_iq1_s(const void *src, float *dst, int64_t n) {
             float delta = h & 0x8000 ? -IQ1_DELTA : IQ1_DELTA;
             for (int l = 0; l < 4; l++, dst += 8) {
                 uint64_t row = halo_iq1s_grid[x[i].qs[4 * ib + l] | (((h >> (3 * l)) & 7) << 8)];
-                for (int j = 0; j < 8; j++) dst[j] = dl * ((float)grid1s(row, j) + delta);
+                for (int j = 0; j < 8; j++)
+                    dst[j] = dl * ((float)grid1s(row, j) + delta);
             }
         }
     }
@@ -307,7 +317,8 @@ void halo_dequant_iq1_m(const void *src, float *dst, int64_t n) {
                 int neg;
                 uint64_t row = iq1m_row(&x[i], ib, l, &neg);
                 float delta = neg ? -IQ1_DELTA : IQ1_DELTA;
-                for (int j = 0; j < 8; j++) dst[j] = dl * ((float)grid1s(row, j) + delta);
+                for (int j = 0; j < 8; j++)
+                    dst[j] = dl * ((float)grid1s(row, j) + delta);
             }
         }
     }
@@ -337,7 +348,9 @@ float halo_dot_iq1_m(int64_t n, const void *w, const void *act) {
 /* IQ4_XS: IQ4_NL's codebook with a 6-bit scale (stored +32) per 32 weights: 4 low bits in
  * scales_l, 2 high bits in scales_h. */
 static inline int iq4xs_scale(const block_iq4_xs *b, int ib) {
-    return (((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((b->scales_h >> (2 * ib)) & 3) << 4)) - 32;
+    return (((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) |
+            (((b->scales_h >> (2 * ib)) & 3) << 4)) -
+           32;
 }
 
 void halo_dequant_iq4_xs(const void *src, float *dst, int64_t n) {

@@ -9,8 +9,8 @@
 typedef void (*halo_dequant_fn)(const void *src, float *dst, int64_t n);
 typedef float (*halo_dot_fn)(int64_t n, const void *w, const void *act);
 
-#define HALO_DECLARE_SCALAR(name)                                                                \
-    void halo_dequant_##name(const void *src, float *dst, int64_t n);                           \
+#define HALO_DECLARE_SCALAR(name)                                                                  \
+    void halo_dequant_##name(const void *src, float *dst, int64_t n);                              \
     float halo_dot_##name(int64_t n, const void *w, const void *act)
 
 HALO_DECLARE_SCALAR(f32);
@@ -49,8 +49,8 @@ void halo_quantize_mxfp4(const float *x, void *dst, int64_t n);
 /* SIMD kernels: defined only when the compiler targets x86-64. */
 #if defined(__x86_64__)
 #define HALO_HAVE_X86 1
-#define HALO_DECLARE_SIMD(name, isa)                                                             \
-    void halo_dequant_##name##_##isa(const void *src, float *dst, int64_t n);                   \
+#define HALO_DECLARE_SIMD(name, isa)                                                               \
+    void halo_dequant_##name##_##isa(const void *src, float *dst, int64_t n);                      \
     float halo_dot_##name##_##isa(int64_t n, const void *w, const void *act)
 HALO_DECLARE_SIMD(f32, avx2);
 HALO_DECLARE_SIMD(f16, avx2);

@@ -9,7 +9,9 @@
 #include "quant/kdot.h"
 #include "quant/kernels.h"
 
-static inline float f16(uint16_t h) { return halo_f16_to_f32(h); }
+static inline float f16(uint16_t h) {
+    return halo_f16_to_f32(h);
+}
 
 /* Q2_K element e: 2 bits at shift 2*((e%128)/32) of qs[32*(e/128) + e%32]; sub-block e/16. */
 static inline int q2k_level(const block_q2_K *b, int e) {
@@ -23,7 +25,8 @@ void halo_dequant_q2_K(const void *src, float *dst, int64_t n) {
         for (int g = 0; g < 16; g++) {
             float dl = d * (float)(x[i].scales[g] & 0xf);
             float ml = dmin * (float)(x[i].scales[g] >> 4);
-            for (int e = 16 * g; e < 16 * g + 16; e++) *dst++ = dl * (float)q2k_level(&x[i], e) - ml;
+            for (int e = 16 * g; e < 16 * g + 16; e++)
+                *dst++ = dl * (float)q2k_level(&x[i], e) - ml;
         }
     }
 }
@@ -38,7 +41,8 @@ float halo_dot_q2_K(int64_t n, const void *w, const void *act) {
             k.s[g] = x[i].scales[g] & 0xf;
             k.m[g] = x[i].scales[g] >> 4;
         }
-        for (int e = 0; e < QK_K; e++) k.q[e] = (int8_t)q2k_level(&x[i], e);
+        for (int e = 0; e < QK_K; e++)
+            k.q[e] = (int8_t)q2k_level(&x[i], e);
         sum += halo_kdot(&k, &a[i]);
     }
     return sum;
@@ -60,7 +64,8 @@ void halo_dequant_q3_K(const void *src, float *dst, int64_t n) {
         halo_q3k_scales(x[i].scales, sc);
         for (int g = 0; g < 16; g++) {
             float dl = d * (float)sc[g];
-            for (int e = 16 * g; e < 16 * g + 16; e++) *dst++ = dl * (float)q3k_level(&x[i], e);
+            for (int e = 16 * g; e < 16 * g + 16; e++)
+                *dst++ = dl * (float)q3k_level(&x[i], e);
         }
     }
 }
@@ -73,8 +78,10 @@ float halo_dot_q3_K(int64_t n, const void *w, const void *act) {
         kdecoded k = {.d = f16(x[i].d), .group = 16};
         int8_t sc[16];
         halo_q3k_scales(x[i].scales, sc);
-        for (int g = 0; g < 16; g++) k.s[g] = sc[g];
-        for (int e = 0; e < QK_K; e++) k.q[e] = (int8_t)q3k_level(&x[i], e);
+        for (int g = 0; g < 16; g++)
+            k.s[g] = sc[g];
+        for (int e = 0; e < QK_K; e++)
+            k.q[e] = (int8_t)q3k_level(&x[i], e);
         sum += halo_kdot(&k, &a[i]);
     }
     return sum;
@@ -94,7 +101,8 @@ void halo_dequant_q4_K(const void *src, float *dst, int64_t n) {
             uint8_t sc, m;
             halo_k4_scale_min(g, x[i].scales, &sc, &m);
             float dl = d * (float)sc, ml = dmin * (float)m;
-            for (int e = 32 * g; e < 32 * g + 32; e++) *dst++ = dl * (float)q4k_level(x[i].qs, e) - ml;
+            for (int e = 32 * g; e < 32 * g + 32; e++)
+                *dst++ = dl * (float)q4k_level(x[i].qs, e) - ml;
         }
     }
 }
@@ -111,7 +119,8 @@ float halo_dot_q4_K(int64_t n, const void *w, const void *act) {
             k.s[g] = sc;
             k.m[g] = m;
         }
-        for (int e = 0; e < QK_K; e++) k.q[e] = (int8_t)q4k_level(x[i].qs, e);
+        for (int e = 0; e < QK_K; e++)
+            k.q[e] = (int8_t)q4k_level(x[i].qs, e);
         sum += halo_kdot(&k, &a[i]);
     }
     return sum;
@@ -129,7 +138,8 @@ void halo_dequant_q5_K(const void *src, float *dst, int64_t n) {
             uint8_t sc, m;
             halo_k4_scale_min(g, x[i].scales, &sc, &m);
             float dl = d * (float)sc, ml = dmin * (float)m;
-            for (int e = 32 * g; e < 32 * g + 32; e++) *dst++ = dl * (float)q5k_level(&x[i], e) - ml;
+            for (int e = 32 * g; e < 32 * g + 32; e++)
+                *dst++ = dl * (float)q5k_level(&x[i], e) - ml;
         }
     }
 }
@@ -146,7 +156,8 @@ float halo_dot_q5_K(int64_t n, const void *w, const void *act) {
             k.s[g] = sc;
             k.m[g] = m;
         }
-        for (int e = 0; e < QK_K; e++) k.q[e] = (int8_t)q5k_level(&x[i], e);
+        for (int e = 0; e < QK_K; e++)
+            k.q[e] = (int8_t)q5k_level(&x[i], e);
         sum += halo_kdot(&k, &a[i]);
     }
     return sum;
@@ -167,7 +178,8 @@ void halo_dequant_q6_K(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         float d = f16(x[i].d);
         /* ggml evaluates (d * scale) * level for every element. */
-        for (int e = 0; e < QK_K; e++) dst[e] = d * (float)x[i].scales[e / 16] * (float)q6k_level(&x[i], e);
+        for (int e = 0; e < QK_K; e++)
+            dst[e] = d * (float)x[i].scales[e / 16] * (float)q6k_level(&x[i], e);
     }
 }
 
@@ -177,8 +189,10 @@ float halo_dot_q6_K(int64_t n, const void *w, const void *act) {
     float sum = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         kdecoded k = {.d = f16(x[i].d), .group = 16};
-        for (int g = 0; g < 16; g++) k.s[g] = x[i].scales[g];
-        for (int e = 0; e < QK_K; e++) k.q[e] = (int8_t)q6k_level(&x[i], e);
+        for (int g = 0; g < 16; g++)
+            k.s[g] = x[i].scales[g];
+        for (int e = 0; e < QK_K; e++)
+            k.q[e] = (int8_t)q6k_level(&x[i], e);
         sum += halo_kdot(&k, &a[i]);
     }
     return sum;
@@ -187,5 +201,6 @@ float halo_dot_q6_K(int64_t n, const void *w, const void *act) {
 void halo_dequant_q8_K(const void *src, float *dst, int64_t n) {
     const block_q8_K *x = src;
     for (int64_t i = 0; i < n / QK_K; i++)
-        for (int e = 0; e < QK_K; e++) *dst++ = x[i].d * (float)x[i].qs[e];
+        for (int e = 0; e < QK_K; e++)
+            *dst++ = x[i].d * (float)x[i].qs[e];
 }

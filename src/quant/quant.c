@@ -11,19 +11,30 @@
 #include <string.h>
 
 typedef struct kernel_set {
-    int act;                                   /* activation type id; 0 with no dequant = none */
+    int act; /* activation type id; 0 with no dequant = none */
     halo_dequant_fn dequant[HALO_QUANT_LEVEL_COUNT];
     halo_dot_fn dot[HALO_QUANT_LEVEL_COUNT];
 } kernel_set;
 
-#define SCALAR(name, act_type)                                                                   \
-    {act_type, {halo_dequant_##name}, {halo_dot_##name}}
+#define SCALAR(name, act_type)                                                                     \
+    {                                                                                              \
+        act_type, {halo_dequant_##name}, {                                                         \
+            halo_dot_##name                                                                        \
+        }                                                                                          \
+    }
 #ifdef HALO_HAVE_X86
-#define AVX2(name, act_type)                                                                     \
-    {act_type, {halo_dequant_##name, halo_dequant_##name##_avx2},                               \
-     {halo_dot_##name, halo_dot_##name##_avx2}}
-#define AVX2_DOT(name, act_type)                                                                 \
-    {act_type, {halo_dequant_##name}, {halo_dot_##name, halo_dot_##name##_avx2}}
+#define AVX2(name, act_type)                                                                       \
+    {                                                                                              \
+        act_type, {halo_dequant_##name, halo_dequant_##name##_avx2}, {                             \
+            halo_dot_##name, halo_dot_##name##_avx2                                                \
+        }                                                                                          \
+    }
+#define AVX2_DOT(name, act_type)                                                                   \
+    {                                                                                              \
+        act_type, {halo_dequant_##name}, {                                                         \
+            halo_dot_##name, halo_dot_##name##_avx2                                                \
+        }                                                                                          \
+    }
 #else
 #define AVX2(name, act_type) SCALAR(name, act_type)
 #define AVX2_DOT(name, act_type) SCALAR(name, act_type)
@@ -101,10 +112,14 @@ halo_quant_level halo_quant_level_best(void) {
 
 const char *halo_quant_level_name(halo_quant_level level) {
     switch (level) {
-    case HALO_QUANT_SCALAR: return "scalar";
-    case HALO_QUANT_AVX2: return "avx2";
-    case HALO_QUANT_AVX512: return "avx512";
-    default: return "unknown";
+    case HALO_QUANT_SCALAR:
+        return "scalar";
+    case HALO_QUANT_AVX2:
+        return "avx2";
+    case HALO_QUANT_AVX512:
+        return "avx512";
+    default:
+        return "unknown";
     }
 }
 
@@ -113,7 +128,9 @@ static const kernel_set *kernels_for(uint32_t type) {
     return &kernels[type];
 }
 
-bool halo_quant_supported(uint32_t type) { return kernels_for(type) != NULL; }
+bool halo_quant_supported(uint32_t type) {
+    return kernels_for(type) != NULL;
+}
 
 int halo_quant_act_type(uint32_t type) {
     const kernel_set *k = kernels_for(type);
@@ -132,7 +149,8 @@ void halo_quant_dequantize_row_at(halo_quant_level level, uint32_t type, const v
     const kernel_set *k = kernels_for(type);
     if (!k) return;
     int l = clamp_level(level);
-    while (l > 0 && k->dequant[l] == NULL) l--;
+    while (l > 0 && k->dequant[l] == NULL)
+        l--;
     k->dequant[l](src, dst, n);
 }
 
@@ -145,7 +163,8 @@ float halo_quant_vec_dot_at(halo_quant_level level, uint32_t type, int64_t n, co
     const kernel_set *k = kernels_for(type);
     if (!k) return NAN;
     int l = clamp_level(level);
-    while (l > 0 && k->dot[l] == NULL) l--;
+    while (l > 0 && k->dot[l] == NULL)
+        l--;
     return k->dot[l](n, qrow, act);
 }
 
@@ -155,8 +174,14 @@ float halo_quant_vec_dot(uint32_t type, int64_t n, const void *qrow, const void 
 
 bool halo_quant_can_quantize(uint32_t type) {
     switch (type) {
-    case HALO_TYPE_F32: case HALO_TYPE_F16: case HALO_TYPE_BF16: case HALO_TYPE_Q8_0:
-    case HALO_TYPE_Q8_K: case HALO_TYPE_Q2_K: case HALO_TYPE_Q4_K: case HALO_TYPE_Q6_K:
+    case HALO_TYPE_F32:
+    case HALO_TYPE_F16:
+    case HALO_TYPE_BF16:
+    case HALO_TYPE_Q8_0:
+    case HALO_TYPE_Q8_K:
+    case HALO_TYPE_Q2_K:
+    case HALO_TYPE_Q4_K:
+    case HALO_TYPE_Q6_K:
     case HALO_TYPE_MXFP4:
         return true;
     default:
@@ -180,19 +205,35 @@ halo_status halo_quant_quantize_row(uint32_t type, const float *src, void *dst, 
                 return halo_fail(err, HALO_E_BAD_VALUE, "quantize %s: element %lld is %s",
                                  info->name, (long long)i, isnan(src[i]) ? "NaN" : "infinite");
     switch (type) {
-    case HALO_TYPE_F32: memcpy(dst, src, (size_t)n * 4); break;
+    case HALO_TYPE_F32:
+        memcpy(dst, src, (size_t)n * 4);
+        break;
     case HALO_TYPE_F16:
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = halo_f32_to_f16(src[i]);
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = halo_f32_to_f16(src[i]);
         break;
     case HALO_TYPE_BF16:
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = halo_f32_to_bf16(src[i]);
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = halo_f32_to_bf16(src[i]);
         break;
-    case HALO_TYPE_Q8_0: halo_quantize_q8_0(src, dst, n); break;
-    case HALO_TYPE_Q8_K: halo_quantize_q8_K(src, dst, n); break;
-    case HALO_TYPE_Q2_K: halo_quantize_q2_K(src, dst, n); break;
-    case HALO_TYPE_Q4_K: halo_quantize_q4_K(src, dst, n); break;
-    case HALO_TYPE_Q6_K: halo_quantize_q6_K(src, dst, n); break;
-    case HALO_TYPE_MXFP4: halo_quantize_mxfp4(src, dst, n); break;
+    case HALO_TYPE_Q8_0:
+        halo_quantize_q8_0(src, dst, n);
+        break;
+    case HALO_TYPE_Q8_K:
+        halo_quantize_q8_K(src, dst, n);
+        break;
+    case HALO_TYPE_Q2_K:
+        halo_quantize_q2_K(src, dst, n);
+        break;
+    case HALO_TYPE_Q4_K:
+        halo_quantize_q4_K(src, dst, n);
+        break;
+    case HALO_TYPE_Q6_K:
+        halo_quantize_q6_K(src, dst, n);
+        break;
+    case HALO_TYPE_MXFP4:
+        halo_quantize_mxfp4(src, dst, n);
+        break;
     }
     return HALO_OK;
 }
@@ -227,12 +268,23 @@ typedef struct scale_field {
 static void scale_fields(uint32_t type, scale_field f[2]) {
     f[0] = f[1] = (scale_field){SCALE_NONE, 0};
     switch (type) {
-    case HALO_TYPE_Q4_0: case HALO_TYPE_Q5_0: case HALO_TYPE_Q8_0: case HALO_TYPE_IQ4_NL:
-    case HALO_TYPE_IQ2_XXS: case HALO_TYPE_IQ2_XS: case HALO_TYPE_IQ2_S:
-    case HALO_TYPE_IQ3_XXS: case HALO_TYPE_IQ3_S: case HALO_TYPE_IQ1_S: case HALO_TYPE_IQ4_XS:
+    case HALO_TYPE_Q4_0:
+    case HALO_TYPE_Q5_0:
+    case HALO_TYPE_Q8_0:
+    case HALO_TYPE_IQ4_NL:
+    case HALO_TYPE_IQ2_XXS:
+    case HALO_TYPE_IQ2_XS:
+    case HALO_TYPE_IQ2_S:
+    case HALO_TYPE_IQ3_XXS:
+    case HALO_TYPE_IQ3_S:
+    case HALO_TYPE_IQ1_S:
+    case HALO_TYPE_IQ4_XS:
         f[0] = (scale_field){SCALE_F16, 0};
         break;
-    case HALO_TYPE_Q4_1: case HALO_TYPE_Q5_1: case HALO_TYPE_Q8_1: case HALO_TYPE_Q4_K:
+    case HALO_TYPE_Q4_1:
+    case HALO_TYPE_Q5_1:
+    case HALO_TYPE_Q8_1:
+    case HALO_TYPE_Q4_K:
     case HALO_TYPE_Q5_K:
         f[0] = (scale_field){SCALE_F16, 0};
         f[1] = (scale_field){SCALE_F16, 2};
@@ -241,12 +293,23 @@ static void scale_fields(uint32_t type, scale_field f[2]) {
         f[0] = (scale_field){SCALE_F16, offsetof(block_q2_K, d)};
         f[1] = (scale_field){SCALE_F16, offsetof(block_q2_K, dmin)};
         break;
-    case HALO_TYPE_Q3_K: f[0] = (scale_field){SCALE_F16, offsetof(block_q3_K, d)}; break;
-    case HALO_TYPE_Q6_K: f[0] = (scale_field){SCALE_F16, offsetof(block_q6_K, d)}; break;
-    case HALO_TYPE_Q8_K: f[0] = (scale_field){SCALE_F32, 0}; break;
-    case HALO_TYPE_MXFP4: f[0] = (scale_field){SCALE_E8M0, 0}; break;
-    case HALO_TYPE_IQ1_M: f[0] = (scale_field){SCALE_IQ1M, offsetof(block_iq1_m, scales)}; break;
-    default: break;
+    case HALO_TYPE_Q3_K:
+        f[0] = (scale_field){SCALE_F16, offsetof(block_q3_K, d)};
+        break;
+    case HALO_TYPE_Q6_K:
+        f[0] = (scale_field){SCALE_F16, offsetof(block_q6_K, d)};
+        break;
+    case HALO_TYPE_Q8_K:
+        f[0] = (scale_field){SCALE_F32, 0};
+        break;
+    case HALO_TYPE_MXFP4:
+        f[0] = (scale_field){SCALE_E8M0, 0};
+        break;
+    case HALO_TYPE_IQ1_M:
+        f[0] = (scale_field){SCALE_IQ1M, offsetof(block_iq1_m, scales)};
+        break;
+    default:
+        break;
     }
 }
 
@@ -254,9 +317,14 @@ static bool scale_finite(const uint8_t *p, scale_kind kind) {
     uint16_t h;
     float f;
     switch (kind) {
-    case SCALE_F16: memcpy(&h, p, 2); return (h & 0x7c00) != 0x7c00;
-    case SCALE_F32: memcpy(&f, p, 4); return isfinite(f);
-    case SCALE_E8M0: return *p != 0xff; /* the OCP MX NaN encoding */
+    case SCALE_F16:
+        memcpy(&h, p, 2);
+        return (h & 0x7c00) != 0x7c00;
+    case SCALE_F32:
+        memcpy(&f, p, 4);
+        return isfinite(f);
+    case SCALE_E8M0:
+        return *p != 0xff; /* the OCP MX NaN encoding */
     case SCALE_IQ1M: {
         uint16_t sc[4];
         memcpy(sc, p, 8);
@@ -264,29 +332,42 @@ static bool scale_finite(const uint8_t *p, scale_kind kind) {
                        (sc[3] & 0xf000));
         return (h & 0x7c00) != 0x7c00;
     }
-    default: return true;
+    default:
+        return true;
     }
 }
 
 static bool element_finite(uint32_t type, const uint8_t *p) {
     uint16_t h;
     switch (type) {
-    case HALO_TYPE_F32: { float f; memcpy(&f, p, 4); return isfinite(f); }
-    case HALO_TYPE_F64: { double d; memcpy(&d, p, 8); return isfinite(d); }
-    case HALO_TYPE_F16: memcpy(&h, p, 2); return (h & 0x7c00) != 0x7c00;
-    case HALO_TYPE_BF16: memcpy(&h, p, 2); return (h & 0x7f80) != 0x7f80;
-    default: return true;
+    case HALO_TYPE_F32: {
+        float f;
+        memcpy(&f, p, 4);
+        return isfinite(f);
+    }
+    case HALO_TYPE_F64: {
+        double d;
+        memcpy(&d, p, 8);
+        return isfinite(d);
+    }
+    case HALO_TYPE_F16:
+        memcpy(&h, p, 2);
+        return (h & 0x7c00) != 0x7c00;
+    case HALO_TYPE_BF16:
+        memcpy(&h, p, 2);
+        return (h & 0x7f80) != 0x7f80;
+    default:
+        return true;
     }
 }
 
-halo_status halo_quant_validate(uint32_t type, const void *data, size_t n_bytes,
-                                halo_error *err) {
+halo_status halo_quant_validate(uint32_t type, const void *data, size_t n_bytes, halo_error *err) {
     const halo_type_info *info = halo_type_info_get(type);
     if (!info) return halo_fail(err, HALO_E_UNKNOWN_TYPE, "unknown tensor type %u", type);
     if (n_bytes % info->block_bytes != 0)
         return halo_fail(err, HALO_E_BAD_VALUE,
-                         "%s data of %zu bytes is not a whole number of %u-byte blocks",
-                         info->name, n_bytes, info->block_bytes);
+                         "%s data of %zu bytes is not a whole number of %u-byte blocks", info->name,
+                         n_bytes, info->block_bytes);
     const uint8_t *p = data;
     size_t n_blocks = n_bytes / info->block_bytes;
     if (!info->quantized) {

@@ -13,17 +13,21 @@
 
 #define GROUP_MAX_EPS 1e-15f
 
-static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+static inline int clampi(int v, int lo, int hi) {
+    return v < lo ? lo : v > hi ? hi : v;
+}
 
 void halo_quantize_q8_0(const float *x, void *dst, int64_t n) {
     block_q8_0 *y = dst;
     for (int64_t i = 0; i < n / QK32; i++, x += QK32) {
         float amax = 0.0f;
-        for (int j = 0; j < QK32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < QK32; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
         float d = amax / 127.0f;
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = halo_f32_to_f16(d);
-        for (int j = 0; j < QK32; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < QK32; j++)
+            y[i].qs[j] = (int8_t)roundf(x[j] * id);
     }
 }
 
@@ -51,7 +55,8 @@ void halo_quantize_q8_K(const float *x, void *dst, int64_t n) {
         }
         for (int g = 0; g < QK_K / 16; g++) {
             int s = 0;
-            for (int j = 0; j < 16; j++) s += y[i].qs[16 * g + j];
+            for (int j = 0; j < 16; j++)
+                s += y[i].qs[16 * g + j];
             y[i].bsums[g] = (int16_t)s;
         }
         y[i].d = 1.0f / iscale;
@@ -132,16 +137,18 @@ void halo_quantize_q2_K(const float *x, void *dst, int64_t n) {
         float scales[16], mins[16], w[16];
         float max_scale = 0, max_min = 0;
         for (int g = 0; g < 16; g++) {
-            for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * g + l]);
-            scales[g] = fit_scale_min(16, 3, x + 16 * g, w, L + 16 * g, &mins[g], -0.5f, 0.1f, 15,
-                                      true);
+            for (int l = 0; l < 16; l++)
+                w[l] = fabsf(x[16 * g + l]);
+            scales[g] =
+                fit_scale_min(16, 3, x + 16 * g, w, L + 16 * g, &mins[g], -0.5f, 0.1f, 15, true);
             if (scales[g] > max_scale) max_scale = scales[g];
             if (mins[g] > max_min) max_min = mins[g];
         }
         memset(y[i].scales, 0, sizeof y[i].scales);
         if (max_scale > 0) {
             float iscale = 15.f / max_scale;
-            for (int g = 0; g < 16; g++) y[i].scales[g] = (uint8_t)halo_nearest_int(iscale * scales[g]);
+            for (int g = 0; g < 16; g++)
+                y[i].scales[g] = (uint8_t)halo_nearest_int(iscale * scales[g]);
             y[i].d = halo_f32_to_f16(max_scale / 15.f);
         } else {
             y[i].d = halo_f32_to_f16(0.f);
@@ -178,9 +185,11 @@ void halo_quantize_q4_K(const float *x, void *dst, int64_t n) {
         for (int g = 0; g < 8; g++) {
             const float *xg = x + 32 * g;
             float sum_x2 = 0;
-            for (int l = 0; l < 32; l++) sum_x2 += xg[l] * xg[l];
+            for (int l = 0; l < 32; l++)
+                sum_x2 += xg[l] * xg[l];
             float av_x = sqrtf(sum_x2 / 32);
-            for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xg[l]);
+            for (int l = 0; l < 32; l++)
+                w[l] = av_x + fabsf(xg[l]);
             scales[g] = fit_scale_min(32, 15, xg, w, L + 32 * g, &mins[g], -1.f, 0.1f, 20, false);
             if (scales[g] > max_scale) max_scale = scales[g];
             if (mins[g] > max_min) max_min = mins[g];
@@ -300,7 +309,8 @@ void halo_quantize_q6_K(const float *x, void *dst, int64_t n) {
                 int q1 = L[c + l], q2 = L[c + l + 32], q3 = L[c + l + 64], q4 = L[c + l + 96];
                 ql[l] = (uint8_t)((q1 & 0xf) | ((q3 & 0xf) << 4));
                 ql[l + 32] = (uint8_t)((q2 & 0xf) | ((q4 & 0xf) << 4));
-                qh[l] = (uint8_t)((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+                qh[l] =
+                    (uint8_t)((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
             }
         }
     }

@@ -17,7 +17,9 @@
 
 #define AVX2 __attribute__((target("avx2,fma,f16c,popcnt")))
 
-AVX2 static inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+AVX2 static inline float f16(uint16_t h) {
+    return _cvtsh_ss(h);
+}
 
 AVX2 static inline float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -56,22 +58,29 @@ AVX2 static inline void store_scaled32(float *dst, __m256i q, __m256 d) {
     __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
     __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
     for (int k = 0; k < 4; k++)
-        _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[k])), d));
+        _mm256_storeu_ps(dst + 8 * k,
+                         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[k])), d));
 }
 
 /* ---- float formats ---------------------------------------------------------------------- */
 
-void halo_dequant_f32_avx2(const void *src, float *dst, int64_t n) { halo_dequant_f32(src, dst, n); }
+void halo_dequant_f32_avx2(const void *src, float *dst, int64_t n) {
+    halo_dequant_f32(src, dst, n);
+}
 
 AVX2 float halo_dot_f32_avx2(int64_t n, const void *w, const void *act) {
     const float *x = w, *a = act;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
     int64_t i = 0;
     for (; i + 32 <= n; i += 32)
         for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(a + i + 8 * k), acc[k]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) sum += x[i] * a[i];
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(a + i + 8 * k),
+                                     acc[k]);
+    float sum =
+        hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++)
+        sum += x[i] * a[i];
     return sum;
 }
 
@@ -80,21 +89,25 @@ AVX2 void halo_dequant_f16_avx2(const void *src, float *dst, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
-    for (; i < n; i++) dst[i] = halo_f16_to_f32(x[i]);
+    for (; i < n; i++)
+        dst[i] = halo_f16_to_f32(x[i]);
 }
 
 AVX2 float halo_dot_f16_avx2(int64_t n, const void *w, const void *act) {
     const uint16_t *x = w;
     const float *a = act;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
     int64_t i = 0;
     for (; i + 32 <= n; i += 32)
         for (int k = 0; k < 4; k++) {
             __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8 * k)));
             acc[k] = _mm256_fmadd_ps(v, _mm256_loadu_ps(a + i + 8 * k), acc[k]);
         }
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) sum += halo_f16_to_f32(x[i]) * a[i];
+    float sum =
+        hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++)
+        sum += halo_f16_to_f32(x[i]) * a[i];
     return sum;
 }
 
@@ -106,20 +119,25 @@ AVX2 static inline __m256 bf16x8(const uint16_t *p) {
 AVX2 void halo_dequant_bf16_avx2(const void *src, float *dst, int64_t n) {
     const uint16_t *x = src;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16x8(x + i));
-    for (; i < n; i++) dst[i] = halo_bf16_to_f32(x[i]);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, bf16x8(x + i));
+    for (; i < n; i++)
+        dst[i] = halo_bf16_to_f32(x[i]);
 }
 
 AVX2 float halo_dot_bf16_avx2(int64_t n, const void *w, const void *act) {
     const uint16_t *x = w;
     const float *a = act;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
     int64_t i = 0;
     for (; i + 32 <= n; i += 32)
         for (int k = 0; k < 4; k++)
             acc[k] = _mm256_fmadd_ps(bf16x8(x + i + 8 * k), _mm256_loadu_ps(a + i + 8 * k), acc[k]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) sum += halo_bf16_to_f32(x[i]) * a[i];
+    float sum =
+        hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++)
+        sum += halo_bf16_to_f32(x[i]) * a[i];
     return sum;
 }
 
@@ -142,13 +160,16 @@ AVX2 float halo_dot_q8_0_avx2(int64_t n, const void *w, const void *act) {
                             _mm256_loadu_si256((const __m256i *)a[i].qs));
         __m256i p1 = dot_s8(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
                             _mm256_loadu_si256((const __m256i *)a[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * f16(a[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i + 1].d) * f16(a[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * f16(a[i].d)), _mm256_cvtepi32_ps(p0),
+                               acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i + 1].d) * f16(a[i + 1].d)),
+                               _mm256_cvtepi32_ps(p1), acc1);
     }
     for (; i < nb; i++) {
         __m256i p = dot_s8(_mm256_loadu_si256((const __m256i *)x[i].qs),
                            _mm256_loadu_si256((const __m256i *)a[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * f16(a[i].d)), _mm256_cvtepi32_ps(p), acc0);
+        acc0 =
+            _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * f16(a[i].d)), _mm256_cvtepi32_ps(p), acc0);
     }
     return hsum_ps(_mm256_add_ps(acc0, acc1));
 }
@@ -163,29 +184,29 @@ AVX2 void halo_dequant_q4_0_avx2(const void *src, float *dst, int64_t n) {
 
 /* Shared by the 4-bit formats whose levels come from a 16-entry table: Q4_0 (q - 8), IQ4_NL,
  * MXFP4. scale(i) is the weight block's f32 scale. */
-#define DOT_LUT4(name, block_t, table, scale)                                                    \
-    AVX2 float halo_dot_##name##_avx2(int64_t n, const void *w, const void *act) {              \
-        const block_t *x = w;                                                                    \
-        const block_q8_0 *a = act;                                                               \
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                           \
-        int64_t nb = n / QK32, i = 0;                                                            \
-        for (; i + 2 <= nb; i += 2) {                                                            \
-            __m256i p0 = dot_s8(lut16(table, unpack_nibbles(x[i].qs)),                           \
-                                _mm256_loadu_si256((const __m256i *)a[i].qs));                   \
-            __m256i p1 = dot_s8(lut16(table, unpack_nibbles(x[i + 1].qs)),                       \
-                                _mm256_loadu_si256((const __m256i *)a[i + 1].qs));               \
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale(i) * f16(a[i].d)),                       \
-                                   _mm256_cvtepi32_ps(p0), acc0);                                \
-            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(scale(i + 1) * f16(a[i + 1].d)),               \
-                                   _mm256_cvtepi32_ps(p1), acc1);                                \
-        }                                                                                        \
-        for (; i < nb; i++) {                                                                    \
-            __m256i p = dot_s8(lut16(table, unpack_nibbles(x[i].qs)),                            \
-                               _mm256_loadu_si256((const __m256i *)a[i].qs));                    \
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale(i) * f16(a[i].d)),                       \
-                                   _mm256_cvtepi32_ps(p), acc0);                                 \
-        }                                                                                        \
-        return hsum_ps(_mm256_add_ps(acc0, acc1));                                               \
+#define DOT_LUT4(name, block_t, table, scale)                                                      \
+    AVX2 float halo_dot_##name##_avx2(int64_t n, const void *w, const void *act) {                 \
+        const block_t *x = w;                                                                      \
+        const block_q8_0 *a = act;                                                                 \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                             \
+        int64_t nb = n / QK32, i = 0;                                                              \
+        for (; i + 2 <= nb; i += 2) {                                                              \
+            __m256i p0 = dot_s8(lut16(table, unpack_nibbles(x[i].qs)),                             \
+                                _mm256_loadu_si256((const __m256i *)a[i].qs));                     \
+            __m256i p1 = dot_s8(lut16(table, unpack_nibbles(x[i + 1].qs)),                         \
+                                _mm256_loadu_si256((const __m256i *)a[i + 1].qs));                 \
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale(i) * f16(a[i].d)), _mm256_cvtepi32_ps(p0), \
+                                   acc0);                                                          \
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(scale(i + 1) * f16(a[i + 1].d)),                 \
+                                   _mm256_cvtepi32_ps(p1), acc1);                                  \
+        }                                                                                          \
+        for (; i < nb; i++) {                                                                      \
+            __m256i p = dot_s8(lut16(table, unpack_nibbles(x[i].qs)),                              \
+                               _mm256_loadu_si256((const __m256i *)a[i].qs));                      \
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale(i) * f16(a[i].d)), _mm256_cvtepi32_ps(p),  \
+                                   acc0);                                                          \
+        }                                                                                          \
+        return hsum_ps(_mm256_add_ps(acc0, acc1));                                                 \
     }
 
 static const int8_t q4_0_levels[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
@@ -266,14 +287,16 @@ AVX2 float halo_dot_q2_K_avx2(int64_t n, const void *w, const void *act) {
         __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
         __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), m4));
         __m256i msum = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)a[i].bsums));
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].dmin)), _mm256_cvtepi32_ps(msum), accm);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].dmin)), _mm256_cvtepi32_ps(msum),
+                               accm);
         __m256i scales = _mm256_broadcastsi128_si256(_mm_and_si128(sc8, m4));
         __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
 #pragma GCC unroll 2
         for (int c = 0; c < 2; c++) {
             __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             const int8_t *y = a[i].qs + 128 * c;
-            __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(bits, m3), _mm256_loadu_si256((const __m256i *)y));
+            __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(bits, m3),
+                                              _mm256_loadu_si256((const __m256i *)y));
             __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 2), m3),
                                               _mm256_loadu_si256((const __m256i *)(y + 32)));
             __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m3),
@@ -294,7 +317,8 @@ AVX2 float halo_dot_q2_K_avx2(int64_t n, const void *w, const void *act) {
 
 /* Q4_K scales and mins: 8 6-bit pairs from 12 bytes. */
 static inline void q4k_unpack(const uint8_t *s, uint8_t sc[8], uint8_t m[8]) {
-    for (int g = 0; g < 8; g++) halo_k4_scale_min(g, s, &sc[g], &m[g]);
+    for (int g = 0; g < 8; g++)
+        halo_k4_scale_min(g, s, &sc[g], &m[g]);
 }
 
 AVX2 void halo_dequant_q4_K_avx2(const void *src, float *dst, int64_t n) {
@@ -309,7 +333,8 @@ AVX2 void halo_dequant_q4_K_avx2(const void *src, float *dst, int64_t n) {
             for (int h = 0; h < 2; h++) {
                 __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 4 * h), m4);
                 int g = 2 * c + h;
-                __m256 dl = _mm256_set1_ps(d * (float)sc[g]), ml = _mm256_set1_ps(dmin * (float)m[g]);
+                __m256 dl = _mm256_set1_ps(d * (float)sc[g]),
+                       ml = _mm256_set1_ps(dmin * (float)m[g]);
                 store_affine32(dst + 32 * g, q, dl, ml, dl, ml);
             }
         }
@@ -351,10 +376,13 @@ AVX2 float halo_dot_q4_K_avx2(int64_t n, const void *w, const void *act) {
             __m256i ylo = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c));
             __m256i yhi = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c + 32));
             __m256i plo = _mm256_maddubs_epi16(_mm256_and_si256(bits, m4), ylo);
-            __m256i phi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), yhi);
+            __m256i phi =
+                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), yhi);
             /* broadcast int16 scale 2c / 2c+1 */
-            __m256i slo = _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)((4 * c + 1) << 8 | (4 * c))));
-            __m256i shi = _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
+            __m256i slo =
+                _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)((4 * c + 1) << 8 | (4 * c))));
+            __m256i shi = _mm256_shuffle_epi8(
+                scales, _mm256_set1_epi16((short)((4 * c + 3) << 8 | (4 * c + 2))));
             sumi0 = _mm256_add_epi32(sumi0, _mm256_madd_epi16(plo, slo));
             sumi1 = _mm256_add_epi32(sumi1, _mm256_madd_epi16(phi, shi));
         }
@@ -393,7 +421,8 @@ AVX2 void halo_dequant_q6_K_avx2(const void *src, float *dst, int64_t n) {
                 float *o = dst + 16 * g;
                 for (int k = 0; k < 4; k++)
                     _mm256_storeu_ps(o + 8 * k, _mm256_mul_ps(k < 2 ? d0 : d1,
-                                     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[k]))));
+                                                              _mm256_cvtepi32_ps(
+                                                                  _mm256_cvtepi8_epi32(parts[k]))));
             }
         dst += QK_K;
     }
@@ -410,26 +439,38 @@ AVX2 float halo_dot_q6_K_avx2(int64_t n, const void *w, const void *act) {
 #pragma GCC unroll 2
         for (int c = 0; c < 2; c++) {
             /* this chunk's 8 scales as int16, in both halves */
-            __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(c ? _mm_srli_si128(sc8, 8) : sc8));
+            __m256i scales =
+                _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(c ? _mm_srli_si128(sc8, 8) : sc8));
             __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * c));
             __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * c + 32));
             __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * c));
             __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4)),
+                _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4)),
+                _mm256_or_si256(
+                    _mm256_and_si256(ql1, m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4)),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4)),
             };
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
                 __m256i y = _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * c + 32 * p));
                 /* (q - 32) . y = q . y - 32 * sum(y), both within int16 */
-                __m256i prod = _mm256_sub_epi16(_mm256_maddubs_epi16(q[p], y), _mm256_maddubs_epi16(k32, y));
-                __m256i s = _mm256_shuffle_epi8(scales, _mm256_set_m128i(
-                    _mm_set1_epi16((short)((4 * p + 3) << 8 | (4 * p + 2))),
-                    _mm_set1_epi16((short)((4 * p + 1) << 8 | (4 * p)))));
-                if (p & 1) sumi1 = _mm256_add_epi32(sumi1, _mm256_madd_epi16(prod, s));
-                else sumi0 = _mm256_add_epi32(sumi0, _mm256_madd_epi16(prod, s));
+                __m256i prod =
+                    _mm256_sub_epi16(_mm256_maddubs_epi16(q[p], y), _mm256_maddubs_epi16(k32, y));
+                __m256i s = _mm256_shuffle_epi8(
+                    scales,
+                    _mm256_set_m128i(_mm_set1_epi16((short)((4 * p + 3) << 8 | (4 * p + 2))),
+                                     _mm_set1_epi16((short)((4 * p + 1) << 8 | (4 * p)))));
+                if (p & 1)
+                    sumi1 = _mm256_add_epi32(sumi1, _mm256_madd_epi16(prod, s));
+                else
+                    sumi0 = _mm256_add_epi32(sumi0, _mm256_madd_epi16(prod, s));
             }
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * f16(x[i].d)),
@@ -500,19 +541,29 @@ AVX2 float halo_dot_iq2_xxs_avx2(int64_t n, const void *w, const void *act) {
             uint32_t aux[4];
             memcpy(aux, q + 8 * ib, 16);
             const uint8_t *i0 = (const uint8_t *)&aux[0], *i1 = (const uint8_t *)&aux[2];
-            __m256i g0 = _mm256_set_epi64x((int64_t)halo_iq2xxs_grid[i0[3]], (int64_t)halo_iq2xxs_grid[i0[2]],
-                                           (int64_t)halo_iq2xxs_grid[i0[1]], (int64_t)halo_iq2xxs_grid[i0[0]]);
-            __m256i g1 = _mm256_set_epi64x((int64_t)halo_iq2xxs_grid[i1[3]], (int64_t)halo_iq2xxs_grid[i1[2]],
-                                           (int64_t)halo_iq2xxs_grid[i1[1]], (int64_t)halo_iq2xxs_grid[i1[0]]);
-            __m256i s0 = _mm256_set_epi64x((int64_t)halo_iq_sign64[(aux[1] >> 21) & 127], (int64_t)halo_iq_sign64[(aux[1] >> 14) & 127],
-                                           (int64_t)halo_iq_sign64[(aux[1] >> 7) & 127], (int64_t)halo_iq_sign64[aux[1] & 127]);
-            __m256i s1 = _mm256_set_epi64x((int64_t)halo_iq_sign64[(aux[3] >> 21) & 127], (int64_t)halo_iq_sign64[(aux[3] >> 14) & 127],
-                                           (int64_t)halo_iq_sign64[(aux[3] >> 7) & 127], (int64_t)halo_iq_sign64[aux[3] & 127]);
-            __m256i y0 = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * ib)), s0);
-            __m256i y1 = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * ib + 32)), s1);
+            __m256i g0 = _mm256_set_epi64x(
+                (int64_t)halo_iq2xxs_grid[i0[3]], (int64_t)halo_iq2xxs_grid[i0[2]],
+                (int64_t)halo_iq2xxs_grid[i0[1]], (int64_t)halo_iq2xxs_grid[i0[0]]);
+            __m256i g1 = _mm256_set_epi64x(
+                (int64_t)halo_iq2xxs_grid[i1[3]], (int64_t)halo_iq2xxs_grid[i1[2]],
+                (int64_t)halo_iq2xxs_grid[i1[1]], (int64_t)halo_iq2xxs_grid[i1[0]]);
+            __m256i s0 = _mm256_set_epi64x((int64_t)halo_iq_sign64[(aux[1] >> 21) & 127],
+                                           (int64_t)halo_iq_sign64[(aux[1] >> 14) & 127],
+                                           (int64_t)halo_iq_sign64[(aux[1] >> 7) & 127],
+                                           (int64_t)halo_iq_sign64[aux[1] & 127]);
+            __m256i s1 = _mm256_set_epi64x((int64_t)halo_iq_sign64[(aux[3] >> 21) & 127],
+                                           (int64_t)halo_iq_sign64[(aux[3] >> 14) & 127],
+                                           (int64_t)halo_iq_sign64[(aux[3] >> 7) & 127],
+                                           (int64_t)halo_iq_sign64[aux[3] & 127]);
+            __m256i y0 =
+                _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * ib)), s0);
+            __m256i y1 =
+                _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * ib + 32)), s1);
             __m256i p0 = _mm256_maddubs_epi16(g0, y0), p1 = _mm256_maddubs_epi16(g1, y1);
-            sumi0 = _mm256_add_epi32(sumi0, _mm256_madd_epi16(p0, _mm256_set1_epi16((short)(2 * (aux[1] >> 28) + 1))));
-            sumi1 = _mm256_add_epi32(sumi1, _mm256_madd_epi16(p1, _mm256_set1_epi16((short)(2 * (aux[3] >> 28) + 1))));
+            sumi0 = _mm256_add_epi32(
+                sumi0, _mm256_madd_epi16(p0, _mm256_set1_epi16((short)(2 * (aux[1] >> 28) + 1))));
+            sumi1 = _mm256_add_epi32(
+                sumi1, _mm256_madd_epi16(p1, _mm256_set1_epi16((short)(2 * (aux[3] >> 28) + 1))));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * (f16(x[i].d) * 0.125f)),
                               _mm256_cvtepi32_ps(_mm256_add_epi32(sumi0, sumi1)), acc);
@@ -535,8 +586,10 @@ AVX2 void halo_dequant_q5_K_avx2(const void *src, float *dst, int64_t n) {
             for (int h = 0; h < 2; h++) {
                 int g = 2 * c + h;
                 __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, g), m1), 4);
-                __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4 * h), m4), hb);
-                __m256 dl = _mm256_set1_ps(d * (float)sc[g]), ml = _mm256_set1_ps(dmin * (float)m[g]);
+                __m256i q =
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4 * h), m4), hb);
+                __m256 dl = _mm256_set1_ps(d * (float)sc[g]),
+                       ml = _mm256_set1_ps(dmin * (float)m[g]);
                 store_affine32(dst + 32 * g, q, dl, ml, dl, ml);
             }
         }
@@ -562,11 +615,13 @@ AVX2 void halo_dequant_q3_K_avx2(const void *src, float *dst, int64_t n) {
                 int g = 8 * c + 2 * p;
                 __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
                 __m128i parts[4] = {q0, _mm_srli_si128(q0, 8), q1, _mm_srli_si128(q1, 8)};
-                __m256 d0 = _mm256_set1_ps(d * (float)sc[g]), d1 = _mm256_set1_ps(d * (float)sc[g + 1]);
+                __m256 d0 = _mm256_set1_ps(d * (float)sc[g]),
+                       d1 = _mm256_set1_ps(d * (float)sc[g + 1]);
                 float *o = dst + 16 * g;
                 for (int k = 0; k < 4; k++)
                     _mm256_storeu_ps(o + 8 * k, _mm256_mul_ps(k < 2 ? d0 : d1,
-                                     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[k]))));
+                                                              _mm256_cvtepi32_ps(
+                                                                  _mm256_cvtepi8_epi32(parts[k]))));
             }
         }
         dst += QK_K;

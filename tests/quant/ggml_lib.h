@@ -14,8 +14,8 @@
 
 typedef void (*ggml_to_float_fn)(const void *x, float *y, int64_t k);
 typedef void (*ggml_from_float_fn)(const float *x, void *y, int64_t k);
-typedef void (*ggml_vec_dot_fn)(int n, float *s, size_t bs, const void *x, size_t bx,
-                                const void *y, size_t by, int nrc);
+typedef void (*ggml_vec_dot_fn)(int n, float *s, size_t bs, const void *x, size_t bx, const void *y,
+                                size_t by, int nrc);
 
 struct ggml_type_traits { /* ggml.h */
     const char *type_name;
@@ -79,7 +79,10 @@ static inline bool ggml_lib_open(ggml_lib *g, bool want_cpu) {
     if (!g->get_type_traits || !g->type_size || !g->blck_size) return false;
     if (!want_cpu) return true;
     /* Most capable first; each variant is built for one CPU generation. */
-    struct { const char *name; bool ok; } variants[] = {
+    struct {
+        const char *name;
+        bool ok;
+    } variants[] = {
         {"zen4", __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
                      __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bf16")},

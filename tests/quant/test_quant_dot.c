@@ -10,18 +10,21 @@ static void make_act(uint32_t t, const float *x, int64_t n, void *act, double *a
     halo_error err = {0};
     CHECK_INT(halo_quant_quantize_row((uint32_t)at, x, act, n, &err), HALO_OK);
     if (at == HALO_TYPE_F32) {
-        for (int64_t i = 0; i < n; i++) a[i] = x[i];
+        for (int64_t i = 0; i < n; i++)
+            a[i] = x[i];
     } else if (at == HALO_TYPE_Q8_0) {
         float *f = malloc((size_t)n * 4);
         halo_quant_dequantize_row_at(HALO_QUANT_SCALAR, HALO_TYPE_Q8_0, act, f, n);
-        for (int64_t i = 0; i < n; i++) a[i] = f[i]; /* d * q is exact in f32 */
+        for (int64_t i = 0; i < n; i++)
+            a[i] = f[i]; /* d * q is exact in f32 */
         free(f);
     } else {
         const uint8_t *q = act;
         for (int64_t b = 0; b < n / 256; b++, q += 292) {
             float d;
             memcpy(&d, q, 4);
-            for (int j = 0; j < 256; j++) a[b * 256 + j] = (double)d * (int8_t)q[4 + j];
+            for (int j = 0; j < 256; j++)
+                a[b * 256 + j] = (double)d * (int8_t)q[4 + j];
         }
     }
 }
@@ -37,7 +40,8 @@ static void quant_dot_matches_double_reference_at_every_level(void) {
         const halo_type_info *info = halo_type_info_get(t);
         double worst = 0, worst_vs_scalar = 0;
         for (int rep = 0; rep < 20; rep++) {
-            for (int64_t i = 0; i < n; i++) x[i] = rng_normal() * (rep % 2 ? 1.0f : 30.0f);
+            for (int64_t i = 0; i < n; i++)
+                x[i] = rng_normal() * (rep % 2 ? 1.0f : 30.0f);
             make_act(t, x, n, act, a);
             for (int64_t b = 0; b < n / info->block_size; b++)
                 random_block(t, row + b * info->block_bytes, SCALE_TYPICAL);
@@ -63,7 +67,11 @@ static void quant_dot_matches_double_reference_at_every_level(void) {
         CHECK(worst <= 1e-6);
         CHECK(worst_vs_scalar <= 1e-6);
     }
-    free(x); free(w); free(a); free(act); free(row);
+    free(x);
+    free(w);
+    free(a);
+    free(act);
+    free(row);
 }
 
 static void quant_act_types_pair_like_ggml(void) {

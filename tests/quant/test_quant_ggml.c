@@ -15,7 +15,8 @@ static void quant_type_table_matches_ggml(void) {
         const struct ggml_type_traits *tr = g.get_type_traits((int)t);
         if (!info) {
             /* ids halo leaves out must be ones ggml no longer has (block size 0) */
-            if (tr->blck_size != 0) fprintf(stderr, "ggml type %u (%s) missing from halo\n", t, tr->type_name);
+            if (tr->blck_size != 0)
+                fprintf(stderr, "ggml type %u (%s) missing from halo\n", t, tr->type_name);
             CHECK(tr->blck_size == 0);
             continue;
         }
@@ -35,7 +36,11 @@ static void quant_dequantize_is_bit_identical_to_ggml(void) {
         const struct ggml_type_traits *tr = g.get_type_traits((int)t);
         CHECK(halo_quant_supported(t));
         if (t == HALO_TYPE_F32) continue; /* ggml has no converter for f32: nothing to compare */
-        if (!tr->to_float) { fprintf(stderr, "ggml has no to_float for %s\n", info->name); CHECK(0); continue; }
+        if (!tr->to_float) {
+            fprintf(stderr, "ggml has no to_float for %s\n", info->name);
+            CHECK(0);
+            continue;
+        }
         const int n_blocks = info->block_size == 1 ? 512 : 2048 / (int)info->block_size + 3;
         const int64_t n = (int64_t)n_blocks * info->block_size;
         uint8_t *row = malloc((size_t)n_blocks * info->block_bytes);
@@ -43,7 +48,8 @@ static void quant_dequantize_is_bit_identical_to_ggml(void) {
         int bad = 0;
         for (int mode = 0; mode < SCALE_MODES; mode++)
             for (int rep = 0; rep < 8; rep++) {
-                for (int b = 0; b < n_blocks; b++) random_block(t, row + (size_t)b * info->block_bytes, mode);
+                for (int b = 0; b < n_blocks; b++)
+                    random_block(t, row + (size_t)b * info->block_bytes, mode);
                 tr->to_float(row, want, n);
                 for (int lvl = 0; lvl <= (int)best; lvl++) {
                     memset(got, 0xa5, (size_t)n * 4);
@@ -56,7 +62,8 @@ static void quant_dequantize_is_bit_identical_to_ggml(void) {
                                 info->name, halo_quant_level_name((halo_quant_level)lvl), mode,
                                 (long long)first, want[first], got[first]);
                     /* outside NaN regimes the match must be exact, NaN bits included */
-                    if (first < 0 && mode != SCALE_RANDOM && memcmp(want, got, (size_t)n * 4) != 0) {
+                    if (first < 0 && mode != SCALE_RANDOM &&
+                        memcmp(want, got, (size_t)n * 4) != 0) {
                         if (bad++ < 3) fprintf(stderr, "%s: NaN payloads differ\n", info->name);
                     }
                 }
@@ -70,7 +77,8 @@ static void quant_dequantize_is_bit_identical_to_ggml(void) {
 
 static double rms_error(const float *x, const float *y, int64_t n) {
     double s = 0;
-    for (int64_t i = 0; i < n; i++) s += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+    for (int64_t i = 0; i < n; i++)
+        s += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
     return sqrt(s / (double)n);
 }
 
@@ -80,11 +88,21 @@ static void quantizer_input(float *x, int64_t n, int kind) {
     for (int64_t i = 0; i < n; i++) {
         float v = rng_normal();
         switch (kind) {
-        case 0: x[i] = v * 0.02f; break;
-        case 1: x[i] = (rng_next() % 97 == 0) ? v * 3.0f : v * 0.01f; break;
-        case 2: x[i] = (i / 64) % 3 == 0 ? 0.0f : (i / 64) % 3 == 1 ? 0.5f : v; break;
-        case 3: x[i] = v * 1e-6f; break;
-        default: x[i] = v * 1e3f + 5.0f; break;
+        case 0:
+            x[i] = v * 0.02f;
+            break;
+        case 1:
+            x[i] = (rng_next() % 97 == 0) ? v * 3.0f : v * 0.01f;
+            break;
+        case 2:
+            x[i] = (i / 64) % 3 == 0 ? 0.0f : (i / 64) % 3 == 1 ? 0.5f : v;
+            break;
+        case 3:
+            x[i] = v * 1e-6f;
+            break;
+        default:
+            x[i] = v * 1e3f + 5.0f;
+            break;
         }
     }
 }
@@ -93,13 +111,14 @@ static void q8k_to_float(const uint8_t *q, float *y, int64_t n) {
     for (int64_t b = 0; b < n / 256; b++, q += 292) {
         float d;
         memcpy(&d, q, 4);
-        for (int j = 0; j < 256; j++) *y++ = d * (float)(int8_t)q[4 + j];
+        for (int j = 0; j < 256; j++)
+            *y++ = d * (float)(int8_t)q[4 + j];
     }
 }
 
 static void quant_quantizers_match_ggml(void) {
-    const uint32_t types[] = {HALO_TYPE_Q8_0, HALO_TYPE_Q4_K, HALO_TYPE_Q2_K, HALO_TYPE_Q6_K,
-                              HALO_TYPE_Q8_K, HALO_TYPE_MXFP4, HALO_TYPE_F16, HALO_TYPE_BF16};
+    const uint32_t types[] = {HALO_TYPE_Q8_0, HALO_TYPE_Q4_K,  HALO_TYPE_Q2_K, HALO_TYPE_Q6_K,
+                              HALO_TYPE_Q8_K, HALO_TYPE_MXFP4, HALO_TYPE_F16,  HALO_TYPE_BF16};
     const int64_t n = 4096;
     float *x = malloc(n * 4), *yh = malloc(n * 4), *yg = malloc(n * 4);
     uint8_t *qh = malloc(n * 2 + 4096), *qg = malloc(n * 2 + 4096);
@@ -138,10 +157,15 @@ static void quant_quantizers_match_ggml(void) {
                 CHECK(memcmp(yh, yg, (size_t)n * 4) == 0);
                 CHECK(rms_error(x, yh, n) <= rms_error(x, yg, n));
             }
-        if (diff_rows) fprintf(stderr, "%s: %d rows quantize differently from ggml\n", info->name, diff_rows);
+        if (diff_rows)
+            fprintf(stderr, "%s: %d rows quantize differently from ggml\n", info->name, diff_rows);
         CHECK_INT(diff_rows, 0);
     }
-    free(x); free(yh); free(yg); free(qh); free(qg);
+    free(x);
+    free(yh);
+    free(yg);
+    free(qh);
+    free(qg);
 }
 
 int main(void) {

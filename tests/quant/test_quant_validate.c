@@ -8,10 +8,14 @@
 /* Byte offset of the block scale d for formats whose d is a plain f16. */
 static int d_offset(uint32_t t) {
     switch (t) {
-    case HALO_TYPE_Q2_K: return 80;
-    case HALO_TYPE_Q3_K: return 108;
-    case HALO_TYPE_Q6_K: return 208;
-    default: return 0;
+    case HALO_TYPE_Q2_K:
+        return 80;
+    case HALO_TYPE_Q3_K:
+        return 108;
+    case HALO_TYPE_Q6_K:
+        return 208;
+    default:
+        return 0;
     }
 }
 
@@ -27,7 +31,8 @@ static void poison(uint32_t t, uint8_t *blk, int bad) {
     } else if (t == HALO_TYPE_IQ1_M) {
         uint16_t w[4], v = bad ? 0x7c00 : 0x7e01;
         memcpy(w, blk + 48, 8);
-        for (int j = 0; j < 4; j++) w[j] = (uint16_t)((w[j] & 0x0fff) | (((v >> (4 * j)) & 0xf) << 12));
+        for (int j = 0; j < 4; j++)
+            w[j] = (uint16_t)((w[j] & 0x0fff) | (((v >> (4 * j)) & 0xf) << 12));
         memcpy(blk + 48, w, 8);
     } else {
         put16(blk + d_offset(t), bad ? 0xfc00 : 0x7e01); /* -inf, NaN */
@@ -82,14 +87,18 @@ static void quant_mxfp4_from_deepseek_layout_keeps_values(void) {
     enum { N = 128 };
     uint8_t codes[N / 2], scales[N / 32], blocks[N / 32 * 17];
     int8_t code_of[N];
-    for (int i = 0; i < N; i++) code_of[i] = (int8_t)(rng_next() & 0xf);
-    for (int i = 0; i < N / 2; i++) codes[i] = (uint8_t)(code_of[2 * i] | (code_of[2 * i + 1] << 4));
-    for (int b = 0; b < N / 32; b++) scales[b] = (uint8_t)(120 + b);
+    for (int i = 0; i < N; i++)
+        code_of[i] = (int8_t)(rng_next() & 0xf);
+    for (int i = 0; i < N / 2; i++)
+        codes[i] = (uint8_t)(code_of[2 * i] | (code_of[2 * i + 1] << 4));
+    for (int b = 0; b < N / 32; b++)
+        scales[b] = (uint8_t)(120 + b);
     halo_error err = {0};
     CHECK_INT(halo_quant_mxfp4_from_e2m1(codes, scales, blocks, N, &err), HALO_OK);
     float y[N];
     halo_quant_dequantize_row(HALO_TYPE_MXFP4, blocks, y, N);
-    static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    static const float e2m1[16] = {0,     0.5f,  1,  1.5f,  2,  3,  4,  6,
+                                   -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
     int bad = 0;
     for (int i = 0; i < N; i++) {
         float want = e2m1[code_of[i]] * ldexpf(1.0f, scales[i / 32] - 127);

@@ -8,6 +8,7 @@
 #include "quant/kernels.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 typedef struct kernel_set {
@@ -99,14 +100,16 @@ static halo_quant_level detect_level(void) {
 #endif
 }
 
-static halo_quant_level best_level = HALO_QUANT_LEVEL_COUNT; /* not yet detected */
+static halo_quant_level best_level = HALO_QUANT_SCALAR;
+static pthread_once_t level_once = PTHREAD_ONCE_INIT;
+
+static void init_level(void) {
+    add_avx512_kernels();
+    best_level = detect_level();
+}
 
 halo_quant_level halo_quant_level_best(void) {
-    /* Idempotent: concurrent first calls compute the same value. */
-    if (best_level == HALO_QUANT_LEVEL_COUNT) {
-        add_avx512_kernels();
-        best_level = detect_level();
-    }
+    pthread_once(&level_once, init_level);
     return best_level;
 }
 

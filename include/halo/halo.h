@@ -43,6 +43,19 @@ halo_status halo_session_eval(halo_session *s, const int32_t *tokens, uint32_t n
 const float *halo_session_logits(const halo_session *s, uint32_t *n_rows);
 uint32_t halo_session_n_past(const halo_session *s);
 
+/* Goes back to position n_past (<= the current one): the session continues as if only the
+ * first n_past tokens had been evaluated. Compressed attention state cannot be cut back in
+ * place, so this re-evaluates those tokens from the nearest earlier snapshot taken with
+ * halo_session_snapshot (or from the start). */
+halo_status halo_session_rewind(halo_session *s, uint32_t n_past, halo_error *err);
+
+/* In-memory snapshots of a session's whole state (KV and token history). A snapshot restores
+ * into the session it came from or another session of the same engine and context size. */
+typedef struct halo_snapshot halo_snapshot;
+halo_status halo_session_snapshot(halo_session *s, halo_snapshot **out, halo_error *err);
+halo_status halo_session_restore(halo_session *s, const halo_snapshot *snap, halo_error *err);
+void halo_snapshot_free(halo_snapshot *snap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -65,6 +65,7 @@ halo_status halo_kv_create(halo_backend *be, const halo_hparams *hp, uint32_t n_
         return halo_error_prefix(err, "KV state for %u positions: ", n_ctx);
     }
     kv->be = be;
+    kv->n_bytes = bytes;
     kv->n_ctx = n_ctx;
     kv->n_layer = hp->n_layer;
     layout l = {.buf = kv->buf};
@@ -77,4 +78,65 @@ void halo_kv_free(halo_kv *kv) {
     if (!kv) return;
     kv->be->ops->buf_free(kv->be, kv->buf);
     free(kv);
+}
+
+static void reset_series(halo_kv_series *s) {
+    s->n_rows = 0;
+    s->n_pend = 0;
+    s->have_prev = false;
+}
+
+void halo_kv_reset(halo_kv *kv) {
+    kv->n_past = 0;
+    for (uint32_t il = 0; il < kv->n_layer; il++) {
+        reset_series(&kv->layer[il].comp);
+        reset_series(&kv->layer[il].index);
+    }
+}
+
+halo_status halo_kv_snapshot_take(halo_kv *kv, halo_kv_snapshot **out, halo_error *err) {
+    *out = NULL;
+    halo_kv_snapshot *snap = calloc(1, sizeof *snap);
+    if (snap) snap->bytes = malloc(kv->n_bytes ? kv->n_bytes : 1);
+    if (!snap || !snap->bytes) {
+        if (snap) free(snap);
+        return halo_fail(err, HALO_E_NOMEM, "out of memory for a %llu-byte KV snapshot",
+                         (unsigned long long)kv->n_bytes);
+    }
+    halo_status st = kv->be->ops->buf_read(kv->be, kv->buf, 0, snap->bytes, kv->n_bytes, err);
+    if (st) {
+        halo_kv_snapshot_free(snap);
+        return st;
+    }
+    snap->meta = *kv;
+    snap->n_bytes = kv->n_bytes;
+    *out = snap;
+    return HALO_OK;
+}
+
+halo_status halo_kv_snapshot_restore(halo_kv *kv, const halo_kv_snapshot *snap, halo_error *err) {
+    if (snap->n_bytes != kv->n_bytes || snap->meta.n_ctx != kv->n_ctx ||
+        snap->meta.n_layer != kv->n_layer)
+        return halo_fail(err, HALO_E_INVALID_ARG, "snapshot is from another model or context size");
+    halo_status st = kv->be->ops->buf_write(kv->be, kv->buf, 0, snap->bytes, kv->n_bytes, err);
+    if (st) return st;
+    halo_buf *buf = kv->buf;
+    *kv = snap->meta;
+    kv->buf = buf; /* views point at this kv's buffer */
+    for (uint32_t il = 0; il < kv->n_layer; il++) {
+        halo_kv_layer *L = &kv->layer[il];
+        halo_tensor *views[] = {&L->window, &L->comp.rows, &L->comp.pend_kv, &L->comp.pend_gate,
+                                &L->comp.prev_kv, &L->comp.prev_gate, &L->index.rows,
+                                &L->index.pend_kv, &L->index.pend_gate, &L->index.prev_kv,
+                                &L->index.prev_gate};
+        for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
+            if (views[i]->buf) views[i]->buf = buf;
+    }
+    return HALO_OK;
+}
+
+void halo_kv_snapshot_free(halo_kv_snapshot *snap) {
+    if (!snap) return;
+    free(snap->bytes);
+    free(snap);
 }

@@ -31,6 +31,7 @@ typedef struct halo_kv_layer {
 typedef struct halo_kv {
     halo_backend *be;
     halo_buf *buf;      /* one buffer holds every layer's state */
+    uint64_t n_bytes;
     uint32_t n_ctx, n_layer;
     int64_t n_past;     /* positions evaluated so far */
     halo_kv_layer layer[HALO_MAX_LAYERS];
@@ -38,6 +39,21 @@ typedef struct halo_kv {
 
 /* Bytes of state for a context of n_ctx positions (f32 rows). */
 uint64_t halo_kv_bytes(const halo_hparams *hp, uint32_t n_ctx);
+
+/* Forgets every position (the buffers are reused; rows are rewritten before they are read). */
+void halo_kv_reset(halo_kv *kv);
+
+/* A host copy of the state: counters and the buffer's bytes. */
+typedef struct halo_kv_snapshot {
+    halo_kv meta;          /* counters and views at the time of the snapshot */
+    unsigned char *bytes;  /* the whole state buffer */
+    uint64_t n_bytes;
+} halo_kv_snapshot;
+
+halo_status halo_kv_snapshot_take(halo_kv *kv, halo_kv_snapshot **out, halo_error *err);
+/* Restores a snapshot taken from the same kv (same model and context size). */
+halo_status halo_kv_snapshot_restore(halo_kv *kv, const halo_kv_snapshot *snap, halo_error *err);
+void halo_kv_snapshot_free(halo_kv_snapshot *snap);
 
 halo_status halo_kv_create(halo_backend *be, const halo_hparams *hp, uint32_t n_ctx,
                            halo_kv **out, halo_error *err);

@@ -13,6 +13,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"inspect", cli_inspect, "show a GGUF model's metadata, tensors and sizes"},
+    {"plan", cli_plan, "show where every tensor goes on this machine, before loading"},
 };
 
 static void usage(FILE *out) {

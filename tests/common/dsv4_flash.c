@@ -300,3 +300,52 @@ halo_status dsv4_flash_add_to_writer(halo_gguf_writer *w, dsv4_mix mix, halo_err
     if (st != HALO_OK) return st;
     return dsv4_flash_add_tensors(w, mix, err);
 }
+
+/* ---- size variants ------------------------------------------------------------------------ */
+
+typedef struct variant_walk {
+    dsv4_variant v;
+    dsv4_tensor_fn fn;
+    void *user;
+} variant_walk;
+
+static uint32_t variant_type(dsv4_variant v, const dsv4_tensor *t) {
+    int il = -1;
+    if (sscanf(t->name, "blk.%d.", &il) != 1 || !strstr(t->name, "_exps.")) return t->type;
+    bool late = il >= 37 && il <= 42, down = strstr(t->name, "ffn_down_exps") != NULL;
+    switch (v) {
+    case DSV4_VARIANT_Q2_Q4K_L37_42: return late ? HALO_TYPE_Q4_K : t->type;
+    case DSV4_VARIANT_IQ3_XXS:
+        if (!down) return HALO_TYPE_IQ3_XXS;
+        return late ? HALO_TYPE_Q2_K : HALO_TYPE_IQ2_XXS;
+    default: return t->type;
+    }
+}
+
+static int variant_one(const dsv4_tensor *t, void *user) {
+    variant_walk *vw = user;
+    dsv4_tensor c = *t;
+    c.type = variant_type(vw->v, t);
+    uint64_t n = (uint64_t)c.ne[0] * (uint64_t)c.ne[1] * (uint64_t)c.ne[2] * (uint64_t)c.ne[3];
+    if (!halo_type_bytes(c.type, n, &c.n_bytes)) c.n_bytes = 0;
+    return vw->fn ? vw->fn(&c, vw->user) : 0;
+}
+
+uint64_t dsv4_flash_variant_for_each_tensor(dsv4_variant v, dsv4_tensor_fn fn, void *user) {
+    variant_walk vw = {v, fn, user};
+    return dsv4_flash_for_each_tensor(DSV4_MIX_DS4_Q2, variant_one, &vw);
+}
+
+uint64_t dsv4_flash_variant_tensor_bytes(dsv4_variant v) {
+    uint64_t total = 0;
+    dsv4_flash_variant_for_each_tensor(v, add_bytes, &total);
+    return total;
+}
+
+halo_status dsv4_flash_add_variant_to_writer(halo_gguf_writer *w, dsv4_variant v,
+                                             halo_error *err) {
+    halo_status st = dsv4_flash_add_metadata(w, DSV4_MIX_DS4_Q2, err);
+    if (st != HALO_OK) return st;
+    dsv4_flash_variant_for_each_tensor(v, add_one, w);
+    return writer_status(w, err);
+}

@@ -79,4 +79,23 @@ halo_status dsv4_flash_add_tensors(halo_gguf_writer *w, dsv4_mix mix, halo_error
 /* Both of the above. */
 halo_status dsv4_flash_add_to_writer(halo_gguf_writer *w, dsv4_mix mix, halo_error *err);
 
+/* ---- size variants of the ds4 q2 mix (routed experts retyped), for the memory planner ------- */
+
+typedef enum dsv4_variant {
+    DSV4_VARIANT_Q2 = 0,        /* the q2 mix unchanged: 80.76 GiB */
+    /* the seeds' "Flash Q2-Q4 (L37-42 Q4K)": routed gate/up/down of layers 37-42 in Q4_K:
+     * 97,586,411,868 bytes = 90.884 GiB (the seeds' 90.88 GiB) */
+    DSV4_VARIANT_Q2_Q4K_L37_42 = 1,
+    /* a stand-in for unsloth's UD-IQ3_XXS (97.05 GiB; its exact recipe is not public in the
+     * seeds): routed gate/up IQ3_XXS, routed down IQ2_XXS, except down Q2_K in layers 37-42:
+     * 104,213,412,188 bytes = 97.056 GiB (unsloth's file: 97.05 GiB) */
+    DSV4_VARIANT_IQ3_XXS = 2,
+} dsv4_variant;
+
+/* Like dsv4_flash_for_each_tensor on the q2 mix, with the variant's routed-expert types. */
+uint64_t dsv4_flash_variant_for_each_tensor(dsv4_variant v, dsv4_tensor_fn fn, void *user);
+uint64_t dsv4_flash_variant_tensor_bytes(dsv4_variant v);
+/* Metadata (as the q2 mix) and every tensor of the variant with data NULL. */
+halo_status dsv4_flash_add_variant_to_writer(halo_gguf_writer *w, dsv4_variant v, halo_error *err);
+
 #endif

@@ -1,0 +1,136 @@
+/* `halo plan -m MODEL [--ctx N] [--profile P] [--backend B] [--weights W] [--expert-cache SIZE]
+ * [--json]`: where every tensor of MODEL would go on this machine (or a profile), with per-pool
+ * totals and headroom. Exit 0 when the plan is loadable, 2 when it is refused (or on a usage
+ * error), 1 when the model or an option is bad. HALO_WEIGHTS and HALO_FORCE_DEVICE_MEM mirror
+ * --weights; flags win. docs/plan.md describes it. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "halo/gguf.h"
+#include "halo/plan.h"
+
+static void usage(FILE *out) {
+    fprintf(
+        out,
+        "usage: halo plan -m MODEL [options]\n"
+        "\n"
+        "Shows where every tensor of MODEL goes on this machine before anything is loaded.\n"
+        "\n"
+        "  -m, --model PATH       GGUF model (first shard of a split model)\n"
+        "  --ctx N                context tokens (default 32768)\n"
+        "  --profile NAME|PATH    plan for a machine profile instead of probing this one\n"
+        "  --backend B            auto|cpu|cuda|hip|vulkan|metal (default auto: the GPU's)\n"
+        "  --weights W            auto|device|host|managed|stream (default auto)\n"
+        "  --expert-cache SIZE    expert cache when streaming, e.g. 48G (default: all that fits)\n"
+        "  --sysfs-root DIR       probe a fake /proc + /sys tree under DIR (tests)\n"
+        "  --json                 the plan as JSON\n"
+        "\n"
+        "environment: HALO_WEIGHTS=W, HALO_FORCE_DEVICE_MEM=1 (0 = off); flags win.\n"
+        "exit status: 0 loadable, 2 refused or usage error, 1 bad model or option.\n");
+}
+
+static int bad(const char *what, const halo_error *err) {
+    fprintf(stderr, "halo plan: %s%s\n", what, err ? err->message : "");
+    return 1;
+}
+
+int cli_plan(int argc, char **argv) {
+    const char *model = NULL, *profile = NULL, *root = NULL;
+    const char *ctx_arg = NULL, *backend_arg = NULL, *weights_arg = NULL, *cache_arg = NULL;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **dst = !strcmp(a, "-m") || !strcmp(a, "--model") ? &model
+                           : !strcmp(a, "--ctx")                     ? &ctx_arg
+                           : !strcmp(a, "--profile")                 ? &profile
+                           : !strcmp(a, "--backend")                 ? &backend_arg
+                           : !strcmp(a, "--weights")                 ? &weights_arg
+                           : !strcmp(a, "--expert-cache")            ? &cache_arg
+                           : !strcmp(a, "--sysfs-root")              ? &root
+                                                                     : NULL;
+        if (dst) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "halo plan: %s needs a value\n", a);
+                return 2;
+            }
+            *dst = argv[++i];
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "halo plan: unknown option '%s'\n\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!model) {
+        fprintf(stderr, "halo plan: -m MODEL is required\n\n");
+        usage(stderr);
+        return 2;
+    }
+    if (profile && root) {
+        fprintf(stderr, "halo plan: --profile and --sysfs-root exclude each other\n");
+        return 2;
+    }
+
+    halo_error err = {0};
+    halo_plan_options o = {0};
+    if (halo_plan_options_from_env(&o, &err) != HALO_OK) return bad("", &err);
+    if (weights_arg && halo_weights_parse(weights_arg, &o.weights, &err) != HALO_OK)
+        return bad("--weights: ", &err);
+    if (backend_arg && halo_backend_parse(backend_arg, &o.backend, &err) != HALO_OK)
+        return bad("--backend: ", &err);
+    if (cache_arg && halo_size_parse(cache_arg, &o.expert_cache, &err) != HALO_OK)
+        return bad("--expert-cache: ", &err);
+    if (cache_arg && o.weights != HALO_WEIGHTS_STREAM && o.weights != HALO_WEIGHTS_AUTO) {
+        fprintf(stderr, "halo plan: --expert-cache needs --weights stream (or auto)\n");
+        return 2;
+    }
+    if (ctx_arg) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(ctx_arg, &end, 10);
+        if (errno || end == ctx_arg || *end || n == 0 || ctx_arg[0] == '-') {
+            fprintf(stderr, "halo plan: --ctx \"%s\": expected a positive number of tokens\n",
+                    ctx_arg);
+            return 2;
+        }
+        o.n_ctx = n;
+    }
+
+    halo_gguf *g = NULL;
+    if (halo_gguf_open(model, &g, &err) != HALO_OK) return bad("", &err);
+    halo_machine m;
+    halo_status st = profile ? halo_machine_load_profile(profile, &m, &err)
+                             : halo_machine_probe(root ? root : "/", model, &m, &err);
+    if (st != HALO_OK) {
+        halo_gguf_close(g);
+        return bad("", &err);
+    }
+    halo_plan *p = NULL;
+    st = halo_plan_build(g, &m, &o, &p, &err);
+    halo_gguf_close(g);
+    if (st != HALO_OK) return bad("", &err);
+
+    char *text = json ? halo_plan_format_json(p) : halo_plan_format_text(p);
+    if (!text) {
+        halo_plan_free(p);
+        fprintf(stderr, "halo plan: out of memory\n");
+        return 1;
+    }
+    fputs(text, stdout);
+    if (json) fputc('\n', stdout);
+    if (!json && p->options.backend != HALO_BACKEND_CPU)
+        printf("(only the cpu backend is built so far: this is the plan the %s backend will "
+               "carry out)\n",
+               halo_backend_name(p->options.backend));
+    free(text);
+    int rc = p->refused ? 2 : 0;
+    halo_plan_free(p);
+    return rc;
+}

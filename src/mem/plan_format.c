@@ -94,7 +94,7 @@ char *halo_plan_format_text(const halo_plan *p) {
         if ((k == HALO_POOL_DISK || k == HALO_POOL_MANAGED) && !pl->planned) continue;
         put(&b, "%-10s %11s %11s %11s %11s  %s\n", halo_pool_name(pl->kind),
             size_str(pl->capacity, s1, 32),
-            k == HALO_POOL_DISK ? "-" : size_str(pl->reserve, s2, 32),
+            k == HALO_POOL_DISK || !pl->reserve ? "-" : size_str(pl->reserve, s2, 32),
             size_str(pl->planned, s3, 32),
             k == HALO_POOL_DISK ? "-" : size_str(pl->headroom, s4, 32), pl->limit);
     }

@@ -67,16 +67,21 @@ def compare(ref, got, margins):
         if len(div):
             p = int(div[0])
             e["first_divergent"] = p
-            e["prefix_min_moe_margin"] = float(m[:p + 1, 0].min())
-            e["prefix_min_index_margin"] = float(m[:p + 1, 1].min())
+            # JSON has no infinity: null means no top-k decision up to that position
+            e["prefix_min_moe_margin"] = finite_or_none(m[:p + 1, 0].min())
+            e["prefix_min_index_margin"] = finite_or_none(m[:p + 1, 1].min())
             e["prefix_min_index_margin_pos"] = int(m[:p + 1, 1].argmin())
             e["prefix_min_moe_margin_pos"] = int(m[:p + 1, 0].argmin())
         res.append(e)
     return res
 
 
+def finite_or_none(x):
+    return float(x) if np.isfinite(x) else None
+
+
 def fmt(x):
-    return f"{x:.1e}"
+    return "inf" if x is None else f"{x:.1e}"
 
 
 def main():
@@ -170,9 +175,10 @@ def main():
             for i, (g, l) in enumerate(zip(rj["greedy"], lg)):
                 k = len(g["tokens"])
                 d = np.abs(rgl[i * k:(i + 1) * k].astype(np.float64) - lgl[i * k:(i + 1) * k]).max()
-                same = sum(a == b for a, b in zip(g["tokens"], l["tokens"]))
-                greedy_rows.append(f"| {mv} | {g['prompt']} | {k} | {same}/{k} | {fmt(d)} | "
-                                   f"{fmt(min(g['top1_margins']))} |")
+                diff = [j for j, (a, b) in enumerate(zip(g["tokens"], l["tokens"])) if a != b]
+                first = (f"{diff[0]} (margin {fmt(g['top1_margins'][diff[0]])})" if diff else "-")
+                greedy_rows.append(f"| {mv} | {g['prompt']} | {k} | {k - len(diff)}/{k} | {first} | "
+                                   f"{fmt(d)} | {fmt(min(g['top1_margins']))} |")
             me["variants"].append(ve)
 
             # table for this variant
@@ -201,7 +207,7 @@ def main():
     manifest["oracles"]["transformers"]["versions"] = versions
 
     with open(os.path.join(G, "manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=False)
+        json.dump(manifest, f, indent=1, allow_nan=False)
         f.write("\n")
 
     readme = README.format(
@@ -258,10 +264,12 @@ own float32-vs-float64 difference (max abs), the size of float32 rounding.
 ### Greedy continuations
 
 Each transformers step is a full forward of the growing sequence; llama.cpp decodes one token
-per call after the prompt.
+per call after the prompt (F16 variants with their native F16 weights). Once the two runs pick
+different tokens their later steps continue different sequences, so the step-logit difference
+after that point is not an agreement measure.
 
-| model | prompt | steps | same tokens | max abs Δ of step logits | smallest top-1 margin |
-|---|---|---:|---:|---:|---:|
+| model | prompt | steps | same tokens | first different step (transformers' top-1 margin there) | max abs Δ of step logits | smallest top-1 margin |
+|---|---|---:|---:|---:|---:|---:|
 {greedy}
 
 ### Differences explained

@@ -44,8 +44,7 @@ static halo_status fail(halo_error *err, halo_status st, const char *fmt, ...) {
 }
 
 /* Reads a whole file that must hold exactly `bytes` bytes (bytes < 0: any size). */
-static halo_status read_file(const char *path, long want, void **out, long *size,
-                             halo_error *err) {
+static halo_status read_file(const char *path, long want, void **out, long *size, halo_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return fail(err, HALO_E_IO, "%s: cannot open", path);
     long n = -1;
@@ -139,8 +138,8 @@ halo_status halo_golden_open(const char *dir, halo_golden **out, halo_error *err
         const cJSON *s = cJSON_GetArrayItem(seqs, i);
         double len, off;
         const char *name = str_item(s, "name");
-        if (!name || !num_item(s, "length", &len) || !num_item(s, "offset", &off) ||
-            off < 0 || len < 1 || off + len > (double)g->n_tokens) {
+        if (!name || !num_item(s, "length", &len) || !num_item(s, "offset", &off) || off < 0 ||
+            len < 1 || off + len > (double)g->n_tokens) {
             st = fail(err, HALO_E_BAD_VALUE, "%s/manifest.json: sequence %d malformed", dir, i);
             goto fail_out;
         }
@@ -165,15 +164,20 @@ static void free_slot(variant_slot *s) {
 
 void halo_golden_close(halo_golden *g) {
     if (!g) return;
-    for (int i = 0; i < g->n_slots; i++) free_slot(&g->slots[i]);
+    for (int i = 0; i < g->n_slots; i++)
+        free_slot(&g->slots[i]);
     cJSON_Delete(g->manifest);
     free(g->seqs);
     free(g->tokens);
     free(g);
 }
 
-int32_t halo_golden_n_vocab(const halo_golden *g) { return g->n_vocab; }
-int halo_golden_n_seqs(const halo_golden *g) { return g->n_seqs; }
+int32_t halo_golden_n_vocab(const halo_golden *g) {
+    return g->n_vocab;
+}
+int halo_golden_n_seqs(const halo_golden *g) {
+    return g->n_seqs;
+}
 
 const halo_golden_seq *halo_golden_seq_at(const halo_golden *g, int i) {
     return i >= 0 && i < g->n_seqs ? &g->seqs[i] : NULL;
@@ -265,9 +269,10 @@ static halo_status load_slot(halo_golden *g, const cJSON *vj, variant_slot *s, h
         const cJSON *m = item(a, "top1_margins");
         if (!gr->prompt || !int_array(item(a, "tokens"), rt, k) ||
             !int_array(item(b, "tokens"), lt, k) || cJSON_GetArraySize(m) != k)
-            return fail(err, HALO_E_BAD_VALUE, "manifest: %s-%s greedy run %d malformed",
-                        s->model, s->variant, i);
-        for (int j = 0; j < k; j++) rm[j] = (float)cJSON_GetArrayItem(m, j)->valuedouble;
+            return fail(err, HALO_E_BAD_VALUE, "manifest: %s-%s greedy run %d malformed", s->model,
+                        s->variant, i);
+        for (int j = 0; j < k; j++)
+            rm[j] = (float)cJSON_GetArrayItem(m, j)->valuedouble;
         gr->ref_tokens = rt;
         gr->llama_tokens = lt;
         gr->ref_margins = rm;
@@ -388,9 +393,9 @@ int halo_golden_near_tie(const halo_golden_cmp *c, float eps) {
 }
 
 void halo_golden_format(const halo_golden_cmp *c, char *buf, size_t n) {
-    int k = snprintf(buf, n, "max|d| %.2e (pos %lld) rel %.2e top1 %lld/%lld", c->max_abs,
-                     (long long)c->max_abs_pos, c->rel, (long long)c->top1_agree,
-                     (long long)c->n_pos);
+    int k =
+        snprintf(buf, n, "max|d| %.2e (pos %lld) rel %.2e top1 %lld/%lld", c->max_abs,
+                 (long long)c->max_abs_pos, c->rel, (long long)c->top1_agree, (long long)c->n_pos);
     if (k < 0 || (size_t)k >= n) return;
     if (c->first_bad < 0) {
         snprintf(buf + k, n - (size_t)k, " first-bad -");

@@ -24,24 +24,24 @@ typedef struct halo_golden_seq {
 } halo_golden_seq;
 
 typedef struct halo_golden_greedy {
-    const char *prompt;           /* name of the sequence whose tokens are the prompt */
-    int32_t steps;                /* generated tokens */
-    int64_t row;                  /* first row of this run in greedy_logits */
-    const int32_t *ref_tokens;    /* transformers' greedy tokens */
-    const float *ref_margins;     /* its top-1 minus top-2 logit at each step */
-    const int32_t *llama_tokens;  /* llama.cpp's greedy tokens */
+    const char *prompt;          /* name of the sequence whose tokens are the prompt */
+    int32_t steps;               /* generated tokens */
+    int64_t row;                 /* first row of this run in greedy_logits */
+    const int32_t *ref_tokens;   /* transformers' greedy tokens */
+    const float *ref_margins;    /* its top-1 minus top-2 logit at each step */
+    const int32_t *llama_tokens; /* llama.cpp's greedy tokens */
 } halo_golden_greedy;
 
 typedef struct halo_golden_variant {
-    const char *model;         /* "tiny-a", "tiny-yarn" */
-    const char *variant;       /* "f32", "f16" */
-    char gguf_path[1024];      /* the model file, joined with the fixtures' directory */
-    int64_t n_rows;            /* positions over all sequences */
+    const char *model;    /* "tiny-a", "tiny-yarn" */
+    const char *variant;  /* "f32", "f16" */
+    char gguf_path[1024]; /* the model file, joined with the fixtures' directory */
+    int64_t n_rows;       /* positions over all sequences */
     int32_t n_vocab;
-    const float *logits;       /* [n_rows][n_vocab] transformers */
-    const float *margins;      /* [n_rows][2]: smallest MoE, smallest indexer margin (+inf: none) */
-    const float *greedy_logits;/* [sum of steps][n_vocab] transformers, one row per greedy step */
-    const float *llama_logits; /* [n_rows][n_vocab] llama.cpp, NULL where not committed */
+    const float *logits;  /* [n_rows][n_vocab] transformers */
+    const float *margins; /* [n_rows][2]: smallest MoE, smallest indexer margin (+inf: none) */
+    const float *greedy_logits; /* [sum of steps][n_vocab] transformers, one row per greedy step */
+    const float *llama_logits;  /* [n_rows][n_vocab] llama.cpp, NULL where not committed */
     int n_greedy;
     const halo_golden_greedy *greedy;
 } halo_golden_variant;
@@ -61,24 +61,24 @@ halo_status halo_golden_variant_get(halo_golden *g, const char *model, const cha
                                     const halo_golden_variant **out, halo_error *err);
 
 typedef struct halo_golden_cmp {
-    int64_t n_pos;            /* positions compared */
-    double max_abs;           /* max |got - ref| */
-    int64_t max_abs_pos;      /* position of max_abs */
-    double ref_range;         /* max(ref) - min(ref) over the compared rows */
-    double rel;               /* max_abs / ref_range */
-    double tol_abs;           /* tol_rel * ref_range: the threshold used below */
-    int64_t top1_agree;       /* positions whose argmax is the reference's */
+    int64_t n_pos;       /* positions compared */
+    double max_abs;      /* max |got - ref| */
+    int64_t max_abs_pos; /* position of max_abs */
+    double ref_range;    /* max(ref) - min(ref) over the compared rows */
+    double rel;          /* max_abs / ref_range */
+    double tol_abs;      /* tol_rel * ref_range: the threshold used below */
+    int64_t top1_agree;  /* positions whose argmax is the reference's */
     /* First position where max |got - ref| > tol_abs, or where got's argmax has a reference
      * logit more than tol_abs below the reference's maximum (a flip between candidates closer
      * than tol_abs is a tie, not a disagreement). -1 when every position agrees. */
     int64_t first_bad;
-    double first_bad_abs;     /* max |got - ref| at first_bad */
-    int first_bad_top1;       /* 1 when first_bad is (also) a top-1 disagreement */
-    float bad_moe_margin;     /* margins recorded at first_bad (+inf: no decision there) */
+    double first_bad_abs; /* max |got - ref| at first_bad */
+    int first_bad_top1;   /* 1 when first_bad is (also) a top-1 disagreement */
+    float bad_moe_margin; /* margins recorded at first_bad (+inf: no decision there) */
     float bad_index_margin;
-    float prefix_moe_margin;  /* smallest margins recorded at or before first_bad */
+    float prefix_moe_margin; /* smallest margins recorded at or before first_bad */
     float prefix_index_margin;
-    int64_t prefix_moe_pos;   /* where those were recorded */
+    int64_t prefix_moe_pos; /* where those were recorded */
     int64_t prefix_index_pos;
 } halo_golden_cmp;
 

@@ -27,7 +27,8 @@ static void golden_manifest_lists_sequences_over_shared_tokens(void) {
         const halo_golden_seq *s = halo_golden_seq_at(g, i);
         CHECK_INT(s->length, lengths[i]);
         CHECK_INT(s->offset, off);
-        for (int t = 0; t < s->length; t++) CHECK(s->tokens[t] >= 0 && s->tokens[t] < 256);
+        for (int t = 0; t < s->length; t++)
+            CHECK(s->tokens[t] >= 0 && s->tokens[t] < 256);
         off += s->length;
     }
     CHECK(halo_golden_seq_find(g, "L129") == halo_golden_seq_at(g, 5));
@@ -57,7 +58,8 @@ static void golden_variants_load_with_their_files(void) {
                 }
             }
             /* margins are non-negative or +inf; position 0 has no compressed row to choose */
-            for (int64_t p = 0; p < v->n_rows * 2; p++) CHECK(v->margins[p] >= 0.0f);
+            for (int64_t p = 0; p < v->n_rows * 2; p++)
+                CHECK(v->margins[p] >= 0.0f);
             CHECK(isinf(v->margins[1]));
         }
     }
@@ -117,9 +119,9 @@ static void golden_reports_first_perturbed_position(void) {
     halo_golden_compare_seq(v, s, x, 1e-3, &c);
     const double range = c.ref_range;
 
-    x[37 * v->n_vocab + 11] += (float)(0.01 * range);  /* beyond 1e-3 of the range */
+    x[37 * v->n_vocab + 11] += (float)(0.01 * range);   /* beyond 1e-3 of the range */
     x[100 * v->n_vocab + 200] -= (float)(0.05 * range); /* larger, but later */
-    x[20 * v->n_vocab + 3] += (float)(1e-5 * range);   /* within tolerance */
+    x[20 * v->n_vocab + 3] += (float)(1e-5 * range);    /* within tolerance */
     halo_golden_compare_seq(v, s, x, 1e-3, &c);
     CHECK_INT(c.first_bad, 37);
     CHECK_INT(c.max_abs_pos, 100);
@@ -191,8 +193,10 @@ static void golden_top1_flip_counts_only_beyond_a_tie(void) {
 static void golden_near_tie_needs_a_small_recorded_margin(void) {
     enum { P = 16, V = 4 };
     float ref[P * V], got[P * V], margins[P * 2];
-    for (int i = 0; i < P * V; i++) ref[i] = got[i] = (float)((i * 7) % 13);
-    for (int i = 0; i < P * 2; i++) margins[i] = 1.0f;
+    for (int i = 0; i < P * V; i++)
+        ref[i] = got[i] = (float)((i * 7) % 13);
+    for (int i = 0; i < P * 2; i++)
+        margins[i] = 1.0f;
     margins[5 * 2 + 1] = 1e-7f; /* an indexer choice decided by 1e-7 at position 5 */
     got[10 * V + 2] += 5.0f;
     halo_golden_cmp c;

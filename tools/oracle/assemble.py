@@ -251,6 +251,28 @@ Oracles: transformers {transformers} (torch {torch}, numpy {numpy}) `DeepseekV4F
 float32, eager attention, eager experts, CPU, one thread, no KV cache; llama.cpp v0.5.0
 `deepseek4`, CPU, F32 KV cache, flash attention off.
 
+## Using the fixtures from C
+
+```c
+#include "golden/golden.h"   /* link halo_golden */
+
+halo_golden *g; halo_error err;
+halo_golden_open("tests/golden", &g, &err);               /* tests run from the repo root */
+const halo_golden_variant *v;
+halo_golden_variant_get(g, "tiny-yarn", "f16", &v, &err);  /* v->gguf_path is the model */
+const halo_golden_seq *s = halo_golden_seq_find(g, "L520"); /* s->tokens, s->length */
+/* ... run the model on s->tokens, logits in got[s->length * v->n_vocab] ... */
+halo_golden_cmp c;
+halo_golden_compare_seq(v, s, got, 1e-3, &c);              /* tolerance relative to the range */
+if (c.first_bad >= 0 && !halo_golden_near_tie(&c, 1e-5f)) {{ /* a real disagreement */ }}
+char line[512]; halo_golden_format(&c, line, sizeof line); /* max|d|, rel, top-1, first bad + margins */
+halo_golden_close(g);
+```
+
+`v->greedy[i]` holds the greedy runs (prompt name, transformers' and llama.cpp's tokens, the
+top-1 margins) and `v->greedy_logits` their step logits; `v->llama_logits` is non-NULL for the
+variant whose llama.cpp logits are committed.
+
 ## Two-oracle agreement
 
 `rel` is max |Δ| over a sequence divided by the range (max − min) of the reference logits of

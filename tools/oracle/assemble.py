@@ -307,6 +307,8 @@ perturbation meets a near-tie in a top-k decision (indexer selection or MoE rout
 decision flips and the positions that depend on it move by up to ~1e-1. The `upcast` column
 removes the activation rounding (llama.cpp on the same weights stored as F32): agreement returns
 to float32 rounding, except where a recorded margin is itself at float32 rounding size.
+Greedy runs are affected the same way: a run with F16 weights parts where transformers' top-1
+margin is below the F16 activation rounding of the step logits (a few 1e-3 here).
 
 Every sequence with a position whose max |Δ| exceeds {diverge} of the range, with the first such
 position and the smallest recorded margins at or before it (value @ position):

@@ -94,8 +94,8 @@ static void every_sequence_matches_transformers(void) {
 /* Chunked prefill and one-token decode must give the batched prefill's logits. */
 static void incremental_evaluation_equals_prefill(void) {
     static const struct { const char *model, *seq; int32_t chunk; } cases[] = {
-        {"tiny-a", "L300", 1}, {"tiny-a", "L520", 37}, {"tiny-yarn", "L1100", 129},
-        {"tiny-yarn", "L129", 1},
+        {"tiny-a", "L300", 1},    {"tiny-a", "L520", 7},      {"tiny-a", "L1100", 128},
+        {"tiny-yarn", "L1100", 512}, {"tiny-yarn", "L129", 1}, {"tiny-yarn", "L520", 37},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const halo_golden_variant *v = variant(cases[i].model, "f32");
@@ -208,6 +208,30 @@ static void rewind_and_snapshots_reproduce_the_reference(void) {
     halo_engine_close(e);
 }
 
+/* Tokens outside the vocabulary and sequences longer than the context are errors. */
+static void bad_tokens_and_overlong_sequences_are_errors(void) {
+    const halo_golden_variant *v = variant("tiny-a", "f32");
+    halo_engine *e = v ? open_engine(v) : NULL;
+    if (!e) return;
+    halo_session *s = NULL;
+    halo_error err = {0};
+    CHECK_INT(halo_session_create(e, 8, &s, &err), HALO_OK);
+    int32_t bad[2] = {5, 256};
+    CHECK_INT(halo_session_eval(s, bad, 2, true, &err), HALO_E_INVALID_ARG);
+    CHECK_CONTAINS(err.message, "token 256 at index 1 is outside the vocabulary of 256");
+    int32_t neg = -1;
+    CHECK_INT(halo_session_eval(s, &neg, 1, true, &err), HALO_E_INVALID_ARG);
+    int32_t nine[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    CHECK_INT(halo_session_eval(s, nine, 9, true, &err), HALO_E_INVALID_ARG);
+    CHECK_CONTAINS(err.message, "9 tokens at position 0 exceed the context of 8");
+    CHECK_INT(halo_session_n_past(s), 0); /* nothing was evaluated */
+    CHECK_INT(halo_session_eval(s, nine, 8, false, &err), HALO_OK);
+    CHECK_INT(halo_session_eval(s, nine, 1, false, &err), HALO_E_INVALID_ARG);
+    halo_session_free(s);
+    CHECK_INT(halo_session_create(e, 0, &s, &err), HALO_E_INVALID_ARG);
+    halo_engine_close(e);
+}
+
 int main(void) {
     halo_error err = {0};
     if (halo_golden_open("tests/golden", &golden, &err)) {
@@ -218,6 +242,7 @@ int main(void) {
     RUN(incremental_evaluation_equals_prefill);
     RUN(greedy_continuations_match);
     RUN(rewind_and_snapshots_reproduce_the_reference);
+    RUN(bad_tokens_and_overlong_sequences_are_errors);
     halo_golden_close(golden);
     return check_report();
 }

@@ -187,6 +187,48 @@ void halo_plan_free(halo_plan *p);
 char *halo_plan_format_text(const halo_plan *p);
 char *halo_plan_format_json(const halo_plan *p);
 
+/* ---- carrying a plan out: the arena and the loader (CPU pools for now) ------------------- */
+
+typedef struct halo_load_progress {
+    uint64_t done, total; /* bytes */
+    double seconds;       /* since the first read */
+} halo_load_progress;
+
+/* Called on the loading thread, at most every 100 ms and once at the end (done == total). */
+typedef void (*halo_load_progress_fn)(const halo_load_progress *p, void *user);
+
+typedef struct halo_load_options {
+    uint32_t threads;            /* reader threads; 0 = min(4, online CPUs) */
+    bool no_direct;              /* never use O_DIRECT */
+    halo_load_progress_fn progress;
+    void *user;
+} halo_load_options;
+
+typedef struct halo_load_stats {
+    uint64_t bytes_read;         /* file bytes read (tensor bytes + alignment padding) */
+    uint64_t arena_bytes;        /* bytes mapped for the arena */
+    double seconds;
+    uint32_t threads;
+    bool direct;                 /* O_DIRECT was used for every read */
+    uint64_t cached_after;       /* file bytes still in the page cache afterwards (mincore) */
+    uint64_t file_bytes;
+} halo_load_stats;
+
+typedef struct halo_mem_arena halo_mem_arena;
+
+/* Allocates the host pool and reads every tensor whose tensor_pool entry is HALO_POOL_HOST
+ * (tensor_pool NULL: every tensor) straight into its final place: large aligned reads, O_DIRECT
+ * where the filesystem allows, several threads, and the file's page cache dropped behind the
+ * reads. Tensors in other pools are left out (HALO_POOL_DISK: streamed later); a GPU pool is
+ * HALO_E_UNSUPPORTED until that backend exists. On any failure (short read, I/O error,
+ * allocation) everything is freed and the error names the tensor and why. */
+halo_status halo_mem_arena_load(const halo_gguf *g, const uint8_t *tensor_pool,
+                                const halo_load_options *o, halo_mem_arena **out,
+                                halo_load_stats *stats, halo_error *err);
+/* The bytes of tensor i (gguf order), or NULL when it was not loaded. */
+const void *halo_mem_arena_tensor(const halo_mem_arena *a, uint64_t i);
+void halo_mem_arena_free(halo_mem_arena *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "halo/gguf.h"
@@ -32,6 +33,56 @@ static void usage(FILE *out) {
         "exit status: 0 loadable, 2 refused or usage error, 1 bad model or option.\n");
 }
 
+static int bad(const char *what, const halo_error *err);
+
+/* The progress bar on a terminal: bytes, GB/s, ETA, redrawn in place. */
+static void progress_bar(const halo_load_progress *pr, void *user) {
+    (void)user;
+    double frac = pr->total ? (double)pr->done / (double)pr->total : 1.0;
+    double gbs = pr->seconds > 0 ? (double)pr->done / pr->seconds / 1e9 : 0.0;
+    double eta = gbs > 0 ? (double)(pr->total - pr->done) / (gbs * 1e9) : 0.0;
+    char bar[31];
+    int fill = (int)(frac * 30);
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[30] = 0;
+    char a[32], b[32];
+    fprintf(stderr, "\rloading [%s] %s / %s  %.2f GB/s  ETA %.0f s ", bar,
+            cli_bytes(pr->done, a, sizeof a), cli_bytes(pr->total, b, sizeof b), gbs, eta);
+    if (pr->done == pr->total) fputc('\n', stderr);
+}
+
+/* Carries a CPU plan out: the arena and the loader, then frees it (a dry run of loading that
+ * measures throughput; `halo run` will keep the arena). */
+static int load_plan(const char *model, const halo_plan *p) {
+    if (p->options.backend != HALO_BACKEND_CPU) {
+        fprintf(stderr,
+                "halo plan: --load: only the cpu backend exists so far (plan is for %s; "
+                "add --backend cpu)\n",
+                halo_backend_name(p->options.backend));
+        return 2;
+    }
+    halo_error err = {0};
+    halo_gguf *g = NULL;
+    if (halo_gguf_open(model, &g, &err) != HALO_OK) return bad("", &err);
+    halo_load_options o = {0};
+    if (isatty(STDERR_FILENO)) o.progress = progress_bar;
+    halo_mem_arena *a = NULL;
+    halo_load_stats st;
+    halo_status s = halo_mem_arena_load(g, p->tensor_pool, &o, &a, &st, &err);
+    halo_gguf_close(g);
+    if (s != HALO_OK) return bad("--load: ", &err);
+    char x[32];
+    printf("loaded %s in %.2f s: %.2f GB/s, %s, %u threads; page cache after: %.2f%% of the "
+           "file\n",
+           cli_bytes(st.bytes_read, x, sizeof x), st.seconds,
+           st.seconds > 0 ? (double)st.bytes_read / st.seconds / 1e9 : 0.0,
+           st.direct ? "O_DIRECT" : "buffered reads + page cache dropped", st.threads,
+           st.file_bytes ? 100.0 * (double)st.cached_after / (double)st.file_bytes : 0.0);
+    halo_mem_arena_free(a);
+    return 0;
+}
+
 static int bad(const char *what, const halo_error *err) {
     fprintf(stderr, "halo plan: %s%s\n", what, err ? err->message : "");
     return 1;
@@ -40,7 +91,7 @@ static int bad(const char *what, const halo_error *err) {
 int cli_plan(int argc, char **argv) {
     const char *model = NULL, *profile = NULL, *root = NULL;
     const char *ctx_arg = NULL, *backend_arg = NULL, *weights_arg = NULL, *cache_arg = NULL;
-    bool json = false;
+    bool json = false, load = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = !strcmp(a, "-m") || !strcmp(a, "--model") ? &model
@@ -59,6 +110,8 @@ int cli_plan(int argc, char **argv) {
             *dst = argv[++i];
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--load")) {
+            load = true;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -131,6 +184,7 @@ int cli_plan(int argc, char **argv) {
                halo_backend_name(p->options.backend));
     free(text);
     int rc = p->refused ? 2 : 0;
+    if (load && !p->refused) rc = load_plan(model, p);
     halo_plan_free(p);
     return rc;
 }

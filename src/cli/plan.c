@@ -28,6 +28,9 @@ static void usage(FILE *out) {
         "  --expert-cache SIZE    expert cache when streaming, e.g. 48G (default: all that fits)\n"
         "  --sysfs-root DIR       probe a fake /proc + /sys tree under DIR (tests)\n"
         "  --json                 the plan as JSON\n"
+        "  --measure-disk         time a few reads of MODEL for the disk's speed (with the probe)\n"
+        "  --load                 then carry the plan out (cpu backend): allocate, read every\n"
+        "                         resident tensor once, report throughput, free\n"
         "\n"
         "environment: HALO_WEIGHTS=W, HALO_FORCE_DEVICE_MEM=1 (0 = off); flags win.\n"
         "exit status: 0 loadable, 2 refused or usage error, 1 bad model or option.\n");
@@ -91,7 +94,7 @@ static int bad(const char *what, const halo_error *err) {
 int cli_plan(int argc, char **argv) {
     const char *model = NULL, *profile = NULL, *root = NULL;
     const char *ctx_arg = NULL, *backend_arg = NULL, *weights_arg = NULL, *cache_arg = NULL;
-    bool json = false, load = false;
+    bool json = false, load = false, measure = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = !strcmp(a, "-m") || !strcmp(a, "--model") ? &model
@@ -110,6 +113,8 @@ int cli_plan(int argc, char **argv) {
             *dst = argv[++i];
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--measure-disk")) {
+            measure = true;
         } else if (!strcmp(a, "--load")) {
             load = true;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -161,6 +166,7 @@ int cli_plan(int argc, char **argv) {
     halo_machine m;
     halo_status st = profile ? halo_machine_load_profile(profile, &m, &err)
                              : halo_machine_probe(root ? root : "/", model, &m, &err);
+    if (st == HALO_OK && measure && !profile) st = halo_machine_measure_disk(model, &m, &err);
     if (st != HALO_OK) {
         halo_gguf_close(g);
         return bad("", &err);

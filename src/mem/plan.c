@@ -212,7 +212,7 @@ static void setup_pools(const halo_machine *m, const halo_plan_options *o, halo_
     p->pools[HALO_POOL_DISK].usable = true;
     p->pools[HALO_POOL_DISK].capacity = UINT64_MAX;
     b->room[HALO_POOL_DISK] = UINT64_MAX;
-    snprintf(p->pools[HALO_POOL_DISK].limit, sizeof p->pools[0].limit, "%s, ~%.1f GB/s%s",
+    snprintf(p->pools[HALO_POOL_DISK].limit, sizeof p->pools[0].limit, "%s, ~%.2g GB/s%s",
              m->disk_kind[0] ? m->disk_kind : "disk", m->disk_read_gbs,
              m->disk_read_estimated ? " (estimated)" : "");
 }

@@ -80,6 +80,9 @@ char *halo_plan_format_text(const halo_plan *p) {
         (unsigned long long)p->n_tensors);
     put(&b, "machine   %s (%s)\n", m->name, m->source);
     if (m->description[0]) put(&b, "          %s\n", m->description);
+    put(&b, "disk      %s%s%s, ~%.2g GB/s sequential read (%s)\n", m->disk_fs,
+        m->disk_fs[0] ? " on " : "", m->disk_kind[0] ? m->disk_kind : "unknown", m->disk_read_gbs,
+        m->disk_read_estimated ? "estimated" : "measured or from the profile");
     put(&b,
         "backend   %s, weights %s, context %llu tokens (state %s at %u bytes/element), "
         "batch %u\n",

@@ -66,6 +66,31 @@ static void probe_of_this_machine_finds_memory(void) {
     CHECK(m.disk_read_gbs > 0);
 }
 
+static void disk_measurement_times_real_reads(void) {
+    char *dir = tmpdir_make(), path[600];
+    snprintf(path, sizeof path, "%s/data.bin", dir);
+    FILE *f = fopen(path, "wb");
+    static unsigned char block[1 << 20];
+    for (size_t i = 0; i < sizeof block; i++)
+        block[i] = (unsigned char)(i * 131 + 7);
+    for (int i = 0; i < 40; i++)
+        fwrite(block, 1, sizeof block, f);
+    fclose(f);
+    halo_machine m = {.disk_read_gbs = 1.0, .disk_read_estimated = true};
+    halo_error err = {0};
+    CHECK_INT(halo_machine_measure_disk(path, &m, &err), HALO_OK);
+    CHECK(m.disk_read_gbs > 0 && !m.disk_read_estimated);
+    snprintf(path, sizeof path, "%s/small.bin", dir);
+    f = fopen(path, "wb");
+    fwrite(block, 1, 4096, f);
+    fclose(f);
+    CHECK_INT(halo_machine_measure_disk(path, &m, &err), HALO_E_IO);
+    CHECK_CONTAINS(err.message, "small.bin");
+    snprintf(path, sizeof path, "%s/missing.bin", dir);
+    CHECK_INT(halo_machine_measure_disk(path, &m, &err), HALO_E_IO);
+    tmpdir_remove(dir);
+}
+
 /* The probe and the planner together reach the seeds' conclusions without any profile. */
 static void plans_from_probed_trees_match_the_seeds(void) {
     char *dir = tmpdir_make(), path[600];
@@ -102,6 +127,7 @@ int main(void) {
     RUN(probe_reports_nvidia_without_sizes);
     RUN(probe_without_meminfo_fails_naming_it);
     RUN(probe_of_this_machine_finds_memory);
+    RUN(disk_measurement_times_real_reads);
     RUN(plans_from_probed_trees_match_the_seeds);
     return check_report();
 }

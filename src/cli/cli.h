@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 int cli_inspect(int argc, char **argv);
+int cli_logits(int argc, char **argv);
 int cli_plan(int argc, char **argv);
 
 /* Formats a byte count for people: "80.76 GiB", "512.00 MiB", "34 B". */

@@ -13,6 +13,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"inspect", cli_inspect, "show a GGUF model's metadata, tensors and sizes"},
+    {"logits", cli_logits, "write the logits of every position of a token file"},
     {"plan", cli_plan, "show where every tensor goes on this machine, before loading"},
 };
 

@@ -19,6 +19,9 @@ typedef struct halo_engine_params {
     const char *model_path;
     const char *backend; /* "cpu" (default when NULL) */
     uint32_t threads;    /* 0: one per core */
+    /* Keep activations f32 for quantized weights (slower; the reference for comparisons).
+     * Off: activations are quantized for integer dot products, as ggml's CPU backend does. */
+    bool precise;
 } halo_engine_params;
 
 /* Opens the model: reads and checks hyperparameters and every tensor's shape, then loads the

@@ -161,8 +161,11 @@ struct halo_backend {
     const halo_backend_ops *ops;
 };
 
-/* Creates the CPU backend with `threads` worker threads (0: one per core). */
-halo_status halo_backend_cpu_create(uint32_t threads, halo_backend **out, halo_error *err);
+/* Creates the CPU backend with `threads` worker threads (0: one per core). precise keeps
+ * activations f32 for quantized weights (dequantize, then f32 dot); otherwise activations are
+ * quantized to the weight type's pair format for integer dot products, as ggml does. */
+halo_status halo_backend_cpu_create(uint32_t threads, bool precise, halo_backend **out,
+                                    halo_error *err);
 
 /* Element count and byte size of a view. */
 int64_t halo_tensor_nelements(const halo_tensor *t);

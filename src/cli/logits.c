@@ -11,11 +11,12 @@
 
 static void usage(FILE *out) {
     fprintf(out, "usage: halo logits -m MODEL --tokens IN.i32 --out OUT.f32 [--ctx N] [--chunk N]"
-                 " [--threads N]\n"
+                 " [--threads N] [--precise]\n"
                  "  Writes f32 logits of every position, [n_tokens x n_vocab] row-major.\n"
                  "  --ctx N      context size (default: the number of tokens)\n"
                  "  --chunk N    evaluate N tokens per step (default: all at once)\n"
-                 "  --threads N  CPU threads (default: one per core)\n");
+                 "  --threads N  CPU threads (default: one per core)\n"
+                 "  --precise    f32 activations for quantized weights (no integer dots)\n");
 }
 
 /* Strict unsigned parse: digits only, no overflow. */
@@ -58,6 +59,7 @@ static int32_t *read_tokens(const char *path, uint32_t *n) {
 int cli_logits(int argc, char **argv) {
     const char *model = NULL, *in = NULL, *outp = NULL;
     uint32_t ctx = 0, chunk = 0, threads = 0;
+    bool precise = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -70,6 +72,7 @@ int cli_logits(int argc, char **argv) {
         else if (!strcmp(a, "--ctx")) ok = parse_u32(v, &ctx), i++;
         else if (!strcmp(a, "--chunk")) ok = parse_u32(v, &chunk), i++;
         else if (!strcmp(a, "--threads")) ok = parse_u32(v, &threads), i++;
+        else if (!strcmp(a, "--precise")) precise = true;
         else {
             fprintf(stderr, "halo logits: unknown option '%s'\n", a);
             usage(stderr);
@@ -94,7 +97,7 @@ int cli_logits(int argc, char **argv) {
     halo_engine *e = NULL;
     halo_session *s = NULL;
     halo_error err;
-    halo_engine_params p = {.model_path = model, .threads = threads};
+    halo_engine_params p = {.model_path = model, .threads = threads, .precise = precise};
     int rc = 1;
     FILE *f = NULL;
     if (halo_engine_open(&p, &e, &err) || halo_session_create(e, ctx, &s, &err)) {

@@ -5,31 +5,18 @@
 #include <string.h>
 #include <stdlib.h>
 
+#include "kv/kv.h"
 #include "mem/mem.h"
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) {
     return (a + b - 1) / b;
 }
 
+/* What a session allocates for n_ctx positions (src/kv lays it out in f32); other element
+ * sizes scale it. One layout, so the plan budgets exactly what the session will take. */
 uint64_t halo_mem_context_bytes(const halo_hparams *hp, uint64_t n_ctx, uint32_t elem_size) {
-    const uint64_t hd = hp->head_dim, kv_heads = hp->n_head_kv ? hp->n_head_kv : 1;
-    const uint64_t window = n_ctx < hp->sliding_window ? n_ctx : hp->sliding_window;
-    uint64_t elems = 0;
-    for (uint32_t il = 0; il < hp->n_layer && il < HALO_MAX_LAYERS; il++) {
-        const uint64_t ratio = hp->compress_ratio[il];
-        elems += window * hd * kv_heads;
-        if (ratio == 0) continue;
-        /* Ratio 4 overlaps two windows of width 2 x head_dim; both kv and gate are kept. */
-        const uint64_t overlap = ratio == 4 ? 2 : 1;
-        elems += ceil_div(n_ctx, ratio) * hd;
-        elems += 2 * overlap * ratio * overlap * hd;
-        if (ratio == 4) {
-            const uint64_t id = hp->indexer_head_dim;
-            elems += ceil_div(n_ctx, 4) * id;
-            elems += 2 * 2 * ratio * 2 * id;
-        }
-    }
-    return elems * elem_size;
+    uint32_t ctx = n_ctx > UINT32_MAX ? UINT32_MAX : (uint32_t)n_ctx;
+    return halo_kv_bytes(hp, ctx) / 4 * elem_size;
 }
 
 uint64_t halo_mem_scratch_bytes(const halo_hparams *hp, uint64_t n_ctx, uint32_t n_batch) {

@@ -72,7 +72,7 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
         if (!st) st = halo_weights_bind(e->gguf, &e->hp, &e->w, err);
         if (st) halo_error_prefix(err, "%s: ", params->model_path);
     }
-    if (!st) st = halo_backend_cpu_create(params->threads, &e->be, err);
+    if (!st) st = halo_backend_cpu_create(params->threads, params->precise, &e->be, err);
     load_ctx c = {.e = e};
     if (!st) st = halo_weights_for_each(&e->w, size_one, &c, err);
     if (!st) st = e->be->ops->buf_alloc(e->be, c.at, &e->weights_buf, err);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "kv/kv.h"
 #include "halo/plan.h"
 #include "mem/mem.h"
 #include "mem/mem_test_util.h"
@@ -391,19 +392,19 @@ static void every_profile_loads_and_bad_ones_are_rejected(void) {
     CHECK_CONTAINS(err.message, "sources");
 }
 
-/* The context estimate by hand for DeepSeek V4 Flash at 8192 tokens, f32: 43 windows of 128 x
- * 512; 21 ratio-4 layers with 2048 rows x 512, pooling 2 x 2 x 4 x 2 x 512, indexer 2048 x 128
- * and its pooling 2 x 2 x 4 x 2 x 128; 20 ratio-128 layers with 64 rows x 512 and pooling
- * 2 x 128 x 512. */
+/* The plan budgets exactly what a session allocates (src/kv's layout), scaled by element
+ * size; at 8192 tokens that is at least the rows themselves: 43 windows of 128 x 512, 21
+ * ratio-4 layers with 2048 rows x 512 plus 2048 indexer rows x 128, 20 ratio-128 layers with
+ * 64 rows x 512. */
 static void context_estimate_matches_the_layout(void) {
     halo_hparams hp;
     halo_error err = {0};
     CHECK_INT(halo_hparams_load(q2, &hp, &err), HALO_OK);
-    uint64_t elems = 43ull * 128 * 512 +
-                     21ull * (2048 * 512 + 2 * 2 * 4 * 2 * 512 + 2048 * 128 + 2 * 2 * 4 * 2 * 128) +
-                     20ull * (64 * 512 + 2 * 128 * 512);
-    CHECK(halo_mem_context_bytes(&hp, 8192, 4) == elems * 4);
-    CHECK(halo_mem_context_bytes(&hp, 8192, 2) == elems * 2);
+    uint64_t rows = 43ull * 128 * 512 + 21ull * (2048 * 512 + 2048 * 128) + 20ull * 64 * 512;
+    CHECK(halo_mem_context_bytes(&hp, 8192, 4) == halo_kv_bytes(&hp, 8192));
+    CHECK(halo_mem_context_bytes(&hp, 8192, 2) == halo_kv_bytes(&hp, 8192) / 2);
+    CHECK(halo_mem_context_bytes(&hp, 8192, 4) > rows * 4);
+    CHECK(halo_mem_context_bytes(&hp, 8192, 4) < rows * 4 * 11 / 10);
     /* Monotone, and a 1M context stays under 14 GiB in f32. */
     CHECK(halo_mem_context_bytes(&hp, 1048576, 4) < 14 * HALO_GIB);
     CHECK(halo_mem_context_bytes(&hp, 65536, 4) > halo_mem_context_bytes(&hp, 32768, 4));

@@ -15,6 +15,7 @@ struct halo_buf {
 typedef struct cpu_backend {
     halo_backend base;
     halo_threadpool *pool;
+    bool precise; /* f32 activations for every weight type (no integer dot products) */
 } cpu_backend;
 
 static inline cpu_backend *cpu_of(halo_backend *be) { return (cpu_backend *)be; }
@@ -49,13 +50,14 @@ void cpu_rms_norm_row(float *x, int64_t n, const float *weight, float eps);
 void cpu_rope_inv_freq(const halo_rope *rope, float *inv_freq);
 void cpu_rope_row(float *head_tail, uint32_t n_rot, const float *inv_freq, float pos,
                   bool inverse);
-/* y[o] = Σ_i w[i, o]·x[i] for rows [o0, o1) of a weight matrix, x already in the weight's
- * activation format (act). */
-void cpu_dot_rows(const halo_tensor *w, int64_t o0, int64_t o1, const void *act, float *y,
-                  uint64_t w_offset);
-/* Converts an f32 activation row to the format w's dot product pairs with; returns the bytes
- * written (buf must hold cpu_act_bytes). */
-uint64_t cpu_act_bytes(uint32_t wtype, int64_t n);
-void cpu_make_act(uint32_t wtype, const float *x, int64_t n, void *buf);
+/* Activation rows: in the fast mode an f32 row is converted to the format the weight type's
+ * dot product pairs with (Q8_0, Q8_K), as ggml does; in the precise mode it stays f32 and each
+ * weight row is dequantized before an f32 dot. */
+uint64_t cpu_act_bytes(bool precise, uint32_t wtype, int64_t n);
+void cpu_make_act(bool precise, uint32_t wtype, const float *x, int64_t n, void *buf);
+/* y[o] = Σ_i w[i, o]·x[i] for rows [o0, o1) of a weight matrix (at byte offset w_offset of the
+ * view, for one expert of a stacked tensor), act made by cpu_make_act. */
+void cpu_dot_rows(bool precise, const halo_tensor *w, int64_t o0, int64_t o1, const void *act,
+                  float *y, uint64_t w_offset);
 
 #endif

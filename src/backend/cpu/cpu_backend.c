@@ -90,7 +90,8 @@ static const halo_backend_ops cpu_ops = {
     .copy = cpu_copy,
 };
 
-halo_status halo_backend_cpu_create(uint32_t threads, halo_backend **out, halo_error *err) {
+halo_status halo_backend_cpu_create(uint32_t threads, bool precise, halo_backend **out,
+                                    halo_error *err) {
     cpu_backend *be = calloc(1, sizeof *be);
     if (be) be->pool = halo_threadpool_create(threads);
     if (!be || !be->pool) {
@@ -98,6 +99,7 @@ halo_status halo_backend_cpu_create(uint32_t threads, halo_backend **out, halo_e
         return halo_fail(err, HALO_E_NOMEM, "cpu backend: cannot start its thread pool");
     }
     be->base.ops = &cpu_ops;
+    be->precise = precise;
     *out = &be->base;
     return HALO_OK;
 }

@@ -11,6 +11,7 @@
 enum { HC_MAX = 16 };
 
 typedef struct hc_ctx {
+    bool precise;
     const halo_hc_args *a;
     int64_t n_embd;
     float base[(2 + HC_MAX) * HC_MAX], scale[3];
@@ -55,9 +56,9 @@ static void hc_task(void *p, int64_t t) {
     bool head = a->post == NULL;
     uint32_t n_mix = head ? hc : (2 + hc) * hc;
     float mix[(2 + HC_MAX) * HC_MAX];
-    void *act = malloc((size_t)cpu_act_bytes(a->fn->type, width));
-    cpu_make_act(a->fn->type, flat, width, act);
-    cpu_dot_rows(a->fn, 0, n_mix, act, mix, 0);
+    void *act = malloc((size_t)cpu_act_bytes(c->precise, a->fn->type, width));
+    cpu_make_act(c->precise, a->fn->type, flat, width, act);
+    cpu_dot_rows(c->precise, a->fn, 0, n_mix, act, mix, 0);
     free(act);
     free(flat);
 
@@ -80,7 +81,7 @@ static void hc_task(void *p, int64_t t) {
 }
 
 void cpu_hc_pre(halo_backend *be, const halo_hc_args *a) {
-    hc_ctx c = {.a = a, .n_embd = a->collapsed->ne[0]};
+    hc_ctx c = {.precise = cpu_of(be)->precise, .a = a, .n_embd = a->collapsed->ne[0]};
     halo_quant_dequantize_row(a->base->type, cpu_ptr(a->base), c.base, a->base->ne[0]);
     halo_quant_dequantize_row(a->scale->type, cpu_ptr(a->scale), c.scale, a->scale->ne[0]);
     halo_threadpool_run(cpu_of(be)->pool, a->collapsed->ne[1], hc_task, &c);

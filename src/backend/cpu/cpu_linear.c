@@ -6,14 +6,18 @@
 #include "halo/quant.h"
 #include "halo/types.h"
 
-uint64_t cpu_act_bytes(uint32_t wtype, int64_t n) {
+static uint32_t act_type(bool precise, uint32_t wtype) {
+    return precise ? HALO_TYPE_F32 : (uint32_t)halo_quant_act_type(wtype);
+}
+
+uint64_t cpu_act_bytes(bool precise, uint32_t wtype, int64_t n) {
     uint64_t bytes = 0;
-    halo_type_bytes((uint32_t)halo_quant_act_type(wtype), (uint64_t)n, &bytes);
+    halo_type_bytes(act_type(precise, wtype), (uint64_t)n, &bytes);
     return bytes;
 }
 
-void cpu_make_act(uint32_t wtype, const float *x, int64_t n, void *buf) {
-    uint32_t act = (uint32_t)halo_quant_act_type(wtype);
+void cpu_make_act(bool precise, uint32_t wtype, const float *x, int64_t n, void *buf) {
+    uint32_t act = act_type(precise, wtype);
     if (act == HALO_TYPE_F32) {
         memcpy(buf, x, (size_t)n * sizeof(float));
         return;
@@ -23,12 +27,21 @@ void cpu_make_act(uint32_t wtype, const float *x, int64_t n, void *buf) {
     halo_quant_quantize_row(act, x, buf, n, NULL);
 }
 
-void cpu_dot_rows(const halo_tensor *w, int64_t o0, int64_t o1, const void *act, float *y,
-                  uint64_t w_offset) {
+void cpu_dot_rows(bool precise, const halo_tensor *w, int64_t o0, int64_t o1, const void *act,
+                  float *y, uint64_t w_offset) {
     uint64_t rb = cpu_row_bytes(w);
     const unsigned char *base = (const unsigned char *)cpu_ptr(w) + w_offset;
-    for (int64_t o = o0; o < o1; o++)
-        y[o - o0] = halo_quant_vec_dot(w->type, w->ne[0], base + (uint64_t)o * rb, act);
+    if (!precise || halo_quant_act_type(w->type) == HALO_TYPE_F32) {
+        for (int64_t o = o0; o < o1; o++)
+            y[o - o0] = halo_quant_vec_dot(w->type, w->ne[0], base + (uint64_t)o * rb, act);
+        return;
+    }
+    float *row = malloc((size_t)w->ne[0] * sizeof *row);
+    for (int64_t o = o0; o < o1; o++) {
+        halo_quant_dequantize_row(w->type, base + (uint64_t)o * rb, row, w->ne[0]);
+        y[o - o0] = halo_quant_vec_dot(HALO_TYPE_F32, w->ne[0], row, act);
+    }
+    free(row);
 }
 
 typedef struct embed_ctx {
@@ -54,6 +67,7 @@ void cpu_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens
 enum { ROWS_PER_TASK = 16 };
 
 typedef struct matmul_ctx {
+    bool precise;
     const halo_tensor *w;
     const unsigned char *acts; /* n_tok × groups activation rows */
     uint64_t act_bytes;        /* one activation row (one group slice) */
@@ -75,7 +89,7 @@ static void matmul_task(void *p, int64_t block) {
             int64_t g = o / c->out_per_group, end = (g + 1) * c->out_per_group;
             if (end > o1) end = o1;
             const void *act = c->acts + ((uint64_t)t * c->groups + (uint64_t)g) * c->act_bytes;
-            cpu_dot_rows(c->w, o, end, act, y, 0);
+            cpu_dot_rows(c->precise, c->w, o, end, act, y, 0);
             memcpy(c->out + t * c->n_out + o, y, (size_t)(end - o) * sizeof(float));
             o = end;
         }
@@ -83,6 +97,7 @@ static void matmul_task(void *p, int64_t block) {
 }
 
 typedef struct act_ctx {
+    bool precise;
     const halo_tensor *w;
     const float *x;
     unsigned char *acts;
@@ -93,17 +108,20 @@ typedef struct act_ctx {
 
 static void act_task(void *p, int64_t i) {
     act_ctx *c = p;
-    cpu_make_act(c->w->type, c->x + i * c->in, c->in, c->acts + (uint64_t)i * c->act_bytes);
+    cpu_make_act(c->precise, c->w->type, c->x + i * c->in, c->in,
+                 c->acts + (uint64_t)i * c->act_bytes);
 }
 
 void cpu_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
                 halo_tensor *out) {
     int64_t in = w->ne[0], n_out = w->ne[1] * w->ne[2] * w->ne[3], n_tok = x->ne[1];
-    act_ctx a = {w, cpu_f32(x), NULL, cpu_act_bytes(w->type, in), in, groups};
+    bool precise = cpu_of(be)->precise;
+    act_ctx a = {precise, w, cpu_f32(x), NULL, cpu_act_bytes(precise, w->type, in), in, groups};
     a.acts = malloc(a.act_bytes * (uint64_t)n_tok * groups);
     halo_threadpool *pool = cpu_of(be)->pool;
     halo_threadpool_run(pool, n_tok * groups, act_task, &a);
-    matmul_ctx m = {w, a.acts, a.act_bytes, n_tok, n_out, n_out / groups, groups, cpu_f32(out)};
+    matmul_ctx m = {precise, w,      a.acts, a.act_bytes, n_tok, n_out, n_out / groups,
+                    groups,  cpu_f32(out)};
     halo_threadpool_run(pool, (n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK, matmul_task, &m);
     free(a.acts);
 }

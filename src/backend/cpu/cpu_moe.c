@@ -9,6 +9,7 @@
 #include "halo/quant.h"
 
 typedef struct moe_ctx {
+    bool precise;
     const halo_moe_args *a;
     float *bias; /* [n_expert] or NULL */
 } moe_ctx;
@@ -27,13 +28,13 @@ static float score_fn(uint32_t gating, float x) {
 
 /* SwiGLU expert on one token: down · (silu(min(gate·x, c)) · clamp(up·x, ±c)), c = 0: no clamp.
  * gate/up/down are views of one expert's matrices. */
-static void expert(const halo_tensor *gate, const halo_tensor *up, const halo_tensor *down,
+static void expert(bool precise, const halo_tensor *gate, const halo_tensor *up, const halo_tensor *down,
                    uint64_t off_gu, uint64_t off_d, const void *x_act, float clamp, float *y,
                    float *h, void *h_act) {
     int64_t n_ff = gate->ne[1];
     float *g = malloc((size_t)n_ff * sizeof *g);
-    cpu_dot_rows(gate, 0, n_ff, x_act, g, off_gu);
-    cpu_dot_rows(up, 0, n_ff, x_act, h, off_gu);
+    cpu_dot_rows(precise, gate, 0, n_ff, x_act, g, off_gu);
+    cpu_dot_rows(precise, up, 0, n_ff, x_act, h, off_gu);
     for (int64_t i = 0; i < n_ff; i++) {
         float gv = g[i], uv = h[i];
         if (clamp > 0) {
@@ -43,8 +44,8 @@ static void expert(const halo_tensor *gate, const halo_tensor *up, const halo_te
         h[i] = gv / (1.0f + expf(-gv)) * uv;
     }
     free(g);
-    cpu_make_act(down->type, h, n_ff, h_act);
-    cpu_dot_rows(down, 0, down->ne[1], h_act, y, off_d);
+    cpu_make_act(precise, down->type, h, n_ff, h_act);
+    cpu_dot_rows(precise, down, 0, down->ne[1], h_act, y, off_d);
 }
 
 static void moe_task(void *p, int64_t t) {
@@ -55,10 +56,11 @@ static void moe_task(void *p, int64_t t) {
     float *out = cpu_f32(a->out) + t * n_embd;
 
     /* Router scores in f32. */
-    void *x_act = malloc((size_t)cpu_act_bytes(a->gate_inp->type, n_embd));
-    cpu_make_act(a->gate_inp->type, x, n_embd, x_act);
+    bool precise = c->precise;
+    void *x_act = malloc((size_t)cpu_act_bytes(precise, a->gate_inp->type, n_embd));
+    cpu_make_act(precise, a->gate_inp->type, x, n_embd, x_act);
     float *score = malloc((size_t)n_expert * sizeof *score);
-    cpu_dot_rows(a->gate_inp, 0, n_expert, x_act, score, 0);
+    cpu_dot_rows(precise, a->gate_inp, 0, n_expert, x_act, score, 0);
     free(x_act);
     if (a->gating == HALO_GATING_SOFTMAX) {
         float mx = score[0], sum = 0;
@@ -105,23 +107,23 @@ static void moe_task(void *p, int64_t t) {
     int64_t n_ff_sh = a->gate_sh ? a->gate_sh->ne[1] : 0;
     int64_t n_h = n_ff > n_ff_sh ? n_ff : n_ff_sh;
     float *h = malloc((size_t)n_h * sizeof *h), *y = malloc((size_t)n_embd * sizeof *y);
-    uint64_t act_bytes = cpu_act_bytes(a->gate_exps->type, n_embd);
-    if (a->gate_sh && cpu_act_bytes(a->gate_sh->type, n_embd) > act_bytes)
-        act_bytes = cpu_act_bytes(a->gate_sh->type, n_embd);
+    uint64_t act_bytes = cpu_act_bytes(precise, a->gate_exps->type, n_embd);
+    if (a->gate_sh && cpu_act_bytes(precise, a->gate_sh->type, n_embd) > act_bytes)
+        act_bytes = cpu_act_bytes(precise, a->gate_sh->type, n_embd);
     void *xa = malloc((size_t)act_bytes);
     void *ha = malloc((size_t)n_h * sizeof(float)); /* no activation format is wider than f32 */
     memset(out, 0, (size_t)n_embd * sizeof *out);
-    cpu_make_act(a->gate_exps->type, x, n_embd, xa);
+    cpu_make_act(precise, a->gate_exps->type, x, n_embd, xa);
     uint64_t gu_bytes = (uint64_t)n_ff * cpu_row_bytes(a->gate_exps);
     uint64_t d_bytes = (uint64_t)n_embd * cpu_row_bytes(a->down_exps);
     for (uint32_t i = 0; i < k; i++) {
-        expert(a->gate_exps, a->up_exps, a->down_exps, (uint64_t)sel[i] * gu_bytes,
+        expert(precise, a->gate_exps, a->up_exps, a->down_exps, (uint64_t)sel[i] * gu_bytes,
                (uint64_t)sel[i] * d_bytes, xa, a->clamp_exp, y, h, ha);
         for (int64_t d = 0; d < n_embd; d++) out[d] += wsel[i] * y[d];
     }
     if (a->gate_sh) {
-        cpu_make_act(a->gate_sh->type, x, n_embd, xa);
-        expert(a->gate_sh, a->up_sh, a->down_sh, 0, 0, xa, a->clamp_shexp, y, h, ha);
+        cpu_make_act(precise, a->gate_sh->type, x, n_embd, xa);
+        expert(precise, a->gate_sh, a->up_sh, a->down_sh, 0, 0, xa, a->clamp_shexp, y, h, ha);
         for (int64_t d = 0; d < n_embd; d++) out[d] += y[d];
     }
     free(h);
@@ -131,7 +133,7 @@ static void moe_task(void *p, int64_t t) {
 }
 
 void cpu_moe(halo_backend *be, const halo_moe_args *a) {
-    moe_ctx c = {.a = a};
+    moe_ctx c = {.precise = cpu_of(be)->precise, .a = a};
     if (a->probs_bias) {
         c.bias = malloc((size_t)a->probs_bias->ne[0] * sizeof(float));
         halo_quant_dequantize_row(a->probs_bias->type, cpu_ptr(a->probs_bias), c.bias,

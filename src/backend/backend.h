@@ -125,6 +125,11 @@ typedef struct halo_backend_ops {
 
     halo_status (*buf_alloc)(halo_backend *be, uint64_t bytes, halo_buf **out, halo_error *err);
     void (*buf_free)(halo_backend *be, halo_buf *buf);
+    /* A buffer over host memory the caller owns and keeps alive (e.g. the loader's arena), so
+     * weights read once into their place are used there without a copy. Freeing the buffer
+     * leaves the memory alone. */
+    halo_status (*buf_wrap_host)(halo_backend *be, void *data, uint64_t bytes, halo_buf **out,
+                                 halo_error *err);
     halo_status (*buf_write)(halo_backend *be, halo_buf *buf, uint64_t offset, const void *src,
                              uint64_t n, halo_error *err);
     halo_status (*buf_read)(halo_backend *be, const halo_buf *buf, uint64_t offset, void *dst,

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "halo/halo.h"
+#include "halo/plan.h"
 #include "model/forward.h"
 
 struct halo_engine {
@@ -11,7 +12,9 @@ struct halo_engine {
     halo_backend *be;
     halo_hparams hp;
     halo_weights w;
-    halo_buf *weights_buf;
+    halo_mem_arena *arena;  /* every tensor, read once into its final place (src/mem) */
+    halo_buf **tensor_bufs; /* backend buffers wrapping the arena, one per bound tensor */
+    uint32_t n_bufs;
 };
 
 struct halo_session {
@@ -29,33 +32,19 @@ struct halo_snapshot {
     uint32_t n_tokens;
 };
 
-typedef struct load_ctx {
-    halo_engine *e;
-    uint64_t at;
-    void *staging;
-    uint64_t staging_size;
-} load_ctx;
-
-static halo_status size_one(halo_weight *w, void *user, halo_error *err) {
-    (void)err;
-    load_ctx *c = user;
-    c->at = (c->at + w->src->n_bytes + 63) & ~63ull;
-    if (w->src->n_bytes > c->staging_size) c->staging_size = w->src->n_bytes;
+/* Points one bound weight at its bytes in the arena through a wrapped backend buffer. */
+static halo_status place_one(halo_weight *w, void *user, halo_error *err) {
+    halo_engine *e = user;
+    uint64_t index = (uint64_t)(w->src - halo_gguf_tensor_at(e->gguf, 0));
+    void *data = (void *)halo_mem_arena_tensor(e->arena, index);
+    if (!data) return halo_fail(err, HALO_E_NOT_FOUND, "tensor '%s' was not loaded", w->src->name);
+    halo_buf *buf = NULL;
+    halo_status st = e->be->ops->buf_wrap_host(e->be, data, w->src->n_bytes, &buf, err);
+    if (st) return st;
+    e->tensor_bufs[e->n_bufs++] = buf;
+    w->t.buf = buf;
+    w->t.offset = 0;
     return HALO_OK;
-}
-
-/* Reads one tensor from the file and places it in the weights buffer. (The memory planner's
- * loader will read straight into place; this copies through one staging buffer.) */
-static halo_status load_one(halo_weight *w, void *user, halo_error *err) {
-    load_ctx *c = user;
-    halo_engine *e = c->e;
-    halo_status st = halo_gguf_read_tensor(e->gguf, w->src, c->staging, c->staging_size, err);
-    if (!st)
-        st = e->be->ops->buf_write(e->be, e->weights_buf, c->at, c->staging, w->src->n_bytes, err);
-    w->t.buf = e->weights_buf;
-    w->t.offset = c->at;
-    c->at = (c->at + w->src->n_bytes + 63) & ~63ull;
-    return st;
 }
 
 halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out,
@@ -73,15 +62,13 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
         if (st) halo_error_prefix(err, "%s: ", params->model_path);
     }
     if (!st) st = halo_backend_cpu_create(params->threads, params->precise, &e->be, err);
-    load_ctx c = {.e = e};
-    if (!st) st = halo_weights_for_each(&e->w, size_one, &c, err);
-    if (!st) st = e->be->ops->buf_alloc(e->be, c.at, &e->weights_buf, err);
+    /* The CPU backend computes on host memory, so the loader's host arena is the weights'
+     * final place: each tensor is read once, with no staging copy. */
+    if (!st) st = halo_mem_arena_load(e->gguf, NULL, NULL, &e->arena, NULL, err);
     if (!st) {
-        c.staging = malloc(c.staging_size ? c.staging_size : 1);
-        c.at = 0;
-        st = c.staging ? halo_weights_for_each(&e->w, load_one, &c, err)
-                       : halo_fail(err, HALO_E_NOMEM, "out of memory");
-        free(c.staging);
+        e->tensor_bufs = calloc(halo_gguf_tensor_count(e->gguf) + 1, sizeof *e->tensor_bufs);
+        st = e->tensor_bufs ? halo_weights_for_each(&e->w, place_one, e, err)
+                            : halo_fail(err, HALO_E_NOMEM, "out of memory");
     }
     if (st) {
         halo_engine_close(e);
@@ -93,10 +80,10 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
 
 void halo_engine_close(halo_engine *e) {
     if (!e) return;
-    if (e->be) {
-        e->be->ops->buf_free(e->be, e->weights_buf);
-        e->be->ops->destroy(e->be);
-    }
+    for (uint32_t i = 0; i < e->n_bufs; i++) e->be->ops->buf_free(e->be, e->tensor_bufs[i]);
+    free(e->tensor_bufs);
+    if (e->be) e->be->ops->destroy(e->be);
+    halo_mem_arena_free(e->arena);
     halo_gguf_close(e->gguf);
     free(e);
 }

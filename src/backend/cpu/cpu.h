@@ -10,6 +10,7 @@
 struct halo_buf {
     unsigned char *data;
     uint64_t size;
+    bool owned; /* false for wrapped host memory */
 };
 
 typedef struct cpu_backend {

@@ -35,6 +35,7 @@ static halo_status buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, h
     }
     if (rounded) memset(b->data, 0, rounded);
     b->size = bytes;
+    b->owned = true;
     *out = b;
     return HALO_OK;
 }
@@ -42,8 +43,19 @@ static halo_status buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, h
 static void buf_free(halo_backend *be, halo_buf *b) {
     (void)be;
     if (!b) return;
-    free(b->data);
+    if (b->owned) free(b->data);
     free(b);
+}
+
+static halo_status buf_wrap_host(halo_backend *be, void *data, uint64_t bytes, halo_buf **out,
+                                 halo_error *err) {
+    (void)be;
+    halo_buf *b = calloc(1, sizeof *b);
+    if (!b) return halo_fail(err, HALO_E_NOMEM, "out of memory");
+    b->data = data;
+    b->size = bytes;
+    *out = b;
+    return HALO_OK;
 }
 
 static halo_status buf_write(halo_backend *be, halo_buf *b, uint64_t offset, const void *src,
@@ -75,6 +87,7 @@ static const halo_backend_ops cpu_ops = {
     .destroy = destroy,
     .buf_alloc = buf_alloc,
     .buf_free = buf_free,
+    .buf_wrap_host = buf_wrap_host,
     .buf_write = buf_write,
     .buf_read = buf_read,
     .embed = cpu_embed,

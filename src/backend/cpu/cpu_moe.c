@@ -1,6 +1,10 @@
 /* DeepSeek V4 mixture of experts on the CPU: router scores (sqrt-softplus by default), top-k
  * selection with the load-balancing bias or the hash table for the first layers, weights
- * normalised and scaled, clamped SwiGLU experts, plus the shared expert. */
+ * normalised and scaled, clamped SwiGLU experts, plus the shared expert.
+ *
+ * Three parallel phases so that a single decode token still spreads over every thread:
+ * routing (per token), gate/up projections (per token-expert pair and block of rows), down
+ * projections (likewise), then a per-token weighted sum. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,10 +12,24 @@
 #include "backend/cpu/cpu.h"
 #include "halo/quant.h"
 
+enum { ROW_BLOCK = 64 };
+
 typedef struct moe_ctx {
     bool precise;
     const halo_moe_args *a;
-    float *bias; /* [n_expert] or NULL */
+    float *bias;          /* [n_expert] or NULL */
+    int64_t n_tok, n_embd, n_expert, n_ff, n_ff_sh;
+    uint32_t k, slots;    /* experts per token; slots = k (+1 with a shared expert) */
+    int32_t *sel;         /* [n_tok][k] chosen experts */
+    float *weight;        /* [n_tok][slots] mixing weights (1 for the shared expert) */
+    unsigned char *x_act; /* [n_tok] activation rows for the expert matrices */
+    unsigned char *xs_act;/* [n_tok] activation rows for the shared expert (its own type) */
+    uint64_t x_act_bytes, xs_act_bytes;
+    float *h;             /* [n_tok][slots][n_h] SwiGLU outputs */
+    unsigned char *h_act; /* [n_tok][slots] activation rows of h for the down projections */
+    uint64_t h_act_bytes;
+    int64_t n_h;
+    float *y;             /* [n_tok][slots][n_embd] expert outputs */
 } moe_ctx;
 
 static float score_fn(uint32_t gating, float x) {
@@ -26,64 +44,35 @@ static float score_fn(uint32_t gating, float x) {
     }
 }
 
-/* SwiGLU expert on one token: down · (silu(min(gate·x, c)) · clamp(up·x, ±c)), c = 0: no clamp.
- * gate/up/down are views of one expert's matrices. */
-static void expert(bool precise, const halo_tensor *gate, const halo_tensor *up, const halo_tensor *down,
-                   uint64_t off_gu, uint64_t off_d, const void *x_act, float clamp, float *y,
-                   float *h, void *h_act) {
-    int64_t n_ff = gate->ne[1];
-    float *g = malloc((size_t)n_ff * sizeof *g);
-    cpu_dot_rows(precise, gate, 0, n_ff, x_act, g, off_gu);
-    cpu_dot_rows(precise, up, 0, n_ff, x_act, h, off_gu);
-    for (int64_t i = 0; i < n_ff; i++) {
-        float gv = g[i], uv = h[i];
-        if (clamp > 0) {
-            gv = gv > clamp ? clamp : gv;
-            uv = uv > clamp ? clamp : uv < -clamp ? -clamp : uv;
-        }
-        h[i] = gv / (1.0f + expf(-gv)) * uv;
-    }
-    free(g);
-    cpu_make_act(precise, down->type, h, n_ff, h_act);
-    cpu_dot_rows(precise, down, 0, down->ne[1], h_act, y, off_d);
-}
-
-static void moe_task(void *p, int64_t t) {
+/* Phase 1: router scores, expert choice and weights; activation rows of x. */
+static void route_task(void *p, int64_t t) {
     moe_ctx *c = p;
     const halo_moe_args *a = c->a;
-    int64_t n_embd = a->x->ne[0], n_expert = a->gate_inp->ne[1];
-    const float *x = cpu_f32(a->x) + t * n_embd;
-    float *out = cpu_f32(a->out) + t * n_embd;
-
-    /* Router scores in f32. */
-    bool precise = c->precise;
-    void *x_act = malloc((size_t)cpu_act_bytes(precise, a->gate_inp->type, n_embd));
-    cpu_make_act(precise, a->gate_inp->type, x, n_embd, x_act);
-    float *score = malloc((size_t)n_expert * sizeof *score);
-    cpu_dot_rows(precise, a->gate_inp, 0, n_expert, x_act, score, 0);
-    free(x_act);
+    const float *x = cpu_f32(a->x) + t * c->n_embd;
+    void *act = malloc((size_t)cpu_act_bytes(c->precise, a->gate_inp->type, c->n_embd));
+    cpu_make_act(c->precise, a->gate_inp->type, x, c->n_embd, act);
+    float *score = malloc((size_t)c->n_expert * sizeof *score);
+    cpu_dot_rows(c->precise, a->gate_inp, 0, c->n_expert, act, score, 0);
+    free(act);
     if (a->gating == HALO_GATING_SOFTMAX) {
         float mx = score[0], sum = 0;
-        for (int64_t e = 1; e < n_expert; e++) mx = score[e] > mx ? score[e] : mx;
-        for (int64_t e = 0; e < n_expert; e++) sum += score[e] = expf(score[e] - mx);
-        for (int64_t e = 0; e < n_expert; e++) score[e] /= sum;
+        for (int64_t e = 1; e < c->n_expert; e++) mx = score[e] > mx ? score[e] : mx;
+        for (int64_t e = 0; e < c->n_expert; e++) sum += score[e] = expf(score[e] - mx);
+        for (int64_t e = 0; e < c->n_expert; e++) score[e] /= sum;
     } else {
-        for (int64_t e = 0; e < n_expert; e++) score[e] = score_fn(a->gating, score[e]);
+        for (int64_t e = 0; e < c->n_expert; e++) score[e] = score_fn(a->gating, score[e]);
     }
-
-    int32_t sel[64];
-    float wsel[64], wsum = 0;
-    uint32_t k = a->n_used;
+    int32_t *sel = c->sel + t * c->k;
     if (a->tid2eid) {
-        const int32_t *row = (const int32_t *)cpu_ptr(a->tid2eid) + (int64_t)a->tokens[t] * k;
-        for (uint32_t i = 0; i < k; i++) sel[i] = row[i];
+        const int32_t *row = (const int32_t *)cpu_ptr(a->tid2eid) + (int64_t)a->tokens[t] * c->k;
+        memcpy(sel, row, c->k * sizeof *sel);
     } else {
         /* top-k of score + bias; the bias steers selection only, weights use the raw score */
-        bool *taken = calloc((size_t)n_expert, 1);
-        for (uint32_t i = 0; i < k; i++) {
+        bool *taken = calloc((size_t)c->n_expert, 1);
+        for (uint32_t i = 0; i < c->k; i++) {
             int64_t best = -1;
             float best_v = 0;
-            for (int64_t e = 0; e < n_expert; e++) {
+            for (int64_t e = 0; e < c->n_expert; e++) {
                 float v = score[e] + (c->bias ? c->bias[e] : 0.0f);
                 if (!taken[e] && (best < 0 || v > best_v)) {
                     best = e;
@@ -95,50 +84,146 @@ static void moe_task(void *p, int64_t t) {
         }
         free(taken);
     }
-    for (uint32_t i = 0; i < k; i++) wsum += wsel[i] = score[sel[i]];
-    for (uint32_t i = 0; i < k; i++) {
-        if (a->norm_weights) wsel[i] /= wsum + 1e-20f;
-        wsel[i] *= a->weights_scale;
+    float *w = c->weight + t * c->slots, sum = 0;
+    for (uint32_t i = 0; i < c->k; i++) sum += w[i] = score[sel[i]];
+    for (uint32_t i = 0; i < c->k; i++) {
+        if (a->norm_weights) w[i] /= sum + 1e-20f;
+        w[i] *= a->weights_scale;
     }
+    if (c->slots > c->k) w[c->k] = 1.0f;
     free(score);
+    cpu_make_act(c->precise, a->gate_exps->type, x, c->n_embd, c->x_act + t * c->x_act_bytes);
+    if (a->gate_sh)
+        cpu_make_act(c->precise, a->gate_sh->type, x, c->n_embd, c->xs_act + t * c->xs_act_bytes);
+}
 
-    /* Experts: x converted once to the expert weights' activation format. */
-    int64_t n_ff = a->gate_exps->ne[1];
-    int64_t n_ff_sh = a->gate_sh ? a->gate_sh->ne[1] : 0;
-    int64_t n_h = n_ff > n_ff_sh ? n_ff : n_ff_sh;
-    float *h = malloc((size_t)n_h * sizeof *h), *y = malloc((size_t)n_embd * sizeof *y);
-    uint64_t act_bytes = cpu_act_bytes(precise, a->gate_exps->type, n_embd);
-    if (a->gate_sh && cpu_act_bytes(precise, a->gate_sh->type, n_embd) > act_bytes)
-        act_bytes = cpu_act_bytes(precise, a->gate_sh->type, n_embd);
-    void *xa = malloc((size_t)act_bytes);
-    void *ha = malloc((size_t)n_h * sizeof(float)); /* no activation format is wider than f32 */
-    memset(out, 0, (size_t)n_embd * sizeof *out);
-    cpu_make_act(precise, a->gate_exps->type, x, n_embd, xa);
-    uint64_t gu_bytes = (uint64_t)n_ff * cpu_row_bytes(a->gate_exps);
-    uint64_t d_bytes = (uint64_t)n_embd * cpu_row_bytes(a->down_exps);
-    for (uint32_t i = 0; i < k; i++) {
-        expert(precise, a->gate_exps, a->up_exps, a->down_exps, (uint64_t)sel[i] * gu_bytes,
-               (uint64_t)sel[i] * d_bytes, xa, a->clamp_exp, y, h, ha);
-        for (int64_t d = 0; d < n_embd; d++) out[d] += wsel[i] * y[d];
+/* The matrices and byte offsets of slot s of token t (a routed expert or the shared one). */
+static void slot_mats(const moe_ctx *c, int64_t t, uint32_t s, const halo_tensor **g,
+                      const halo_tensor **u, const halo_tensor **d, uint64_t *off_gu,
+                      uint64_t *off_d, const void **x_act, float *clamp) {
+    const halo_moe_args *a = c->a;
+    if (s < c->k) {
+        int64_t e = c->sel[t * c->k + s];
+        *g = a->gate_exps, *u = a->up_exps, *d = a->down_exps;
+        *off_gu = (uint64_t)e * (uint64_t)c->n_ff * cpu_row_bytes(a->gate_exps);
+        *off_d = (uint64_t)e * (uint64_t)c->n_embd * cpu_row_bytes(a->down_exps);
+        *x_act = c->x_act + t * c->x_act_bytes;
+        *clamp = a->clamp_exp;
+    } else {
+        *g = a->gate_sh, *u = a->up_sh, *d = a->down_sh;
+        *off_gu = *off_d = 0;
+        *x_act = c->xs_act + t * c->xs_act_bytes;
+        *clamp = a->clamp_shexp;
     }
-    if (a->gate_sh) {
-        cpu_make_act(precise, a->gate_sh->type, x, n_embd, xa);
-        expert(precise, a->gate_sh, a->up_sh, a->down_sh, 0, 0, xa, a->clamp_shexp, y, h, ha);
-        for (int64_t d = 0; d < n_embd; d++) out[d] += y[d];
+}
+
+/* Phase 2: h = silu(min(gate·x, c)) · clamp(up·x, ±c) for one block of rows of one slot. */
+static void gate_up_task(void *p, int64_t task) {
+    moe_ctx *c = p;
+    int64_t blocks = (c->n_h + ROW_BLOCK - 1) / ROW_BLOCK;
+    int64_t pair = task / blocks, r0 = (task % blocks) * ROW_BLOCK;
+    int64_t t = pair / c->slots;
+    uint32_t s = (uint32_t)(pair % c->slots);
+    const halo_tensor *g, *u, *d;
+    uint64_t off_gu, off_d;
+    const void *x_act;
+    float clamp;
+    slot_mats(c, t, s, &g, &u, &d, &off_gu, &off_d, &x_act, &clamp);
+    int64_t n_ff = g->ne[1];
+    if (r0 >= n_ff) return;
+    int64_t r1 = r0 + ROW_BLOCK < n_ff ? r0 + ROW_BLOCK : n_ff;
+    float gv[ROW_BLOCK], uv[ROW_BLOCK];
+    cpu_dot_rows(c->precise, g, r0, r1, x_act, gv, off_gu);
+    cpu_dot_rows(c->precise, u, r0, r1, x_act, uv, off_gu);
+    float *h = c->h + pair * c->n_h;
+    for (int64_t i = 0; i < r1 - r0; i++) {
+        float a = gv[i], b = uv[i];
+        if (clamp > 0) {
+            a = a > clamp ? clamp : a;
+            b = b > clamp ? clamp : b < -clamp ? -clamp : b;
+        }
+        h[r0 + i] = a / (1.0f + expf(-a)) * b;
     }
-    free(h);
-    free(y);
-    free(xa);
-    free(ha);
+}
+
+static void h_act_task(void *p, int64_t pair) {
+    moe_ctx *c = p;
+    const halo_tensor *g, *u, *d;
+    uint64_t off_gu, off_d;
+    const void *x_act;
+    float clamp;
+    slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu, &off_d,
+              &x_act, &clamp);
+    cpu_make_act(c->precise, d->type, c->h + pair * c->n_h, g->ne[1],
+                 c->h_act + pair * c->h_act_bytes);
+}
+
+/* Phase 3: y = down · h for one block of output rows of one slot. */
+static void down_task(void *p, int64_t task) {
+    moe_ctx *c = p;
+    int64_t blocks = (c->n_embd + ROW_BLOCK - 1) / ROW_BLOCK;
+    int64_t pair = task / blocks, r0 = (task % blocks) * ROW_BLOCK;
+    int64_t r1 = r0 + ROW_BLOCK < c->n_embd ? r0 + ROW_BLOCK : c->n_embd;
+    const halo_tensor *g, *u, *d;
+    uint64_t off_gu, off_d;
+    const void *x_act;
+    float clamp;
+    slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu, &off_d,
+              &x_act, &clamp);
+    cpu_dot_rows(c->precise, d, r0, r1, c->h_act + pair * c->h_act_bytes,
+                 c->y + pair * c->n_embd + r0, off_d);
+}
+
+static void sum_task(void *p, int64_t t) {
+    moe_ctx *c = p;
+    float *out = cpu_f32(c->a->out) + t * c->n_embd;
+    const float *w = c->weight + t * c->slots;
+    memset(out, 0, (size_t)c->n_embd * sizeof *out);
+    for (uint32_t s = 0; s < c->slots; s++) {
+        const float *y = c->y + (t * c->slots + s) * c->n_embd;
+        for (int64_t d = 0; d < c->n_embd; d++) out[d] += w[s] * y[d];
+    }
 }
 
 void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     moe_ctx c = {.precise = cpu_of(be)->precise, .a = a};
+    c.n_tok = a->x->ne[1];
+    c.n_embd = a->x->ne[0];
+    c.n_expert = a->gate_inp->ne[1];
+    c.n_ff = a->gate_exps->ne[1];
+    c.n_ff_sh = a->gate_sh ? a->gate_sh->ne[1] : 0;
+    c.n_h = c.n_ff > c.n_ff_sh ? c.n_ff : c.n_ff_sh;
+    c.k = a->n_used;
+    c.slots = c.k + (a->gate_sh ? 1 : 0);
+    int64_t pairs = c.n_tok * c.slots;
+    c.x_act_bytes = cpu_act_bytes(c.precise, a->gate_exps->type, c.n_embd);
+    c.xs_act_bytes = a->gate_sh ? cpu_act_bytes(c.precise, a->gate_sh->type, c.n_embd) : 0;
+    /* No activation format is wider than f32. */
+    c.h_act_bytes = (uint64_t)c.n_h * sizeof(float);
+    c.sel = malloc((size_t)(c.n_tok * c.k) * sizeof *c.sel);
+    c.weight = malloc((size_t)pairs * sizeof *c.weight);
+    c.x_act = malloc((size_t)(c.n_tok * c.x_act_bytes));
+    c.xs_act = malloc((size_t)(c.n_tok * c.xs_act_bytes) + 1);
+    c.h = calloc((size_t)(pairs * c.n_h), sizeof *c.h);
+    c.h_act = malloc((size_t)(pairs * c.h_act_bytes));
+    c.y = malloc((size_t)(pairs * c.n_embd) * sizeof *c.y);
     if (a->probs_bias) {
         c.bias = malloc((size_t)a->probs_bias->ne[0] * sizeof(float));
         halo_quant_dequantize_row(a->probs_bias->type, cpu_ptr(a->probs_bias), c.bias,
                                   a->probs_bias->ne[0]);
     }
-    halo_threadpool_run(cpu_of(be)->pool, a->x->ne[1], moe_task, &c);
+    halo_threadpool *pool = cpu_of(be)->pool;
+    halo_threadpool_run(pool, c.n_tok, route_task, &c);
+    halo_threadpool_run(pool, pairs * ((c.n_h + ROW_BLOCK - 1) / ROW_BLOCK), gate_up_task, &c);
+    halo_threadpool_run(pool, pairs, h_act_task, &c);
+    halo_threadpool_run(pool, pairs * ((c.n_embd + ROW_BLOCK - 1) / ROW_BLOCK), down_task, &c);
+    halo_threadpool_run(pool, c.n_tok, sum_task, &c);
     free(c.bias);
+    free(c.sel);
+    free(c.weight);
+    free(c.x_act);
+    free(c.xs_act);
+    free(c.h);
+    free(c.h_act);
+    free(c.y);
 }

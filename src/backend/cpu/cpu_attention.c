@@ -158,46 +158,96 @@ void cpu_pool(halo_backend *be, const halo_pool_args *a) {
     free(c.ape);
 }
 
-/* ---- indexer top-k ---------------------------------------------------------------------- */
+/* ---- indexer top-k ----------------------------------------------------------------------
+ * Two phases so a decode token over a long context still uses every thread: scores for blocks
+ * of visible rows, then a per-token selection (quickselect: linear in the visible rows). */
+
+enum { SCORE_BLOCK = 256 };
 
 typedef struct topk_ctx {
     const halo_topk_args *a;
+    int64_t n_rows, blocks;
+    float *score; /* [n_tok][n_rows] */
 } topk_ctx;
 
-static void topk_task(void *p, int64_t t) {
-    const halo_topk_args *a = ((topk_ctx *)p)->a;
-    int64_t hd = a->q->ne[0], n_head = a->q->ne[1], n_rows = a->keys->ne[1];
+static int64_t visible_rows(const halo_topk_args *a, int64_t t, int64_t n_rows) {
     int64_t visible = (a->pos[t] + 1) / a->ratio;
-    if (visible > n_rows) visible = n_rows;
-    int32_t *out = (int32_t *)cpu_ptr(a->out) + t * a->top_k;
-    for (uint32_t i = 0; i < a->top_k; i++) out[i] = -1;
-    if (visible <= 0) return;
+    return visible > n_rows ? n_rows : visible;
+}
+
+static void score_task(void *p, int64_t task) {
+    topk_ctx *c = p;
+    const halo_topk_args *a = c->a;
+    int64_t t = task / c->blocks, s0 = (task % c->blocks) * SCORE_BLOCK;
+    int64_t visible = visible_rows(a, t, c->n_rows);
+    int64_t s1 = s0 + SCORE_BLOCK < visible ? s0 + SCORE_BLOCK : visible;
+    int64_t hd = a->q->ne[0], n_head = a->q->ne[1];
     const float *q = cpu_f32(a->q) + t * n_head * hd, *w = cpu_f32(a->w) + t * n_head;
     const float *keys = cpu_f32(a->keys);
     float qs = 1.0f / sqrtf((float)hd), ws = 1.0f / sqrtf((float)n_head);
-    float *score = malloc((size_t)visible * sizeof *score);
-    for (int64_t s = 0; s < visible; s++) {
+    for (int64_t s = s0; s < s1; s++) {
         float acc = 0;
         for (int64_t h = 0; h < n_head; h++) {
             float d = dot(q + h * hd, keys + s * hd, hd);
             acc += (d > 0 ? d * qs : 0) * (w[h] * ws);
         }
-        score[s] = acc;
+        c->score[t * c->n_rows + s] = acc;
     }
-    /* Selection of the top_k by repeated maximum: k and the visible rows are small next to the
-     * attention itself; ties go to the lower row. */
-    uint32_t k = (uint32_t)(visible < a->top_k ? visible : a->top_k);
-    for (uint32_t i = 0; i < k; i++) {
-        int64_t best = -1;
-        for (int64_t s = 0; s < visible; s++)
-            if (score[s] != -INFINITY && (best < 0 || score[s] > score[best])) best = s;
-        out[i] = (int32_t)best;
-        score[best] = -INFINITY;
+}
+
+typedef struct scored {
+    float v;
+    int32_t row;
+} scored;
+
+/* Orders by score, then by row so equal scores select deterministically. */
+static bool before(scored x, scored y) {
+    return x.v > y.v || (x.v == y.v && x.row < y.row);
+}
+
+/* Moves the k best entries to the front (in no particular order). */
+static void quickselect(scored *e, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        scored pivot = e[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (before(e[i], pivot)) i++;
+            while (before(pivot, e[j])) j--;
+            if (i <= j) {
+                scored tmp = e[i];
+                e[i++] = e[j];
+                e[j--] = tmp;
+            }
+        }
+        if (k - 1 <= j) hi = j;
+        else if (k - 1 >= i) lo = i;
+        else return;
     }
-    free(score);
+}
+
+static void select_task(void *p, int64_t t) {
+    topk_ctx *c = p;
+    const halo_topk_args *a = c->a;
+    int32_t *out = (int32_t *)cpu_ptr(a->out) + t * a->top_k;
+    for (uint32_t i = 0; i < a->top_k; i++) out[i] = -1;
+    int64_t visible = visible_rows(a, t, c->n_rows);
+    if (visible <= 0) return;
+    scored *e = malloc((size_t)visible * sizeof *e);
+    for (int64_t s = 0; s < visible; s++) e[s] = (scored){c->score[t * c->n_rows + s], (int32_t)s};
+    int64_t k = visible < a->top_k ? visible : a->top_k;
+    if (k < visible) quickselect(e, visible, k);
+    for (int64_t i = 0; i < k; i++) out[i] = e[i].row;
+    free(e);
 }
 
 void cpu_topk(halo_backend *be, const halo_topk_args *a) {
-    topk_ctx c = {a};
-    halo_threadpool_run(cpu_of(be)->pool, a->q->ne[2], topk_task, &c);
+    int64_t n_tok = a->q->ne[2];
+    topk_ctx c = {.a = a, .n_rows = a->keys->ne[1]};
+    c.blocks = (c.n_rows + SCORE_BLOCK - 1) / SCORE_BLOCK;
+    c.score = malloc((size_t)(n_tok * c.n_rows + 1) * sizeof *c.score);
+    halo_threadpool *pool = cpu_of(be)->pool;
+    halo_threadpool_run(pool, n_tok * c.blocks, score_task, &c);
+    halo_threadpool_run(pool, n_tok, select_task, &c);
+    free(c.score);
 }

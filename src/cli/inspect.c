@@ -24,6 +24,7 @@ typedef struct summary {
     layer_bytes *layers; /* index 0: non-layer; i+1: blk.i */
     int64_t n_layers;
     uint64_t *by_size;   /* tensor indices, largest first */
+    uint64_t *shard_tensors, *shard_bytes; /* per shard */
 } summary;
 
 const char *cli_bytes(uint64_t bytes, char *buf, unsigned size) {
@@ -68,7 +69,9 @@ static int summarize(const halo_gguf *g, summary *s) {
     }
     s->layers = calloc((size_t)s->n_layers + 1, sizeof *s->layers);
     s->by_size = malloc((n ? n : 1) * sizeof *s->by_size);
-    if (!s->layers || !s->by_size) return -1;
+    s->shard_tensors = calloc(halo_gguf_shard_count(g), sizeof *s->shard_tensors);
+    s->shard_bytes = calloc(halo_gguf_shard_count(g), sizeof *s->shard_bytes);
+    if (!s->layers || !s->by_size || !s->shard_tensors || !s->shard_bytes) return -1;
     for (int64_t l = 0; l <= s->n_layers; l++) s->layers[l].layer = l - 1;
     for (uint64_t i = 0; i < n; i++) {
         const halo_gguf_tensor *t = halo_gguf_tensor_at(g, i);
@@ -78,6 +81,8 @@ static int summarize(const halo_gguf *g, summary *s) {
         layer_bytes *lb = &s->layers[layer_of(t->name) + 1];
         lb->bytes += t->n_bytes;
         lb->tensors++;
+        s->shard_tensors[t->shard]++;
+        s->shard_bytes[t->shard] += t->n_bytes;
         s->by_size[i] = i;
     }
     sort_model = g;
@@ -88,6 +93,8 @@ static int summarize(const halo_gguf *g, summary *s) {
 static void summary_free(summary *s) {
     free(s->layers);
     free(s->by_size);
+    free(s->shard_tensors);
+    free(s->shard_bytes);
 }
 
 static void shape_str(const halo_gguf_tensor *t, char *buf, size_t size) {
@@ -189,14 +196,7 @@ static void print_text(const halo_gguf *g, const summary *s, bool tensors) {
     }
     printf("\nshards:\n");
     for (uint32_t sh = 0; sh < shards; sh++) {
-        uint64_t count = 0, bytes = 0;
-        for (uint64_t i = 0; i < n; i++) {
-            const halo_gguf_tensor *t = halo_gguf_tensor_at(g, i);
-            if (t->shard == sh) {
-                count++;
-                bytes += t->n_bytes;
-            }
-        }
+        uint64_t count = s->shard_tensors[sh], bytes = s->shard_bytes[sh];
         printf("  %u/%u  %s  file %s, %" PRIu64 " tensors, data %s\n", sh + 1, shards,
                halo_gguf_shard_path(g, sh), cli_bytes(halo_gguf_shard_size(g, sh), a, sizeof a),
                count, cli_bytes(bytes, b, sizeof b));
@@ -321,14 +321,7 @@ static int print_json(const halo_gguf *g, const summary *s, bool tensors) {
     cJSON *shards = cJSON_AddArrayToObject(root, "shards");
     for (uint32_t sh = 0; sh < halo_gguf_shard_count(g); sh++) {
         cJSON *o = cJSON_CreateObject();
-        uint64_t count = 0, bytes = 0;
-        for (uint64_t i = 0; i < n; i++) {
-            const halo_gguf_tensor *t = halo_gguf_tensor_at(g, i);
-            if (t->shard == sh) {
-                count++;
-                bytes += t->n_bytes;
-            }
-        }
+        uint64_t count = s->shard_tensors[sh], bytes = s->shard_bytes[sh];
         cJSON_AddStringToObject(o, "path", halo_gguf_shard_path(g, sh));
         cJSON_AddItemToObject(o, "file_bytes", json_u64(halo_gguf_shard_size(g, sh)));
         cJSON_AddItemToObject(o, "tensors", json_u64(count));

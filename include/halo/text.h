@@ -128,7 +128,8 @@ typedef struct halo_chat_message {
 
 typedef enum halo_chat_thinking {
     HALO_THINK_NONE, /* non-think: the assistant turn opens with </think> */
-    HALO_THINK_HIGH, /* thinking (<think>) */
+    HALO_THINK_ON,   /* thinking (<think>), no reasoning effort named */
+    HALO_THINK_HIGH, /* thinking, reasoning_effort "high" (a prefix in the 0731 format only) */
     HALO_THINK_MAX,  /* thinking with the "Reasoning Effort" prefix before the system prompt */
 } halo_chat_thinking;
 
@@ -156,12 +157,12 @@ typedef struct halo_chat_params {
 halo_status halo_chat_render(const halo_chat_message *msgs, size_t n, const halo_chat_params *p,
                              char **out, size_t *out_len, halo_error *err);
 
-/* Same from a JSON request: {"messages": [{"role", "content", "reasoning_content",
- * "tool_calls": [{"function": {"name", "arguments"}}]}], "tools": [...], "response_format":
- * ..., "thinking": bool, "reasoning_effort": "high"|"max", "drop_thinking": bool,
- * "add_generation_prompt": bool, "template": "v4"|"v4-flash-0731"}. */
-halo_status halo_chat_render_json(const char *request_json, char **out, size_t *out_len,
-                                  halo_error *err);
+/* Same from a JSON request with the template's variables: {"messages": [{"role", "content",
+ * "reasoning_content", "tool_calls": [{"function": {"name", "arguments"}}]}], "tools": [...],
+ * "response_format": ..., "thinking" (or "enable_thinking"): bool, "reasoning_effort":
+ * "high"|"max", "drop_thinking": bool, "add_generation_prompt": bool}. */
+halo_status halo_chat_render_json(const char *request_json, halo_chat_format format, char **out,
+                                  size_t *out_len, halo_error *err);
 
 /* The chat format a model's tokenizer.chat_template names (V4 when absent or unknown). */
 halo_chat_format halo_chat_format_of(const halo_gguf *g);

@@ -93,3 +93,52 @@ MODELS = {
 
 # Weight variants written for every model: name -> storage rule (see make_models.py).
 VARIANTS = ["f32", "f16"]
+
+# ---- quantized variants (tools/oracle/make_quant.py) ------------------------------------------
+# K- and i-quants store rows of 256 values, so ds4's mix (IQ2_XXS / Q2_K experts) and Q4_K_M need
+# a model with hidden size and expert width 256 (tiny-a's 128 and 32 would make llama-quantize
+# fall back to other types for every expert). That makes every tensor that reads the residual
+# stream twice tiny-a's size, and the fixture budget (tests/golden <= 40 MiB: ~5.5 MB were left
+# when these were added) must hold the files plus their expected logits: with tiny-a's six
+# layers the three mixes alone would take ~25 MB. So the quantized models have two layers, one
+# compressed sparse attention layer (ratio 4: sliding window + compressor + 64-head indexer,
+# top-k 8; hash-routed MoE) and one heavily compressed layer (ratio 128; learned routing, which
+# llama.cpp v0.5.0 also needs: without a ratio-128 layer its graph divides by zero), two heads
+# of 64. That holds every kind of tensor the mixes quantize differently; the sliding-only layer
+# type adds none, and tiny-a / tiny-yarn cover depth in F32/F16. MXFP4 and the other 32-blocks
+# of llama.cpp's converter mix need no 256-wide rows, so that mix sits on tiny-m, the same
+# shape at hidden 128 (its F32 HC mixers and BF16 matrices would double at hidden 256).
+_QUANT_COMMON = dict(
+    num_hidden_layers=2,
+    compress_ratios=[4, 128],
+    num_hash_layers=1,
+    num_attention_heads=2,
+    head_dim=64,
+    o_lora_rank=32,
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+)
+QUANT_MODELS = {
+    "tiny-q": dict(seed=3003, variants=["ds4", "q4km"],
+                   config=_common(hidden_size=256, moe_intermediate_size=256, **_QUANT_COMMON)),
+    "tiny-m": dict(seed=4004, variants=["mxfp4"],
+                   config=_common(moe_intermediate_size=32, **_QUANT_COMMON)),
+}
+
+# Sequences whose expected logits are stored for the quantized variants (a subset, for the
+# budget): a short one, and one that crosses the 128-token sliding window and HCA ratio and
+# gives the indexer a real choice (75 compressed rows for its top-8).
+QUANT_SEQS = ["L7", "L300"]
+
+# Quantized mixes: name -> description (types per tensor class in make_quant.py).
+QUANT_VARIANTS = {
+    "ds4": "ds4's q2 mix: IQ2_XXS routed gate/up, Q2_K routed down (llama-quantize with an "
+           "importance matrix from llama-imatrix), Q8_0 attention projections, shared expert "
+           "and output, F16 embedding, router, compressor, indexer and HC mixers, F32 vectors",
+    "mxfp4": "llama.cpp converter's mix (conversion/deepseek.py): MXFP4 routed experts, Q8_0 for "
+             "the checkpoint's FP8 matrices (attention, shared expert, indexer q_b), BF16 for its "
+             "BF16 ones (embedding, output, router, compressor, indexer proj), F32 HC mixers, "
+             "compressor position bias and vectors",
+    "q4km": "llama-quantize Q4_K_M from the F32 model (no importance matrix): llama.cpp's own "
+            "choice of Q4_K / Q6_K, with its fallbacks where rows are not multiples of 256",
+}

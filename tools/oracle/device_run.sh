@@ -4,7 +4,9 @@
 #   hfsrc.tgz  the deepseek_v4 model/config sources and conversion_mapping.py actually used
 #   ref.tgz    <model>-<variant>.{logits.f32,margins.f32,greedy.f32,json}
 #   ref.log    the run's output
+# QUANT=1 runs the quantized variants instead (reference.py --quant; ref.tgz holds their files).
 set -u
+QUANT=${QUANT:-0}
 OUT=${OUT:-$PWD/out}
 GGUF_PY=${GGUF_PY:-$PWD/.oracle/gguf-py}
 export PYTHONPATH=$GGUF_PY PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -23,9 +25,15 @@ print("torch", torch.__version__, "transformers", transformers.__version__, "num
 PY
 tar czf "$OUT/hfsrc.tgz" -C /tmp/hfsrc .
 pids=()
-for mv in tiny-a-f32 tiny-a-f16 tiny-yarn-f32 tiny-yarn-f16; do
+variants="tiny-a-f32 tiny-a-f16 tiny-yarn-f32 tiny-yarn-f16"
+flags=""
+if [ "$QUANT" = 1 ]; then
+  variants="tiny-q-ds4 tiny-q-q4km tiny-m-mxfp4"
+  flags="--quant"
+fi
+for mv in $variants; do
   python3 tools/oracle/reference.py --models tests/golden/models --tokens tests/golden/tokens.i32 \
-    --out /tmp/ref --only "$mv" > "/tmp/ref/$mv.log" 2>&1 &
+    --out /tmp/ref --only "$mv" $flags > "/tmp/ref/$mv.log" 2>&1 &
   pids+=($!)
 done
 rc=0

@@ -10,7 +10,13 @@ row separates that rounding from any other difference.
 Writes OUT/<model>-<variant>.llamacpp.{batch,chunk37,token,upcast,greedy}.f32 and
 OUT/<model>-<variant>.llamacpp.greedy.json.
 
+With --quant it runs the quantized variants instead (configs.QUANT_MODELS, sequences
+configs.QUANT_SEQS, no greedy runs): batch, chunk37, token, and "dequant" -- the same file with
+every quantized tensor dequantized to F32 by gguf-py (what transformers multiplies), which
+separates llama.cpp's activation quantization (Q8_0 / Q8_K, F16 / BF16 rounding) from the rest.
+
 Usage: llamacpp.py --dump PATH/llama_dump --models DIR --tokens FILE --out DIR [--threads N]
+                   [--quant]
 Needs numpy and gguf-py.
 """
 import argparse
@@ -62,6 +68,43 @@ def upcast_copy(src, dst, name):
     make_models.write_gguf(dst, name, configs.MODELS[name]["config"], tensors, "f32")
 
 
+def dequant_copy(src, dst, name, cfg):
+    """Writes src again with every tensor stored as F32 (I32 kept), values dequantized."""
+    from gguf.quants import dequantize
+    r = gguf.GGUFReader(src)
+    tensors = []
+    for t in r.tensors:
+        shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+        if t.tensor_type == gguf.GGMLQuantizationType.I32:
+            arr = np.array(t.data, dtype=np.int32).reshape(shape)
+        else:
+            arr = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
+        tensors.append((t.name, arr))
+    make_models.write_gguf(dst, name, cfg, tensors, "f32")
+
+
+def main_quant(args, tokens):
+    d = dict(sequences(tokens))
+    seqs = [(s, d[s]) for s in configs.QUANT_SEQS]
+    V = configs.VOCAB
+    for name, m in configs.QUANT_MODELS.items():
+        for variant in m["variants"]:
+            model = os.path.join(args.models, f"{name}-{variant}.gguf")
+            base = os.path.join(args.out, f"{name}-{variant}.llamacpp")
+            for mode, chunk in MODES + [("dequant", 0)]:
+                with tempfile.TemporaryDirectory() as tmp:
+                    jobs = [f"logits {s} {' '.join(map(str, ids))}\n" for s, ids in seqs]
+                    mpath = model
+                    if mode == "dequant":
+                        mpath = os.path.join(tmp, "dequant.gguf")
+                        dequant_copy(model, mpath, name, m["config"])
+                    run(args.dump, mpath, jobs, args.threads, chunk, tmp)
+                    rows = [np.fromfile(os.path.join(tmp, s + ".f32"), dtype="<f4").reshape(-1, V)
+                            for s, _ in seqs]
+                np.concatenate(rows).astype("<f4").tofile(f"{base}.{mode}.f32")
+            print(f"{name}-{variant}: done", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dump", required=True)
@@ -69,9 +112,12 @@ def main():
     ap.add_argument("--tokens", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quant", action="store_true")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     tokens = np.fromfile(args.tokens, dtype="<i4")
+    if args.quant:
+        return main_quant(args, tokens)
     seqs = sequences(tokens)
     V = configs.VOCAB
     for name in configs.MODELS:

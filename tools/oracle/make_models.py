@@ -121,12 +121,17 @@ def storage_type(variant, name, arr):
     return "F32"
 
 
-def write_gguf(path, model_name, cfg, tensors, variant):
+def write_gguf(path, model_name, cfg, tensors, variant, file_type=None, encoded=None, extra_kv=None):
+    """Writes one model file. The defaults give the F32/F16 variants; make_quant.py passes
+    file_type, encoded ({name: (uint8 array, GGMLQuantizationType)} for tensors already stored
+    in a quantized type) and extra_kv (a callback adding metadata, e.g. a vocabulary)."""
     arch = "deepseek4"
     w = gguf.GGUFWriter(path, arch)
     L = cfg["num_hidden_layers"]
     w.add_name(f"halo {model_name} ({variant})")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32 if variant == "f32" else gguf.LlamaFileType.MOSTLY_F16)
+    if file_type is None:
+        file_type = gguf.LlamaFileType.ALL_F32 if variant == "f32" else gguf.LlamaFileType.MOSTLY_F16
+    w.add_file_type(file_type)
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
     w.add_embedding_length_out(cfg["hidden_size"] * cfg["hc_mult"])
@@ -168,9 +173,16 @@ def write_gguf(path, model_name, cfg, tensors, variant):
     w.add_hyper_connection_count(cfg["hc_mult"])
     w.add_hyper_connection_sinkhorn_iterations(cfg["hc_sinkhorn_iters"])
     w.add_hyper_connection_epsilon(cfg["hc_eps"])
-    w.add_tokenizer_model("no_vocab")
+    if extra_kv:
+        extra_kv(w)
+    else:
+        w.add_tokenizer_model("no_vocab")
 
     for name, arr in tensors:
+        if encoded and name in encoded:
+            data, qtype = encoded[name]
+            w.add_tensor(name, data, raw_dtype=qtype)
+            continue
         ty = storage_type(variant, name, arr)
         if ty == "F16":
             w.add_tensor(name, arr.astype(np.float16))

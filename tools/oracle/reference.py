@@ -12,7 +12,9 @@ attention and one thread (so reruns are bit for bit), without a KV cache:
   * the same logits in float64 for scale: max |fp32 - fp64| per sequence.
 
 Writes OUT/<model>-<variant>.{logits.f32,margins.f32,greedy.f32,json}.
-Usage: reference.py --models DIR --tokens FILE --out DIR [--only NAME-VARIANT ...]
+With --quant: the quantized variants (configs.QUANT_MODELS), sequences configs.QUANT_SEQS only,
+no greedy runs (no greedy.f32).
+Usage: reference.py --models DIR --tokens FILE --out DIR [--only NAME-VARIANT ...] [--quant]
 Needs torch, transformers (>= 5.17 with deepseek_v4), numpy and gguf-py on PYTHONPATH.
 """
 import argparse
@@ -233,8 +235,8 @@ def forward(model, ids):
     return out.logits[0]
 
 
-def run_variant(models_dir, tokens, name, variant, out_dir):
-    cfg = configs.MODELS[name]["config"]
+def run_variant(models_dir, tokens, name, variant, out_dir, quant=False):
+    cfg = (configs.QUANT_MODELS if quant else configs.MODELS)[name]["config"]
     path = os.path.join(models_dir, f"{name}-{variant}.gguf")
     t0 = time.time()
     T = read_gguf(path)
@@ -246,6 +248,10 @@ def run_variant(models_dir, tokens, name, variant, out_dir):
     for n in configs.SEQ_LENGTHS:
         seqs[configs.seq_name(n)] = tokens[off:off + n].tolist()
         off += n
+    greedy_runs = configs.GREEDY
+    if quant:
+        seqs = {k: seqs[k] for k in configs.QUANT_SEQS}
+        greedy_runs = []
 
     logits, margins, seq_info = [], [], []
     for sname, ids in seqs.items():
@@ -260,7 +266,7 @@ def run_variant(models_dir, tokens, name, variant, out_dir):
         print(f"{name}-{variant} {sname}: fp32 vs fp64 max|d| {d:.3g}", flush=True)
 
     greedy, greedy_logits = [], []
-    for sname, steps in configs.GREEDY:
+    for sname, steps in greedy_runs:
         ids = list(seqs[sname])
         gen, gm = [], []
         for _ in range(steps):
@@ -276,7 +282,8 @@ def run_variant(models_dir, tokens, name, variant, out_dir):
     base = os.path.join(out_dir, f"{name}-{variant}")
     np.concatenate(logits).astype("<f4").tofile(base + ".logits.f32")
     np.concatenate(margins).astype("<f4").tofile(base + ".margins.f32")
-    np.stack(greedy_logits).astype("<f4").tofile(base + ".greedy.f32")
+    if greedy_logits:
+        np.stack(greedy_logits).astype("<f4").tofile(base + ".greedy.f32")
     import transformers
     meta = dict(
         model=name, variant=variant, sequences=seq_info, greedy=greedy,
@@ -296,21 +303,23 @@ def main():
     ap.add_argument("--tokens", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--quant", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     os.makedirs(args.out, exist_ok=True)
     tokens = np.fromfile(args.tokens, dtype="<i4")
     rc = 0
-    for name in configs.MODELS:
-        for variant in configs.VARIANTS:
-            if args.only and f"{name}-{variant}" not in args.only:
-                continue
-            try:
-                run_variant(args.models, tokens, name, variant, args.out)
-            except Exception:
-                traceback.print_exc()
-                rc = 1
+    todo = ([(n, v) for n, m in configs.QUANT_MODELS.items() for v in m["variants"]] if args.quant
+            else [(n, v) for n in configs.MODELS for v in configs.VARIANTS])
+    for name, variant in todo:
+        if args.only and f"{name}-{variant}" not in args.only:
+            continue
+        try:
+            run_variant(args.models, tokens, name, variant, args.out, args.quant)
+        except Exception:
+            traceback.print_exc()
+            rc = 1
     sys.exit(rc)
 
 

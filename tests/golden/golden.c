@@ -15,6 +15,8 @@ typedef struct variant_slot {
     int loaded;
     char model[64], variant[32];
     float *logits, *margins, *greedy_logits, *llama_logits;
+    int64_t *seq_row;
+    const cJSON *json; /* the variant's manifest entry (owned by the manifest) */
     halo_golden_greedy *greedy;
     int32_t *greedy_ids; /* ref + llama tokens of every run */
     float *greedy_margins;
@@ -143,7 +145,8 @@ halo_status halo_golden_open(const char *dir, halo_golden **out, halo_error *err
             st = fail(err, HALO_E_BAD_VALUE, "%s/manifest.json: sequence %d malformed", dir, i);
             goto fail_out;
         }
-        g->seqs[i] = (halo_golden_seq){name, (int32_t)len, (int64_t)off, g->tokens + (int64_t)off};
+        g->seqs[i] =
+            (halo_golden_seq){name, (int32_t)len, (int64_t)off, g->tokens + (int64_t)off, i};
     }
     *out = g;
     return HALO_OK;
@@ -157,6 +160,7 @@ static void free_slot(variant_slot *s) {
     free(s->margins);
     free(s->greedy_logits);
     free(s->llama_logits);
+    free(s->seq_row);
     free(s->greedy);
     free(s->greedy_ids);
     free(s->greedy_margins);
@@ -215,21 +219,53 @@ static halo_status load_slot(halo_golden *g, const cJSON *vj, variant_slot *s, h
     v->variant = s->variant;
     v->n_vocab = g->n_vocab;
     v->n_rows = g->n_tokens;
+    v->description = str_item(vj, "description");
+    if (!v->description) v->description = "";
+    s->json = vj;
     const char *gguf = str_item(vj, "gguf");
     const cJSON *ref = item(vj, "reference");
     const cJSON *lc = item(vj, "llamacpp");
     const char *logits = str_item(ref, "logits"), *margins = str_item(ref, "margins");
     const char *greedy_logits = str_item(ref, "greedy_logits");
-    if (!gguf || !logits || !margins || !greedy_logits)
+    if (!gguf || !logits || !margins)
         return fail(err, HALO_E_BAD_VALUE, "manifest: %s-%s lacks file names", s->model,
                     s->variant);
     snprintf(v->gguf_path, sizeof(v->gguf_path), "%s/%s", g->dir, gguf);
-    const int64_t rows = g->n_tokens, V = g->n_vocab;
+    s->seq_row = malloc((size_t)(g->n_seqs ? g->n_seqs : 1) * sizeof(*s->seq_row));
+    if (!s->seq_row) return fail(err, HALO_E_NOMEM, "out of memory");
+    const cJSON *subset = item(vj, "sequences");
+    int64_t rows = g->n_tokens;
+    if (subset) { /* a subset of the sequences, stored in the order listed */
+        rows = 0;
+        for (int i = 0; i < g->n_seqs; i++)
+            s->seq_row[i] = -1;
+        const cJSON *nj;
+        cJSON_ArrayForEach(nj, subset) {
+            const halo_golden_seq *q =
+                cJSON_IsString(nj) ? halo_golden_seq_find(g, nj->valuestring) : NULL;
+            if (!q || s->seq_row[q->index] >= 0)
+                return fail(err, HALO_E_BAD_VALUE, "manifest: %s-%s: bad sequence list", s->model,
+                            s->variant);
+            s->seq_row[q->index] = rows;
+            rows += q->length;
+        }
+    } else {
+        for (int i = 0; i < g->n_seqs; i++)
+            s->seq_row[i] = g->seqs[i].offset;
+    }
+    v->n_rows = rows;
+    v->seq_row = s->seq_row;
+    const int64_t V = g->n_vocab;
     halo_status st;
     if ((st = load_f32(g, logits, rows * V, &s->logits, err)) != HALO_OK) return st;
     if ((st = load_f32(g, margins, rows * 2, &s->margins, err)) != HALO_OK) return st;
     const char *ll = str_item(lc, "logits");
     if (ll && (st = load_f32(g, ll, rows * V, &s->llama_logits, err)) != HALO_OK) return st;
+
+    v->logits = s->logits;
+    v->margins = s->margins;
+    v->llama_logits = s->llama_logits;
+    if (!greedy_logits) return HALO_OK; /* no greedy runs for this variant */
 
     /* greedy runs: layout from the top-level "greedy", tokens from the variant */
     const cJSON *runs = item(g->manifest, "greedy");
@@ -324,6 +360,13 @@ halo_status halo_golden_variant_get(halo_golden *g, const char *model, const cha
                 variant);
 }
 
+/* NaN sorts last (it is the largest difference). */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    if (isnan(x) || isnan(y)) return isnan(x) - isnan(y);
+    return (x > y) - (x < y);
+}
+
 static int32_t argmax(const float *row, int32_t n) {
     int32_t best = 0;
     for (int32_t i = 1; i < n; i++)
@@ -345,6 +388,7 @@ void halo_golden_compare(const float *ref, const float *got, const float *margin
     }
     out->ref_range = n_pos > 0 ? hi - lo : 0.0;
     out->tol_abs = tol_rel * out->ref_range;
+    double *pos_max = n_pos > 0 ? malloc((size_t)n_pos * sizeof(*pos_max)) : NULL;
     for (int64_t p = 0; p < n_pos; p++) {
         const float *r = ref + p * n_vocab, *x = got + p * n_vocab;
         double row_max = 0.0;
@@ -356,6 +400,7 @@ void halo_golden_compare(const float *ref, const float *got, const float *margin
             out->max_abs = row_max;
             out->max_abs_pos = p;
         }
+        if (pos_max) pos_max[p] = row_max;
         int32_t tr = argmax(r, n_vocab), tg = argmax(x, n_vocab);
         if (tr == tg) out->top1_agree++;
         int top1_bad = tr != tg && (double)r[tr] - (double)r[tg] > out->tol_abs;
@@ -366,6 +411,14 @@ void halo_golden_compare(const float *ref, const float *got, const float *margin
         }
     }
     out->rel = out->ref_range > 0 ? out->max_abs / out->ref_range : out->max_abs;
+    out->median_rel = NAN;
+    if (pos_max) {
+        qsort(pos_max, (size_t)n_pos, sizeof(*pos_max), cmp_double);
+        double med =
+            n_pos % 2 ? pos_max[n_pos / 2] : 0.5 * (pos_max[n_pos / 2 - 1] + pos_max[n_pos / 2]);
+        out->median_rel = out->ref_range > 0 ? med / out->ref_range : med;
+        free(pos_max);
+    }
     if (margins && out->first_bad >= 0) {
         out->bad_moe_margin = margins[out->first_bad * 2];
         out->bad_index_margin = margins[out->first_bad * 2 + 1];
@@ -384,8 +437,39 @@ void halo_golden_compare(const float *ref, const float *got, const float *margin
 
 void halo_golden_compare_seq(const halo_golden_variant *v, const halo_golden_seq *seq,
                              const float *got, double tol_rel, halo_golden_cmp *out) {
-    halo_golden_compare(v->logits + seq->offset * v->n_vocab, got, v->margins + seq->offset * 2,
-                        seq->length, v->n_vocab, tol_rel, out);
+    int64_t row = v->seq_row[seq->index];
+    if (row < 0) { /* not stored: nothing compared (callers check has_seq first) */
+        halo_golden_compare(NULL, NULL, NULL, 0, v->n_vocab, tol_rel, out);
+        return;
+    }
+    halo_golden_compare(v->logits + row * v->n_vocab, got, v->margins + row * 2, seq->length,
+                        v->n_vocab, tol_rel, out);
+}
+
+int halo_golden_variant_has_seq(const halo_golden_variant *v, const halo_golden_seq *seq) {
+    return v->seq_row[seq->index] >= 0;
+}
+
+halo_status halo_golden_llama_figures(const halo_golden_variant *v, const halo_golden_seq *seq,
+                                      const char *mode, halo_golden_figures *out, halo_error *err) {
+    memset(out, 0, sizeof(*out));
+    const variant_slot *s = (const variant_slot *)v; /* v is the slot's first member */
+    const cJSON *list = item(item(item(s->json, "llamacpp"), "agreement"), mode), *e;
+    cJSON_ArrayForEach(e, list) {
+        const char *name = str_item(e, "seq");
+        if (!name || strcmp(name, seq->name)) continue;
+        double top1, n, med;
+        if (!num_item(e, "max_abs", &out->max_abs) || !num_item(e, "rel", &out->rel) ||
+            !num_item(e, "top1", &top1) || !num_item(e, "n", &n))
+            return fail(err, HALO_E_BAD_VALUE, "manifest: %s-%s llama.cpp %s %s malformed",
+                        v->model, v->variant, mode, seq->name);
+        out->median_rel = num_item(e, "median_rel", &med) ? med : NAN;
+        out->top1 = (int64_t)top1;
+        out->n = (int64_t)n;
+        return HALO_OK;
+    }
+    return fail(err, HALO_E_NOT_FOUND, "manifest: %s-%s has no llama.cpp %s figures for %s",
+                v->model, v->variant, mode, seq->name);
 }
 
 int halo_golden_near_tie(const halo_golden_cmp *c, float eps) {

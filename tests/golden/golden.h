@@ -21,6 +21,7 @@ typedef struct halo_golden_seq {
     int32_t length;        /* tokens */
     int64_t offset;        /* first token in tokens.i32 == first row in every logits file */
     const int32_t *tokens; /* length ids, owned by the halo_golden */
+    int index;             /* position in the manifest's sequence list */
 } halo_golden_seq;
 
 typedef struct halo_golden_greedy {
@@ -44,6 +45,11 @@ typedef struct halo_golden_variant {
     const float *llama_logits;  /* [n_rows][n_vocab] llama.cpp, NULL where not committed */
     int n_greedy;
     const halo_golden_greedy *greedy;
+    /* Quantized variants store the reference for a subset of the sequences (the manifest's
+     * variant "sequences"): seq_row[i] is the first row of manifest sequence i in logits and
+     * margins, -1 where that sequence is not stored. For the others seq_row[i] = its offset. */
+    const int64_t *seq_row;
+    const char *description; /* the mix ("" for the F32/F16 variants) */
 } halo_golden_variant;
 
 /* Opens DIR/manifest.json and DIR/tokens.i32 (DIR is usually "tests/golden"). The caller frees
@@ -56,9 +62,27 @@ int halo_golden_n_seqs(const halo_golden *g);
 const halo_golden_seq *halo_golden_seq_at(const halo_golden *g, int i);
 const halo_golden_seq *halo_golden_seq_find(const halo_golden *g, const char *name);
 
-/* Loads (once) and returns a model variant's expected outputs; the halo_golden owns them. */
+/* Loads (once) and returns a model variant's expected outputs; the halo_golden owns them.
+ * Variants without greedy runs (the quantized ones) have n_greedy 0 and greedy_logits NULL. */
 halo_status halo_golden_variant_get(halo_golden *g, const char *model, const char *variant,
                                     const halo_golden_variant **out, halo_error *err);
+
+/* 1 when the variant stores the reference for this sequence. */
+int halo_golden_variant_has_seq(const halo_golden_variant *v, const halo_golden_seq *seq);
+
+/* llama.cpp's agreement with the transformers reference on one sequence of a variant, as
+ * recorded in the manifest (tools/oracle/assemble*.py computed them with the same rules as
+ * halo_golden_compare). mode: "batch", "chunk37", "token", and for quantized variants
+ * "dequant" (the same weights dequantized to F32: no activation quantization). */
+typedef struct halo_golden_figures {
+    double max_abs;    /* max |llama - ref| */
+    double rel;        /* max_abs / range of the reference logits of the sequence */
+    double median_rel; /* median over positions of (max |d| at that position) / range */
+    int64_t top1;      /* positions whose argmax agrees */
+    int64_t n;         /* positions */
+} halo_golden_figures;
+halo_status halo_golden_llama_figures(const halo_golden_variant *v, const halo_golden_seq *seq,
+                                      const char *mode, halo_golden_figures *out, halo_error *err);
 
 typedef struct halo_golden_cmp {
     int64_t n_pos;       /* positions compared */
@@ -80,6 +104,7 @@ typedef struct halo_golden_cmp {
     float prefix_index_margin;
     int64_t prefix_moe_pos; /* where those were recorded */
     int64_t prefix_index_pos;
+    double median_rel; /* median over positions of (max |got - ref| there) / ref_range */
 } halo_golden_cmp;
 
 /* Compares n_pos rows of n_vocab logits. margins ([n_pos][2]) may be NULL. */

@@ -8,9 +8,13 @@
 #ifndef HALO_SAMPLE_H
 #define HALO_SAMPLE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "halo/halo.h"
 #include "halo/status.h"
+#include "halo/text.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,6 +52,43 @@ int32_t halo_sampler_sample(halo_sampler *s, const float *logits);
 /* The distribution halo_sampler_sample draws from, written to probs[n_vocab] (zeros for
  * filtered tokens; a one-hot for greedy). For tests and diagnostics. */
 void halo_sampler_probs(halo_sampler *s, const float *logits, float *probs);
+
+/* ---- generation ------------------------------------------------------------------------- */
+
+/* The loop `halo run`, `halo chat` and servers share: evaluate a prompt on a session, then sample,
+ * stream and evaluate one token at a time. */
+typedef enum halo_gen_stop {
+    HALO_GEN_EOG,          /* the model ended its turn (EOS / EOT, not printed or evaluated) */
+    HALO_GEN_LIMIT,        /* max_new tokens generated (the last one is not evaluated) */
+    HALO_GEN_CONTEXT_FULL, /* the session has no room for another token */
+    HALO_GEN_STOPPED,      /* the callback asked to stop (e.g. Ctrl-C) */
+} halo_gen_stop;
+
+typedef struct halo_gen_stats {
+    uint32_t n_prompt, n_generated;
+    double prefill_s, decode_s; /* wall time of prompt evaluation and of the token loop */
+} halo_gen_stats;
+
+/* Receives text as it is generated, in whole UTF-8 characters (control tokens are not shown).
+ * Called at least once per sampled token (len may be 0); return false to stop. */
+typedef bool (*halo_gen_text_fn)(void *user, const char *text, size_t len);
+
+typedef struct halo_gen_params {
+    uint32_t n_ctx;    /* the session's context size */
+    uint32_t max_new;  /* 0: until the model stops or the context is full */
+    bool ignore_eos;   /* keep going past end-of-generation tokens */
+    halo_gen_text_fn on_text;
+    void *user;
+} halo_gen_params;
+
+/* Evaluates n_prompt (>= 1) tokens after what the session holds, then generates. Sampled
+ * tokens are appended to *generated (when not NULL), an end token included; the session has
+ * evaluated every generated token but the last. The sampler sees the prompt and every sampled
+ * token. */
+halo_status halo_generate(halo_session *s, halo_sampler *smp, const halo_tokenizer *tok,
+                          const int32_t *prompt, size_t n_prompt, const halo_gen_params *gp,
+                          halo_tokens *generated, halo_gen_stop *why, halo_gen_stats *stats,
+                          halo_error *err);
 
 #ifdef __cplusplus
 }

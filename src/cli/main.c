@@ -15,6 +15,8 @@ static const command commands[] = {
     {"inspect", cli_inspect, "show a GGUF model's metadata, tensors and sizes"},
     {"logits", cli_logits, "write the logits of every position of a token file"},
     {"plan", cli_plan, "show where every tensor goes on this machine, before loading"},
+    {"run", cli_run, "generate text from a prompt, streamed, with the speed"},
+    {"chat", cli_chat, "talk with a model: multi-turn, line editing, /commands"},
 };
 
 static void usage(FILE *out) {

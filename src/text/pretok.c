@@ -96,6 +96,10 @@ void halo_encoder_end(halo_encoder *e) {
  * spaces), so the quadratic scan beats a heap here. */
 static halo_status bpe(halo_encoder *e, const unsigned char *s, size_t n) {
     const halo_tokenizer *t = e->t;
+    for (size_t i = 0; i < n; i++)
+        if (t->byte_token[s[i]] < 0)
+            return halo_fail(e->err, HALO_E_UNSUPPORTED, "byte 0x%02x has no token in this "
+                             "vocabulary", s[i]);
     if (n == 1) return halo_tokens_push(e->out, t->byte_token[s[0]], e->err);
     if (n > e->sym_cap) {
         size_t cap = n < 256 ? 256 : n;

@@ -1,0 +1,327 @@
+/* `halo chat -m MODEL`: multi-turn conversation with line editing and history (libedit),
+ * /commands, and Ctrl-C stopping the reply being generated.
+ *
+ * The session keeps its KV state across turns. Each turn renders the whole conversation with the
+ * chat encoding and evaluates only what the session does not hold yet: when the rendering starts
+ * with the text of the tokens already evaluated, only the rest is tokenized and evaluated;
+ * otherwise (thinking mode toggled, a reply re-tokenizing differently) the session rewinds to
+ * the longest common token prefix. Earlier reasoning is kept in the conversation (the template's
+ * drop_thinking=false), so a thinking turn never forces the previous turns to be re-evaluated. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <editline/readline.h>
+
+#include "cli/cli.h"
+#include "cli/run.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: halo chat [-m MODEL] [options]\n"
+            "  Talk with the model. Ctrl-C stops a reply; Ctrl-D or /quit leaves.\n"
+            "  -m, --model PATH     GGUF model (default: $HALO_MODEL, else models/*.gguf)\n"
+            "  -n, --n-predict N    at most N tokens per reply (default: until the model stops)\n"
+            "  --system TEXT        system prompt\n"
+            "  --think | --nothink | --think-max   thinking mode to start with (default "
+            "--nothink)\n"
+            "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, --frequency-penalty,\n"
+            "  --presence-penalty, --seed, --ignore-eos, --ctx N, --threads N   as for halo run\n"
+            "commands: /think  /nothink  /think-max  /reset  /ctx  /help  /quit\n");
+}
+
+static void help(void) {
+    printf("/think      reply with reasoning first (<think>)\n"
+           "/think-max  thinking with the maximum reasoning effort prefix\n"
+           "/nothink    reply directly\n"
+           "/reset      forget the conversation (keeps the system prompt)\n"
+           "/ctx        show how much of the context is used\n"
+           "/help       this list\n"
+           "/quit       leave (Ctrl-D too)\n"
+           "Ctrl-C stops a reply while it is generated.\n");
+}
+
+typedef struct msg {
+    halo_chat_role role;
+    char *content, *reasoning;
+} msg;
+
+typedef struct chat {
+    cli_common *c;
+    cli_model *m;
+    msg *msgs;
+    size_t n, cap;
+    halo_tokens hist; /* tokens the session has evaluated, in order */
+    halo_chat_thinking thinking;
+} chat;
+
+static bool add_msg(chat *ch, halo_chat_role role, const char *content, size_t content_len,
+                    const char *reasoning, size_t reasoning_len) {
+    if (ch->n == ch->cap) {
+        size_t cap = ch->cap ? ch->cap * 2 : 16;
+        msg *m = realloc(ch->msgs, cap * sizeof *m);
+        if (!m) return false;
+        ch->msgs = m;
+        ch->cap = cap;
+    }
+    msg *m = &ch->msgs[ch->n];
+    m->role = role;
+    m->content = strndup(content, content_len);
+    m->reasoning = reasoning ? strndup(reasoning, reasoning_len) : NULL;
+    if (!m->content) return false;
+    ch->n++;
+    return true;
+}
+
+static void clear_msgs(chat *ch) {
+    for (size_t i = 0; i < ch->n; i++) {
+        free(ch->msgs[i].content);
+        free(ch->msgs[i].reasoning);
+    }
+    ch->n = 0;
+}
+
+/* Tokens to evaluate for the conversation as rendered now, rewinding the session first when it
+ * holds tokens the rendering no longer starts with. */
+static halo_status tokens_to_eval(chat *ch, const char *rendered, halo_tokens *out,
+                                  halo_error *err) {
+    cli_model *m = ch->m;
+    char *held = NULL;
+    size_t held_len = 0;
+    halo_status st = halo_tokenizer_decode(m->tok, ch->hist.ids, ch->hist.n,
+                                           HALO_TOKENIZE_SPECIAL, &held, &held_len, err);
+    if (st) return st;
+    size_t len = strlen(rendered);
+    if (held_len <= len && !memcmp(rendered, held, held_len)) {
+        st = halo_tokenizer_encode(m->tok, rendered + held_len, len - held_len,
+                                   HALO_TOKENIZE_SPECIAL, out, err);
+        free(held);
+        return st;
+    }
+    free(held);
+    halo_tokens all = {0};
+    if ((st = halo_tokenizer_encode(m->tok, rendered, len, HALO_TOKENIZE_SPECIAL, &all, err)))
+        return st;
+    size_t common = 0;
+    while (common < all.n && common < ch->hist.n && all.ids[common] == ch->hist.ids[common])
+        common++;
+    if (common == all.n && common) common--; /* evaluate at least one token for fresh logits */
+    if ((st = halo_session_rewind(m->session, (uint32_t)common, err))) {
+        halo_tokens_free(&all);
+        return st;
+    }
+    ch->hist.n = common;
+    for (size_t i = common; i < all.n && !st; i++) st = halo_tokens_push(out, all.ids[i], err);
+    halo_tokens_free(&all);
+    return st;
+}
+
+typedef struct reply {
+    bool newline;
+} reply;
+
+static bool on_text(void *user, const char *text, size_t len) {
+    reply *r = user;
+    cli_print_text(&r->newline, text, len);
+    return !interrupted;
+}
+
+/* One user turn: render, evaluate the new tokens, stream the reply, record it. */
+static void turn(chat *ch, const char *line) {
+    cli_model *m = ch->m;
+    halo_error err = {0};
+    char *clean = NULL, *rendered = NULL, *text = NULL;
+    size_t clean_len = 0, bad = 0;
+    halo_tokens todo = {0}, gen = {0};
+    if (halo_utf8_sanitize(line, strlen(line), &clean, &clean_len, &bad, &err)) goto fail;
+    if (bad)
+        fprintf(stderr, "(the input is not valid UTF-8: replaced %zu invalid sequence%s with "
+                "U+FFFD)\n", bad, bad == 1 ? "" : "s");
+    size_t n_before = ch->n;
+    if (!add_msg(ch, HALO_CHAT_USER, clean, clean_len, NULL, 0)) goto nomem;
+
+    halo_chat_message *cm = calloc(ch->n, sizeof *cm);
+    if (!cm) goto nomem;
+    for (size_t i = 0; i < ch->n; i++)
+        cm[i] = (halo_chat_message){.role = ch->msgs[i].role,
+                                    .content = ch->msgs[i].content,
+                                    .reasoning = ch->msgs[i].reasoning};
+    halo_chat_params cp = {.format = m->format,
+                           .thinking = ch->thinking,
+                           .add_generation_prompt = true,
+                           .keep_thinking = true};
+    halo_status st = halo_chat_render(cm, ch->n, &cp, &rendered, NULL, &err);
+    free(cm);
+    if (st || (st = tokens_to_eval(ch, rendered, &todo, &err))) goto fail_drop;
+    uint32_t past = halo_session_n_past(m->session);
+    if (!todo.n || past + todo.n >= m->n_ctx) {
+        fprintf(stderr, "halo chat: the context is full (%u of %u tokens used, %zu more "
+                "needed): /reset starts over\n", past, m->n_ctx, todo.n);
+        goto drop_turn;
+    }
+    interrupted = 0;
+    reply r = {.newline = true};
+    halo_gen_params gp = {.n_ctx = m->n_ctx,
+                          .max_new = ch->c->n_predict,
+                          .ignore_eos = ch->c->ignore_eos,
+                          .on_text = on_text,
+                          .user = &r};
+    halo_gen_stop why;
+    halo_gen_stats stats;
+    st = halo_generate(m->session, m->sampler, m->tok, todo.ids, todo.n, &gp, &gen, &why, &stats,
+                       &err);
+    if (st) goto fail_drop;
+    if (!r.newline) putchar('\n');
+    if (why == HALO_GEN_STOPPED) printf("[interrupted]\n");
+    if (why == HALO_GEN_CONTEXT_FULL) printf("[the context is full: /reset starts over]\n");
+    fflush(stdout);
+    /* The session now holds the new tokens and every generated one but the last. */
+    for (size_t i = 0; i < todo.n; i++) halo_tokens_push(&ch->hist, todo.ids[i], NULL);
+    for (size_t i = 0; i + 1 < gen.n; i++) halo_tokens_push(&ch->hist, gen.ids[i], NULL);
+    size_t n_text = gen.n && why == HALO_GEN_EOG ? gen.n - 1 : gen.n;
+    size_t len = 0;
+    if ((st = halo_tokenizer_decode(m->tok, gen.ids, n_text, 0, &text, &len, &err))) goto fail;
+    /* Thinking replies are "reasoning</think>answer" (the prompt ended with <think>). */
+    const char *close = ch->thinking != HALO_THINK_NONE ? strstr(text, HALO_CHAT_THINK_CLOSE) : NULL;
+    bool ok;
+    if (ch->thinking == HALO_THINK_NONE)
+        ok = add_msg(ch, HALO_CHAT_ASSISTANT, text, len, NULL, 0);
+    else if (close)
+        ok = add_msg(ch, HALO_CHAT_ASSISTANT, close + strlen(HALO_CHAT_THINK_CLOSE),
+                     len - (size_t)(close - text) - strlen(HALO_CHAT_THINK_CLOSE), text,
+                     (size_t)(close - text));
+    else
+        ok = add_msg(ch, HALO_CHAT_ASSISTANT, "", 0, text, len);
+    if (!ok) goto nomem;
+    cli_print_stats(&stats);
+    goto done;
+nomem:
+    snprintf(err.message, sizeof err.message, "out of memory");
+fail:
+    fprintf(stderr, "halo chat: %s\n", err.message);
+    goto done;
+fail_drop:
+    fprintf(stderr, "halo chat: %s\n", err.message);
+drop_turn: /* the user's message did not get a reply: forget it */
+    while (ch->n > n_before) {
+        ch->n--;
+        free(ch->msgs[ch->n].content);
+        free(ch->msgs[ch->n].reasoning);
+    }
+done:
+    halo_tokens_free(&todo);
+    halo_tokens_free(&gen);
+    free(text);
+    free(rendered);
+    free(clean);
+}
+
+static void reset(chat *ch) {
+    halo_error err;
+    clear_msgs(ch);
+    if (ch->c->system) add_msg(ch, HALO_CHAT_SYSTEM, ch->c->system, strlen(ch->c->system), NULL, 0);
+    ch->hist.n = 0;
+    if (halo_session_rewind(ch->m->session, 0, &err))
+        fprintf(stderr, "halo chat: %s\n", err.message);
+    halo_sampler_reset(ch->m->sampler);
+}
+
+/* Returns false to leave. */
+static bool command(chat *ch, const char *line) {
+    static const struct {
+        const char *name;
+        halo_chat_thinking mode;
+        const char *said;
+    } modes[] = {{"/think", HALO_THINK_HIGH, "thinking"},
+                 {"/think-max", HALO_THINK_MAX, "thinking, maximum effort"},
+                 {"/nothink", HALO_THINK_NONE, "no thinking"}};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (!strcmp(line, modes[i].name)) {
+            ch->thinking = modes[i].mode;
+            printf("(%s)\n", modes[i].said);
+            return true;
+        }
+    if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) return false;
+    if (!strcmp(line, "/reset")) {
+        reset(ch);
+        printf("(conversation cleared)\n");
+    } else if (!strcmp(line, "/ctx")) {
+        uint32_t used = halo_session_n_past(ch->m->session);
+        printf("(context: %u of %u tokens used, %zu messages)\n", used, ch->m->n_ctx, ch->n);
+    } else if (!strcmp(line, "/help")) {
+        help();
+    } else {
+        printf("(unknown command %s: /help lists them)\n", line);
+    }
+    return true;
+}
+
+int cli_chat(int argc, char **argv) {
+    cli_common c;
+    cli_common_init(&c);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        int r = cli_common_option("chat", argc, argv, &i, &c);
+        if (r < 0) return 2;
+        if (r == 0) {
+            fprintf(stderr, "halo chat: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    cli_model m;
+    int rc = cli_open("chat", &c, &m);
+    if (rc) return rc;
+    chat ch = {.c = &c, .m = &m, .thinking = c.thinking};
+    reset(&ch);
+
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a read at the prompt returns */
+    bool tty = isatty(STDIN_FILENO);
+    if (tty) printf("halo chat: %s, context %u tokens. /help lists commands.\n", c.model, m.n_ctx);
+    using_history();
+    for (;;) {
+        interrupted = 0;
+        char *line = readline(tty ? "> " : "");
+        if (!line) {
+            if (interrupted) { /* Ctrl-C at the prompt: a fresh line, not an exit */
+                printf("\n");
+                continue;
+            }
+            break;
+        }
+        size_t len = strlen(line);
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (!len) {
+            free(line);
+            continue;
+        }
+        add_history(line);
+        bool go = true;
+        if (line[0] == '/') go = command(&ch, line);
+        else turn(&ch, line);
+        free(line);
+        if (!go) break;
+    }
+    if (tty) printf("\n");
+    clear_msgs(&ch);
+    free(ch.msgs);
+    halo_tokens_free(&ch.hist);
+    cli_close(&m);
+    return 0;
+}

@@ -2,9 +2,10 @@
  * selection with the load-balancing bias or the hash table for the first layers, weights
  * normalised and scaled, clamped SwiGLU experts, plus the shared expert.
  *
- * Three parallel phases so that a single decode token still spreads over every thread:
- * routing (per token), gate/up projections (per token-expert pair and block of rows), down
- * projections (likewise), then a per-token weighted sum. */
+ * Parallel phases so a single decode token still spreads over every thread and a prompt reads
+ * each expert's weights once: routing (per token); gate/up projections per (expert, block of
+ * rows) for every token routed to that expert, so the block stays in cache across its tokens;
+ * down projections likewise; then a per-token weighted sum. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,10 @@ typedef struct moe_ctx {
     uint64_t h_act_bytes;
     int64_t n_h;
     float *y;             /* [n_tok][slots][n_embd] expert outputs */
+    /* Grouping by expert (the shared expert is group n_expert): the (token, slot) pairs of
+     * group e are pairs[first[e] .. first[e+1]). */
+    int64_t *first, *pairs;
+    int64_t (*tasks)[2];  /* (group, first row) of each gate/up or down task */
 } moe_ctx;
 
 static float score_fn(uint32_t gating, float x) {
@@ -117,32 +122,31 @@ static void slot_mats(const moe_ctx *c, int64_t t, uint32_t s, const halo_tensor
     }
 }
 
-/* Phase 2: h = silu(min(gate·x, c)) · clamp(up·x, ±c) for one block of rows of one slot. */
+/* Phase 2: h = silu(min(gate·x, c)) · clamp(up·x, ±c) for one block of rows of one expert,
+ * for every token routed to it. */
 static void gate_up_task(void *p, int64_t task) {
     moe_ctx *c = p;
-    int64_t blocks = (c->n_h + ROW_BLOCK - 1) / ROW_BLOCK;
-    int64_t pair = task / blocks, r0 = (task % blocks) * ROW_BLOCK;
-    int64_t t = pair / c->slots;
-    uint32_t s = (uint32_t)(pair % c->slots);
-    const halo_tensor *g, *u, *d;
-    uint64_t off_gu, off_d;
-    const void *x_act;
-    float clamp;
-    slot_mats(c, t, s, &g, &u, &d, &off_gu, &off_d, &x_act, &clamp);
-    int64_t n_ff = g->ne[1];
-    if (r0 >= n_ff) return;
-    int64_t r1 = r0 + ROW_BLOCK < n_ff ? r0 + ROW_BLOCK : n_ff;
-    float gv[ROW_BLOCK], uv[ROW_BLOCK];
-    cpu_dot_rows(c->precise, g, r0, r1, x_act, gv, off_gu);
-    cpu_dot_rows(c->precise, u, r0, r1, x_act, uv, off_gu);
-    float *h = c->h + pair * c->n_h;
-    for (int64_t i = 0; i < r1 - r0; i++) {
-        float a = gv[i], b = uv[i];
-        if (clamp > 0) {
-            a = a > clamp ? clamp : a;
-            b = b > clamp ? clamp : b < -clamp ? -clamp : b;
+    int64_t e = c->tasks[task][0], r0 = c->tasks[task][1];
+    for (int64_t i = c->first[e]; i < c->first[e + 1]; i++) {
+        int64_t pair = c->pairs[i], t = pair / c->slots;
+        const halo_tensor *g, *u, *d;
+        uint64_t off_gu, off_d;
+        const void *x_act;
+        float clamp;
+        slot_mats(c, t, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu, &off_d, &x_act, &clamp);
+        int64_t r1 = r0 + ROW_BLOCK < g->ne[1] ? r0 + ROW_BLOCK : g->ne[1];
+        float gv[ROW_BLOCK], uv[ROW_BLOCK];
+        cpu_dot_rows(c->precise, g, r0, r1, x_act, gv, off_gu);
+        cpu_dot_rows(c->precise, u, r0, r1, x_act, uv, off_gu);
+        float *h = c->h + pair * c->n_h;
+        for (int64_t r = 0; r < r1 - r0; r++) {
+            float a = gv[r], b = uv[r];
+            if (clamp > 0) {
+                a = a > clamp ? clamp : a;
+                b = b > clamp ? clamp : b < -clamp ? -clamp : b;
+            }
+            h[r0 + r] = a / (1.0f + expf(-a)) * b;
         }
-        h[r0 + i] = a / (1.0f + expf(-a)) * b;
     }
 }
 
@@ -158,20 +162,50 @@ static void h_act_task(void *p, int64_t pair) {
                  c->h_act + pair * c->h_act_bytes);
 }
 
-/* Phase 3: y = down · h for one block of output rows of one slot. */
+/* Phase 3: y = down · h for one block of output rows of one expert, for each of its tokens. */
 static void down_task(void *p, int64_t task) {
     moe_ctx *c = p;
-    int64_t blocks = (c->n_embd + ROW_BLOCK - 1) / ROW_BLOCK;
-    int64_t pair = task / blocks, r0 = (task % blocks) * ROW_BLOCK;
+    int64_t e = c->tasks[task][0], r0 = c->tasks[task][1];
     int64_t r1 = r0 + ROW_BLOCK < c->n_embd ? r0 + ROW_BLOCK : c->n_embd;
-    const halo_tensor *g, *u, *d;
-    uint64_t off_gu, off_d;
-    const void *x_act;
-    float clamp;
-    slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu, &off_d,
-              &x_act, &clamp);
-    cpu_dot_rows(c->precise, d, r0, r1, c->h_act + pair * c->h_act_bytes,
-                 c->y + pair * c->n_embd + r0, off_d);
+    for (int64_t i = c->first[e]; i < c->first[e + 1]; i++) {
+        int64_t pair = c->pairs[i];
+        const halo_tensor *g, *u, *d;
+        uint64_t off_gu, off_d;
+        const void *x_act;
+        float clamp;
+        slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu, &off_d,
+                  &x_act, &clamp);
+        cpu_dot_rows(c->precise, d, r0, r1, c->h_act + pair * c->h_act_bytes,
+                     c->y + pair * c->n_embd + r0, off_d);
+    }
+}
+
+/* Groups the (token, slot) pairs by expert and lists one task per (group, block of rows). */
+static int64_t plan_tasks(moe_ctx *c, int64_t rows_routed, int64_t rows_shared) {
+    int64_t groups = c->n_expert + 1, n_pairs = c->n_tok * c->slots, n_tasks = 0;
+    memset(c->first, 0, (size_t)(groups + 1) * sizeof *c->first);
+    for (int64_t pair = 0; pair < n_pairs; pair++) {
+        uint32_t s = (uint32_t)(pair % c->slots);
+        int64_t e = s < c->k ? c->sel[(pair / c->slots) * c->k + s] : c->n_expert;
+        c->first[e + 1]++;
+    }
+    for (int64_t e = 0; e < groups; e++) c->first[e + 1] += c->first[e];
+    int64_t *fill = calloc((size_t)(uint32_t)groups, sizeof *fill); /* groups <= 2^32 */
+    for (int64_t pair = 0; pair < n_pairs; pair++) {
+        uint32_t s = (uint32_t)(pair % c->slots);
+        int64_t e = s < c->k ? c->sel[(pair / c->slots) * c->k + s] : c->n_expert;
+        c->pairs[c->first[e] + fill[e]++] = pair;
+    }
+    free(fill);
+    for (int64_t e = 0; e < groups; e++) {
+        if (c->first[e + 1] == c->first[e]) continue;
+        int64_t rows = e < c->n_expert ? rows_routed : rows_shared;
+        for (int64_t r0 = 0; r0 < rows; r0 += ROW_BLOCK) {
+            c->tasks[n_tasks][0] = e;
+            c->tasks[n_tasks++][1] = r0;
+        }
+    }
+    return n_tasks;
 }
 
 static void sum_task(void *p, int64_t t) {
@@ -207,6 +241,11 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     c.h = calloc((size_t)(pairs * c.n_h), sizeof *c.h);
     c.h_act = malloc((size_t)(pairs * c.h_act_bytes));
     c.y = malloc((size_t)(pairs * c.n_embd) * sizeof *c.y);
+    c.first = malloc((size_t)(c.n_expert + 2) * sizeof *c.first);
+    c.pairs = malloc((size_t)pairs * sizeof *c.pairs);
+    int64_t max_rows = c.n_h > c.n_embd ? c.n_h : c.n_embd;
+    c.tasks = malloc((size_t)((c.n_expert + 1) * ((max_rows + ROW_BLOCK - 1) / ROW_BLOCK) + 1) *
+                     sizeof *c.tasks);
     if (a->probs_bias) {
         c.bias = malloc((size_t)a->probs_bias->ne[0] * sizeof(float));
         halo_quant_dequantize_row(a->probs_bias->type, cpu_ptr(a->probs_bias), c.bias,
@@ -214,9 +253,9 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     }
     halo_threadpool *pool = cpu_of(be)->pool;
     halo_threadpool_run(pool, c.n_tok, route_task, &c);
-    halo_threadpool_run(pool, pairs * ((c.n_h + ROW_BLOCK - 1) / ROW_BLOCK), gate_up_task, &c);
+    halo_threadpool_run(pool, plan_tasks(&c, c.n_ff, c.n_ff_sh), gate_up_task, &c);
     halo_threadpool_run(pool, pairs, h_act_task, &c);
-    halo_threadpool_run(pool, pairs * ((c.n_embd + ROW_BLOCK - 1) / ROW_BLOCK), down_task, &c);
+    halo_threadpool_run(pool, plan_tasks(&c, c.n_embd, c.n_embd), down_task, &c);
     halo_threadpool_run(pool, c.n_tok, sum_task, &c);
     free(c.bias);
     free(c.sel);
@@ -226,4 +265,7 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     free(c.h);
     free(c.h_act);
     free(c.y);
+    free(c.first);
+    free(c.pairs);
+    free(c.tasks);
 }

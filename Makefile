@@ -22,7 +22,11 @@ asan: deps
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS)
 
-demo: all
+# The demo builds quietly (the log is kept) so its output is the demo itself.
+demo: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@echo "building halo (log: $(BUILD)/build.log) ..."
+	@cmake --build $(BUILD) -j $(JOBS) >$(BUILD)/build.log 2>&1 || { tail -40 $(BUILD)/build.log; exit 1; }
 	@scripts/demo.sh $(BUILD)
 
 fuzz:

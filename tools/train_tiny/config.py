@@ -10,6 +10,10 @@ by o_groups, one shared expert.
 """
 
 NAME = "kjv-tiny"
+# Storage of the 2-D and 3-D float tensors in the shipped GGUF (1-D stay F32, hash tables I32):
+# "q8_0" (10.6 MB) keeps the repository's working tree small; "f16" (19.7 MB) is lossless
+# against the F16-rounded training weights.
+QUANT = "q8_0"
 GGUF_NAME = f"{NAME}.gguf"
 
 # Vocabulary: byte-level BPE trained on the KJV training split (tokenizer.py).

@@ -10,7 +10,9 @@ weights before writing). The only addition to make_models' file is the tokenizer
 metadata (tokenizer.ggml.*) from the HF tokenizer.json, in place of "no_vocab".
 
 Numpy and gguf-py only (no torch):
-  export.py NPZ TOKENIZER.json OUT.gguf   (NPZ: transformers state dict as numpy arrays)
+  export.py TOKENIZER.json OUT.gguf {f16|q8_0} NPZ...
+      (NPZ: parts of the transformers state dict as numpy arrays, e.g. train.py's
+      ckpt_experts.npz and ckpt_rest.npz)
 """
 import json
 import os
@@ -25,6 +27,9 @@ import config  # noqa: E402
 import make_models  # noqa: E402  (tools/oracle)
 
 import gguf  # noqa: E402
+
+
+DESCRIPTION = "halo's embedded default model: a tiny DeepSeek V4 trained on the KJV"
 
 
 def gguf_tensors(cfg, sd):
@@ -138,7 +143,9 @@ def tokenizer_metadata(tokenizer_json):
     return tokens, [int(t) for t in types], merges
 
 
-def write(path, cfg, tensors, tokenizer_json, description=""):
+def write(path, cfg, tensors, tokenizer_json, description="", quant="f16"):
+    """quant "f16": make_models' f16 rule. "q8_0": the tensors that rule makes F16 are stored
+    Q8_0 instead (blocks of 32 along rows; every row length here is a multiple of 32)."""
     tokens, types, merges = tokenizer_metadata(tokenizer_json)
     assert len(tokens) == cfg["vocab_size"], (len(tokens), cfg["vocab_size"])
     for i, s in enumerate(config.SPECIAL_TOKENS):
@@ -161,6 +168,15 @@ def write(path, cfg, tensors, tokenizer_json, description=""):
             if description:
                 self.add_description(description)
 
+        def add_file_type(self, ftype):
+            super().add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quant == "q8_0" else ftype)
+
+        def add_tensor(self, name, tensor, *a, **kw):
+            if quant == "q8_0" and tensor.dtype == np.float16:
+                q = gguf.quants.quantize(tensor.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+                return super().add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            return super().add_tensor(name, tensor, *a, **kw)
+
     saved = make_models.gguf.GGUFWriter
     make_models.gguf.GGUFWriter = Writer
     try:
@@ -171,12 +187,16 @@ def write(path, cfg, tensors, tokenizer_json, description=""):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) < 5 or sys.argv[3] not in ("f16", "q8_0"):
         sys.exit(__doc__)
-    sd = dict(np.load(sys.argv[1]))
+    tok, out, quant = sys.argv[1:4]
+    sd = {}
+    for f in sys.argv[4:]:
+        sd.update(np.load(f))
+    sd = {k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in sd.items()}
     tensors = gguf_tensors(config.MODEL, sd)
-    size = write(sys.argv[3], config.MODEL, tensors, sys.argv[2])
-    print(f"{sys.argv[3]}: {size} bytes")
+    size = write(out, config.MODEL, tensors, tok, DESCRIPTION, quant=quant)
+    print(f"{out}: {size} bytes")
 
 
 if __name__ == "__main__":

@@ -16,16 +16,29 @@ import shutil
 import sys
 
 COMMANDS = [
+    "# here (Debian 12): corpus and gguf-py",
     "apt-get install -y bible-kjv bible-kjv-text python3-numpy",
     "python3 tools/train_tiny/corpus.py .train_tiny/kjv_chapters.jsonl",
-    "cp -r <llama.cpp v0.5.0>/gguf-py .train_tiny/gguf-py",
-    "# GPU machine (device tool, carry [\".train_tiny\"]), writes $OUT/{tokenizer.json,"
-    "kjv-tiny.gguf.part0,part1,ckpt_*.npz,results.json,train.log}:",
+    "cp -r <llama.cpp v0.5.0>/gguf-py .train_tiny/gguf-py   # .train_tiny is in .git/info/exclude",
+    "# GPU machine (device tool, carry [\".train_tiny\"]): vocabulary, training, export, reference",
     "PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/.train_tiny/gguf-py python3 tools/train_tiny/train.py "
     "--corpus .train_tiny/kjv_chapters.jsonl --out $OUT --work /tmp/tt --deadline 430",
-    "cat $OUT/kjv-tiny.gguf.part0 $OUT/kjv-tiny.gguf.part1 > models/kjv-tiny.gguf",
+    "# (the committed run had config.QUANT = 'f16': it wrote the F16 GGUF (19,670,720 bytes, "
+    "sha256 03886aa0...), ckpt_experts.npz and ckpt_rest.npz; the Q8_0 file was then exported "
+    "from those checkpoints and its reference recomputed:)",
     "cp $OUT/tokenizer.json tools/train_tiny/tokenizer.json",
-    "python3 tools/train_tiny/make_golden.py $OUT/results.json models/kjv-tiny.gguf tests/golden/kjv",
+    "PYTHONPATH=/tmp/llama.cpp/gguf-py python3 tools/train_tiny/export.py "
+    "tools/train_tiny/tokenizer.json models/kjv-tiny.gguf q8_0 $OUT/ckpt_experts.npz "
+    "$OUT/ckpt_rest.npz",
+    "grep '\"split\": \"val\"' .train_tiny/kjv_chapters.jsonl > .train_tiny/kjv_val.jsonl; "
+    "cp $OUT/results.json .train_tiny/results_f16.json",
+    "# GPU machine (carry [\".train_tiny\"]), about 70 s:",
+    "PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/.train_tiny/gguf-py python3 "
+    "tools/train_tiny/reference_run.py --gguf models/kjv-tiny.gguf --tokenizer "
+    "tools/train_tiny/tokenizer.json --corpus .train_tiny/kjv_val.jsonl --base "
+    ".train_tiny/results_f16.json --out $OUT --work /tmp/tt",
+    "python3 tools/train_tiny/make_golden.py $OUT/results.json models/kjv-tiny.gguf "
+    "tests/golden/kjv",
 ]
 
 
@@ -55,14 +68,19 @@ def main():
         f.write("\n".join(lines) + "\n")
     shutil.copyfile(res_path, os.path.join(out, "reference.json"))
     man = dict(
-        model=dict(path="models/kjv-tiny.gguf", bytes=os.path.getsize(model), sha256=sha),
+        model=dict(path="models/kjv-tiny.gguf", bytes=os.path.getsize(model), sha256=sha,
+                   storage=res["gguf"].get("quant", "f16")),
+        val_loss_f32=res["val_loss_f32_exported"],
         oracle="transformers DeepseekV4ForCausalLM, float32, CPU, one thread, eager attention and "
                "experts, weights read back from the GGUF with gguf-py (tools/oracle/reference.py); "
                "each step a full forward without KV cache (tools/train_tiny/reference_greedy.py)",
-        versions=dict(res["versions"], gguf_py="llama.cpp v0.5.0 gguf-py"),
+        versions=dict(res.get("reference_versions", res["versions"]),
+                      gguf_py="llama.cpp v0.5.0 gguf-py"),
+        training_versions=res["versions"],
         greedy_steps=len(res["prompts"][0]["tokens"]),
         tolerance="ids identical; a divergence is accepted only at a step whose recorded top-1 "
-                  "margin is below 1e-3 (a near-tie), and ends that case",
+                  "margin is below 1e-3 (a near-tie), and ends that case; halo is checked with its "
+                  "precise engine flag (f32 activations), the weights being Q8_0",
         cases=cases,
         commands=COMMANDS,
     )

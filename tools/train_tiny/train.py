@@ -7,7 +7,7 @@ One run does everything, in order, saving each result as soon as it exists:
   3. training: transformers' DeepseekV4ForCausalLM (config.MODEL, eager attention and experts),
      AdamW, bf16 autocast, a time budget (config.TRAIN), validation every ~30 s, the best
      validation state kept;
-  4. export: export.py's GGUF (F16 matrices) -> OUT/<name>.gguf.part{0,1} (split for transfer)
+  4. export: export.py's GGUF (config.QUANT: Q8_0 matrices) -> OUT/<name>.gguf.part{0,1} (split for transfer)
      and the F16-rounded state dict -> OUT/ckpt_{experts,rest}.npz;
   5. reference: reference_greedy.py (transformers, float32, CPU, one thread) on the exported
      GGUF for every prompt, in parallel processes -> OUT/results.json with everything else.
@@ -302,6 +302,47 @@ def f16_state(model):
     return out
 
 
+def make_prompts(tok, chapters):
+    """The test prompts: BOS + the HF tokenizer's ids of each config.PROMPTS text, and BOS + the
+    first LONG_TOKENS - 1 ids of the validation chapter LONG_CHAPTER."""
+    vt = {(d["book"], d["chapter"]): d for d in chapters}
+    long_doc = vt[config.LONG_CHAPTER]
+    assert long_doc["split"] == "val", long_doc["split"]
+    prompts = [dict(name=n, text=t, ids=[config.BOS_ID] + tok.encode(t, add_special_tokens=False).ids)
+               for n, t in config.PROMPTS]
+    lids = [config.BOS_ID] + tok.encode(long_doc["text"], add_special_tokens=False).ids
+    lids = lids[:config.LONG_TOKENS]
+    prompts.append(dict(name="long", text=tok.decode(lids[1:]), ids=lids,
+                        source=f"{long_doc['book']} {long_doc['chapter']} (validation), first "
+                               f"{config.LONG_TOKENS - 1} tokens"))
+    return prompts
+
+
+def run_references(gpath, prompts, work, tok):
+    """reference_greedy.py for every prompt, in parallel CPU processes; fills each prompt's
+    tokens, margins and decoded continuation."""
+    procs = []
+    for p in prompts:
+        pin = os.path.join(work, f"prompt_{p['name']}.json")
+        json.dump(dict(name=p["name"], ids=p["ids"]), open(pin, "w"))
+        cmd = [sys.executable, os.path.join(HERE, "reference_greedy.py"), gpath, pin,
+               os.path.join(work, f"greedy_{p['name']}.json"), str(config.GREEDY_STEPS)]
+        procs.append(subprocess.Popen(cmd, env=cpu_env()))
+    for pr in procs:
+        pr.wait()
+    for p in prompts:
+        g = os.path.join(work, f"greedy_{p['name']}.json")
+        if os.path.exists(g):
+            r = json.load(open(g))
+            p.update(r)
+            p["continuation_text"] = tok.decode(r["tokens"])
+            log(f"{p['name']}: {p['text'][-60:]!r} -> {p['continuation_text']!r} "
+                f"(min top-1 margin {min(r['top1_margins']):.4g})")
+        else:
+            log(f"WARNING: no reference for {p['name']}")
+    return prompts
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", required=True)
@@ -371,8 +412,7 @@ def main():
     except AssertionError as e:
         log("WARNING: export round trip failed:", repr(e)[:300])
     gpath = os.path.join(args.work, config.GGUF_NAME)
-    size = export.write(gpath, cfg, tensors, tok_path,
-                        "halo's embedded default model: a tiny DeepSeek V4 trained on the KJV")
+    size = export.write(gpath, cfg, tensors, tok_path, export.DESCRIPTION, quant=config.QUANT)
     blob = open(gpath, "rb").read()
     sha = hashlib.sha256(blob).hexdigest()
     half = 15 * 2 ** 20
@@ -392,36 +432,7 @@ def main():
     log(f"validation loss of the exported GGUF weights (fp32): {val_f32:.4f}; causality gap {gap:.3g}")
 
     # reference greedy continuations, one CPU process per prompt
-    vt = {(d["book"], d["chapter"]): d for d in chapters}
-    long_doc = vt[config.LONG_CHAPTER]
-    assert long_doc["split"] == "val", long_doc["split"]
-    prompts = [dict(name=n, text=t, ids=[config.BOS_ID] + tok.encode(t, add_special_tokens=False).ids)
-               for n, t in config.PROMPTS]
-    lids = [config.BOS_ID] + tok.encode(long_doc["text"], add_special_tokens=False).ids
-    lids = lids[:config.LONG_TOKENS]
-    prompts.append(dict(name="long", text=tok.decode(lids[1:]), ids=lids,
-                        source=f"{long_doc['book']} {long_doc['chapter']} (validation), first "
-                               f"{config.LONG_TOKENS - 1} tokens"))
-    procs = []
-    env = cpu_env()
-    for p in prompts:
-        pin = os.path.join(args.work, f"prompt_{p['name']}.json")
-        json.dump(dict(name=p["name"], ids=p["ids"]), open(pin, "w"))
-        cmd = [sys.executable, os.path.join(HERE, "reference_greedy.py"), gpath, pin,
-               os.path.join(args.work, f"greedy_{p['name']}.json"), str(config.GREEDY_STEPS)]
-        procs.append(subprocess.Popen(cmd, env=env))
-    for pr in procs:
-        pr.wait()
-    for p in prompts:
-        g = os.path.join(args.work, f"greedy_{p['name']}.json")
-        if os.path.exists(g):
-            r = json.load(open(g))
-            p.update(r)
-            p["continuation_text"] = tok.decode(r["tokens"])
-            log(f"{p['name']}: {p['text'][-60:]!r} -> {p['continuation_text']!r} "
-                f"(min top-1 margin {min(r['top1_margins']):.4g})")
-        else:
-            log(f"WARNING: no reference for {p['name']}")
+    prompts = run_references(gpath, make_prompts(tok, chapters), args.work, tok)
 
     res = dict(model=config.NAME, config=cfg, train=tc, versions=versions, parameters=nparams,
                gguf=dict(name=config.GGUF_NAME, bytes=size, sha256=sha),

@@ -114,8 +114,8 @@ def check_roundtrip(cfg, sd, tensors, hf_state_dict):
 
 
 def looks_special(s):
-    return (s.startswith("<｜") and s.endswith("｜>")) or (s.startswith("<") and s.endswith(">")) \
-        or s == "｜DSML｜"
+    return ((s.startswith("<｜") and s.endswith("｜>")) or (s.startswith("<") and s.endswith(">"))
+            or s == "｜DSML｜")
 
 
 def tokenizer_metadata(tokenizer_json):

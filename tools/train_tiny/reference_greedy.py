@@ -29,7 +29,8 @@ import reference  # noqa: E402  (tools/oracle)
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
-    gguf_path, prompt_path, out_path, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    gguf_path, prompt_path, out_path = sys.argv[1:4]
+    steps = int(sys.argv[4])
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     t0 = time.time()

@@ -7,7 +7,8 @@ One run does everything, in order, saving each result as soon as it exists:
   3. training: transformers' DeepseekV4ForCausalLM (config.MODEL, eager attention and experts),
      AdamW, bf16 autocast, a time budget (config.TRAIN), validation every ~30 s, the best
      validation state kept;
-  4. export: export.py's GGUF (config.QUANT: Q8_0 matrices) -> OUT/<name>.gguf.part{0,1} (split for transfer)
+  4. export: export.py's GGUF (config.QUANT: Q8_0 matrices) -> OUT/<name>.gguf.part{0,1}
+     (split for transfer)
      and the F16-rounded state dict -> OUT/ckpt_{experts,rest}.npz;
   5. reference: reference_greedy.py (transformers, float32, CPU, one thread) on the exported
      GGUF for every prompt, in parallel processes -> OUT/results.json with everything else.
@@ -66,7 +67,8 @@ def init_model(cfg, tc):
     model = mdl.DeepseekV4ForCausalLM(hc).float()
     assert model.config._attn_implementation == "eager", model.config._attn_implementation
     rng = np.random.default_rng(tc["seed"])
-    H, ql, E, k = cfg["hidden_size"], cfg["q_lora_rank"], cfg["n_routed_experts"], cfg["num_experts_per_tok"]
+    H, ql = cfg["hidden_size"], cfg["q_lora_rank"]
+    E, k = cfg["n_routed_experts"], cfg["num_experts_per_tok"]
     std = 0.02
     done = set()
 
@@ -302,15 +304,19 @@ def f16_state(model):
     return out
 
 
+def encode(tok, text):
+    return tok.encode(text, add_special_tokens=False).ids
+
+
 def make_prompts(tok, chapters):
     """The test prompts: BOS + the HF tokenizer's ids of each config.PROMPTS text, and BOS + the
     first LONG_TOKENS - 1 ids of the validation chapter LONG_CHAPTER."""
     vt = {(d["book"], d["chapter"]): d for d in chapters}
     long_doc = vt[config.LONG_CHAPTER]
     assert long_doc["split"] == "val", long_doc["split"]
-    prompts = [dict(name=n, text=t, ids=[config.BOS_ID] + tok.encode(t, add_special_tokens=False).ids)
+    prompts = [dict(name=n, text=t, ids=[config.BOS_ID] + encode(tok, t))
                for n, t in config.PROMPTS]
-    lids = [config.BOS_ID] + tok.encode(long_doc["text"], add_special_tokens=False).ids
+    lids = [config.BOS_ID] + encode(tok, long_doc["text"])
     lids = lids[:config.LONG_TOKENS]
     prompts.append(dict(name="long", text=tok.decode(lids[1:]), ids=lids,
                         source=f"{long_doc['book']} {long_doc['chapter']} (validation), first "
@@ -383,27 +389,31 @@ def main():
     log(f"parameters {nparams}")
     # preflight on the initial weights, so a broken export or reference fails in seconds rather
     # than after training: export, round trip, GGUF, and a 2-step reference in the background
-    sd0 = {k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in f16_state(model).items()}
+    sd0 = {k: (v.astype(np.float32) if v.dtype == np.float16 else v)
+           for k, v in f16_state(model).items()}
     t0 = export.gguf_tensors(cfg, sd0)
     export.check_roundtrip(cfg, sd0, t0, hf_sd_numpy)
     pre_gguf = os.path.join(args.work, "preflight.gguf")
     export.write(pre_gguf, cfg, t0, tok_path)
     pre_prompt = os.path.join(args.work, "preflight_prompt.json")
-    json.dump(dict(name="preflight", ids=[config.BOS_ID] + tok.encode("In the beginning", add_special_tokens=False).ids),
+    json.dump(dict(name="preflight", ids=[config.BOS_ID] + encode(tok, "In the beginning")),
               open(pre_prompt, "w"))
     pre = subprocess.Popen([sys.executable, os.path.join(HERE, "reference_greedy.py"), pre_gguf,
                             pre_prompt, os.path.join(args.work, "preflight_greedy.json"), "2"],
                            env=cpu_env())
     gap = causality_gap(model, data["train"][0], tc["seq_len"], device)
     assert gap < 1e-3, f"future tokens change past logits by {gap}"
-    log(f"preflight: export ok; causality gap {gap:.3g}; initial val loss {evaluate(model, *data['val'], tc['seq_len'], device):.4f}")
+    v0 = evaluate(model, *data["val"], tc["seq_len"], device)
+    log(f"preflight: export ok; causality gap {gap:.3g}; initial val loss {v0:.4f}")
     summary = train(model, mdl, data, tc, T0 + args.deadline, device)
     log(f"preflight reference exit code {pre.wait()}")
 
     # export first, so nothing trained is lost if a later step fails
     sd = f16_state(model)
-    np.savez(os.path.join(args.out, "ckpt_experts.npz"), **{k: v for k, v in sd.items() if "experts." in k and "shared" not in k})
-    np.savez(os.path.join(args.out, "ckpt_rest.npz"), **{k: v for k, v in sd.items() if not ("experts." in k and "shared" not in k)})
+    routed = {k for k in sd if "experts." in k and "shared" not in k}  # two files < 16 MiB each
+    np.savez(os.path.join(args.out, "ckpt_experts.npz"), **{k: sd[k] for k in routed})
+    np.savez(os.path.join(args.out, "ckpt_rest.npz"), **{k: v for k, v in sd.items()
+                                                         if k not in routed})
     sd32 = {k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in sd.items()}
     tensors = export.gguf_tensors(cfg, sd32)
     try:
@@ -429,13 +439,14 @@ def main():
                            autocast=False)
         gap = causality_gap(ref_model, data["val"][0], tc["seq_len"], device)
         del ref_model
-    log(f"validation loss of the exported GGUF weights (fp32): {val_f32:.4f}; causality gap {gap:.3g}")
+    log(f"validation loss of the exported GGUF weights (fp32): {val_f32:.4f}; "
+        f"causality gap {gap:.3g}")
 
     # reference greedy continuations, one CPU process per prompt
     prompts = run_references(gpath, make_prompts(tok, chapters), args.work, tok)
 
     res = dict(model=config.NAME, config=cfg, train=tc, versions=versions, parameters=nparams,
-               gguf=dict(name=config.GGUF_NAME, bytes=size, sha256=sha),
+               gguf=dict(name=config.GGUF_NAME, bytes=size, sha256=sha, quant=config.QUANT),
                corpus=dict(chapters=len(chapters), chars=chars,
                            tokens={s: int(len(data[s][0])) for s in data}),
                training=summary, val_loss_f32_exported=val_f32, prompts=prompts,

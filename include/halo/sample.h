@@ -74,9 +74,9 @@ typedef struct halo_gen_stats {
 typedef bool (*halo_gen_text_fn)(void *user, const char *text, size_t len);
 
 typedef struct halo_gen_params {
-    uint32_t n_ctx;    /* the session's context size */
-    uint32_t max_new;  /* 0: until the model stops or the context is full */
-    bool ignore_eos;   /* keep going past end-of-generation tokens */
+    uint32_t n_ctx;   /* the session's context size */
+    uint32_t max_new; /* 0: until the model stops or the context is full */
+    bool ignore_eos;  /* keep going past end-of-generation tokens */
     halo_gen_text_fn on_text;
     void *user;
 } halo_gen_params;

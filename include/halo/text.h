@@ -147,7 +147,7 @@ typedef struct halo_chat_params {
     /* Keep reasoning of assistant turns before the last user turn (the template's
      * drop_thinking=false). Off by default, as the template. */
     bool keep_thinking;
-    const char *tools_json;           /* JSON array of {"type":"function","function":{...}}, or NULL */
+    const char *tools_json; /* JSON array of {"type":"function","function":{...}}, or NULL */
     const char *response_format_json; /* any JSON value, or NULL */
 } halo_chat_params;
 

@@ -98,8 +98,8 @@ static halo_status tokens_to_eval(chat *ch, const char *rendered, halo_tokens *o
     cli_model *m = ch->m;
     char *held = NULL;
     size_t held_len = 0;
-    halo_status st = halo_tokenizer_decode(m->tok, ch->hist.ids, ch->hist.n,
-                                           HALO_TOKENIZE_SPECIAL, &held, &held_len, err);
+    halo_status st = halo_tokenizer_decode(m->tok, ch->hist.ids, ch->hist.n, HALO_TOKENIZE_SPECIAL,
+                                           &held, &held_len, err);
     if (st) return st;
     size_t len = strlen(rendered);
     if (held_len <= len && !memcmp(rendered, held, held_len)) {
@@ -121,7 +121,8 @@ static halo_status tokens_to_eval(chat *ch, const char *rendered, halo_tokens *o
         return st;
     }
     ch->hist.n = common;
-    for (size_t i = common; i < all.n && !st; i++) st = halo_tokens_push(out, all.ids[i], err);
+    for (size_t i = common; i < all.n && !st; i++)
+        st = halo_tokens_push(out, all.ids[i], err);
     halo_tokens_free(&all);
     return st;
 }
@@ -145,8 +146,10 @@ static void turn(chat *ch, const char *line) {
     halo_tokens todo = {0}, gen = {0};
     if (halo_utf8_sanitize(line, strlen(line), &clean, &clean_len, &bad, &err)) goto fail;
     if (bad)
-        fprintf(stderr, "(the input is not valid UTF-8: replaced %zu invalid sequence%s with "
-                "U+FFFD)\n", bad, bad == 1 ? "" : "s");
+        fprintf(stderr,
+                "(the input is not valid UTF-8: replaced %zu invalid sequence%s with "
+                "U+FFFD)\n",
+                bad, bad == 1 ? "" : "s");
     size_t n_before = ch->n;
     if (!add_msg(ch, HALO_CHAT_USER, clean, clean_len, NULL, 0)) goto nomem;
 
@@ -165,8 +168,10 @@ static void turn(chat *ch, const char *line) {
     if (st || (st = tokens_to_eval(ch, rendered, &todo, &err))) goto fail_drop;
     uint32_t past = halo_session_n_past(m->session);
     if (!todo.n || past + todo.n >= m->n_ctx) {
-        fprintf(stderr, "halo chat: the context is full (%u of %u tokens used, %zu more "
-                "needed): /reset starts over\n", past, m->n_ctx, todo.n);
+        fprintf(stderr,
+                "halo chat: the context is full (%u of %u tokens used, %zu more "
+                "needed): /reset starts over\n",
+                past, m->n_ctx, todo.n);
         goto drop_turn;
     }
     interrupted = 0;
@@ -186,13 +191,16 @@ static void turn(chat *ch, const char *line) {
     if (why == HALO_GEN_CONTEXT_FULL) printf("[the context is full: /reset starts over]\n");
     fflush(stdout);
     /* The session now holds the new tokens and every generated one but the last. */
-    for (size_t i = 0; i < todo.n; i++) halo_tokens_push(&ch->hist, todo.ids[i], NULL);
-    for (size_t i = 0; i + 1 < gen.n; i++) halo_tokens_push(&ch->hist, gen.ids[i], NULL);
+    for (size_t i = 0; i < todo.n; i++)
+        halo_tokens_push(&ch->hist, todo.ids[i], NULL);
+    for (size_t i = 0; i + 1 < gen.n; i++)
+        halo_tokens_push(&ch->hist, gen.ids[i], NULL);
     size_t n_text = gen.n && why == HALO_GEN_EOG ? gen.n - 1 : gen.n;
     size_t len = 0;
     if ((st = halo_tokenizer_decode(m->tok, gen.ids, n_text, 0, &text, &len, &err))) goto fail;
     /* Thinking replies are "reasoning</think>answer" (the prompt ended with <think>). */
-    const char *close = ch->thinking != HALO_THINK_NONE ? strstr(text, HALO_CHAT_THINK_CLOSE) : NULL;
+    const char *close =
+        ch->thinking != HALO_THINK_NONE ? strstr(text, HALO_CHAT_THINK_CLOSE) : NULL;
     bool ok;
     if (ch->thinking == HALO_THINK_NONE)
         ok = add_msg(ch, HALO_CHAT_ASSISTANT, text, len, NULL, 0);
@@ -306,15 +314,18 @@ int cli_chat(int argc, char **argv) {
             break;
         }
         size_t len = strlen(line);
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = 0;
         if (!len) {
             free(line);
             continue;
         }
         add_history(line);
         bool go = true;
-        if (line[0] == '/') go = command(&ch, line);
-        else turn(&ch, line);
+        if (line[0] == '/')
+            go = command(&ch, line);
+        else
+            turn(&ch, line);
         free(line);
         if (!go) break;
     }

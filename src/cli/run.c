@@ -93,24 +93,42 @@ int cli_common_option(const char *cmd, int argc, char **argv, int *i, cli_common
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     bool ok;
     const char *want = "number";
-    if (!strcmp(a, "-m") || !strcmp(a, "--model")) ok = (c->model = v) != NULL, want = "path";
-    else if (!strcmp(a, "--temp")) ok = parse_float(v, &c->sp.temperature);
-    else if (!strcmp(a, "--top-k")) ok = cli_parse_u32(v, &c->sp.top_k), want = "non-negative integer";
-    else if (!strcmp(a, "--top-p")) ok = parse_float(v, &c->sp.top_p);
-    else if (!strcmp(a, "--min-p")) ok = parse_float(v, &c->sp.min_p);
-    else if (!strcmp(a, "--repeat-penalty")) ok = parse_float(v, &c->sp.repeat_penalty);
-    else if (!strcmp(a, "--frequency-penalty")) ok = parse_float(v, &c->sp.frequency_penalty);
-    else if (!strcmp(a, "--presence-penalty")) ok = parse_float(v, &c->sp.presence_penalty);
-    else if (!strcmp(a, "--seed")) ok = parse_u64(v, &c->sp.seed) && (c->seed_set = true), want = "non-negative integer";
-    else if (!strcmp(a, "--ctx")) ok = cli_parse_u32(v, &c->ctx) && c->ctx > 0, want = "positive integer";
-    else if (!strcmp(a, "--threads")) ok = cli_parse_u32(v, &c->threads), want = "non-negative integer";
-    else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) ok = cli_parse_u32(v, &c->n_predict), want = "non-negative integer";
-    else if (!strcmp(a, "--system")) ok = (c->system = v) != NULL, want = "text value";
-    else if (!strcmp(a, "--think")) return c->thinking = HALO_THINK_HIGH, 1;
-    else if (!strcmp(a, "--think-max")) return c->thinking = HALO_THINK_MAX, 1;
-    else if (!strcmp(a, "--nothink")) return c->thinking = HALO_THINK_NONE, 1;
-    else if (!strcmp(a, "--ignore-eos")) return c->ignore_eos = true, 1;
-    else return 0;
+    if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+        ok = (c->model = v) != NULL, want = "path";
+    else if (!strcmp(a, "--temp"))
+        ok = parse_float(v, &c->sp.temperature);
+    else if (!strcmp(a, "--top-k"))
+        ok = cli_parse_u32(v, &c->sp.top_k), want = "non-negative integer";
+    else if (!strcmp(a, "--top-p"))
+        ok = parse_float(v, &c->sp.top_p);
+    else if (!strcmp(a, "--min-p"))
+        ok = parse_float(v, &c->sp.min_p);
+    else if (!strcmp(a, "--repeat-penalty"))
+        ok = parse_float(v, &c->sp.repeat_penalty);
+    else if (!strcmp(a, "--frequency-penalty"))
+        ok = parse_float(v, &c->sp.frequency_penalty);
+    else if (!strcmp(a, "--presence-penalty"))
+        ok = parse_float(v, &c->sp.presence_penalty);
+    else if (!strcmp(a, "--seed"))
+        ok = parse_u64(v, &c->sp.seed) && (c->seed_set = true), want = "non-negative integer";
+    else if (!strcmp(a, "--ctx"))
+        ok = cli_parse_u32(v, &c->ctx) && c->ctx > 0, want = "positive integer";
+    else if (!strcmp(a, "--threads"))
+        ok = cli_parse_u32(v, &c->threads), want = "non-negative integer";
+    else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
+        ok = cli_parse_u32(v, &c->n_predict), want = "non-negative integer";
+    else if (!strcmp(a, "--system"))
+        ok = (c->system = v) != NULL, want = "text value";
+    else if (!strcmp(a, "--think"))
+        return c->thinking = HALO_THINK_HIGH, 1;
+    else if (!strcmp(a, "--think-max"))
+        return c->thinking = HALO_THINK_MAX, 1;
+    else if (!strcmp(a, "--nothink"))
+        return c->thinking = HALO_THINK_NONE, 1;
+    else if (!strcmp(a, "--ignore-eos"))
+        return c->ignore_eos = true, 1;
+    else
+        return 0;
     if (!ok) {
         fprintf(stderr, "halo %s: option '%s' needs a %s\n", cmd, a, want);
         return -1;
@@ -162,8 +180,10 @@ int cli_open(const char *cmd, cli_common *c, cli_model *m) {
     }
     uint32_t n_vocab = halo_engine_n_vocab(m->engine), train = halo_engine_n_ctx_train(m->engine);
     if (halo_tokenizer_n_vocab(m->tok) > n_vocab) {
-        fprintf(stderr, "halo %s: %s: the tokenizer has %u tokens but the model's vocabulary is "
-                "%u\n", cmd, c->model, halo_tokenizer_n_vocab(m->tok), n_vocab);
+        fprintf(stderr,
+                "halo %s: %s: the tokenizer has %u tokens but the model's vocabulary is "
+                "%u\n",
+                cmd, c->model, halo_tokenizer_n_vocab(m->tok), n_vocab);
         cli_close(m);
         return 1;
     }
@@ -194,8 +214,10 @@ void cli_close(cli_model *m) {
 void cli_print_stats(const halo_gen_stats *st) {
     double pf = st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0;
     double dc = st->decode_s > 0 ? st->n_generated / st->decode_s : 0;
-    fprintf(stderr, "prompt: %u tokens, %.2f tok/s prefill | generated: %u tokens, %.2f tok/s "
-            "decode\n", st->n_prompt, pf, st->n_generated, dc);
+    fprintf(stderr,
+            "prompt: %u tokens, %.2f tok/s prefill | generated: %u tokens, %.2f tok/s "
+            "decode\n",
+            st->n_prompt, pf, st->n_generated, dc);
 }
 
 bool cli_print_text(void *user, const char *text, size_t len) {
@@ -259,12 +281,17 @@ int cli_run(int argc, char **argv) {
         int r = cli_common_option("run", argc, argv, &i, &c);
         if (r < 0) return 2;
         if (r > 0) continue;
-        if (!strcmp(a, "--raw")) raw = true;
-        else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && i + 1 < argc) prompt = argv[++i];
-        else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && i + 1 < argc) file = argv[++i];
+        if (!strcmp(a, "--raw"))
+            raw = true;
+        else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && i + 1 < argc)
+            prompt = argv[++i];
+        else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && i + 1 < argc)
+            file = argv[++i];
         else {
-            fprintf(stderr, "halo run: %s '%s'\n", a[0] == '-' && strcmp(a, "-p") &&
-                    strcmp(a, "-f") ? "unknown option" : "missing value after", a);
+            fprintf(stderr, "halo run: %s '%s'\n",
+                    a[0] == '-' && strcmp(a, "-p") && strcmp(a, "-f") ? "unknown option"
+                                                                      : "missing value after",
+                    a);
             usage(stderr);
             return 2;
         }
@@ -291,8 +318,10 @@ int cli_run(int argc, char **argv) {
     }
     free(text);
     if (bad)
-        fprintf(stderr, "halo run: the prompt is not valid UTF-8: replaced %zu invalid "
-                "sequence%s with U+FFFD\n", bad, bad == 1 ? "" : "s");
+        fprintf(stderr,
+                "halo run: the prompt is not valid UTF-8: replaced %zu invalid "
+                "sequence%s with U+FFFD\n",
+                bad, bad == 1 ? "" : "s");
 
     cli_model m;
     int rc = cli_open("run", &c, &m);
@@ -315,9 +344,8 @@ int cli_run(int argc, char **argv) {
     } else {
         halo_chat_message msgs[2] = {{.role = HALO_CHAT_SYSTEM, .content = c.system},
                                      {.role = HALO_CHAT_USER, .content = clean}};
-        halo_chat_params cp = {.format = m.format,
-                               .thinking = c.thinking,
-                               .add_generation_prompt = true};
+        halo_chat_params cp = {
+            .format = m.format, .thinking = c.thinking, .add_generation_prompt = true};
         st = halo_chat_render(c.system ? msgs : msgs + 1, c.system ? 2 : 1, &cp, &rendered, NULL,
                               &err);
         if (!st)
@@ -330,9 +358,10 @@ int cli_run(int argc, char **argv) {
         goto done;
     }
     if (ids.n >= m.n_ctx || (uint64_t)ids.n + c.n_predict > m.n_ctx) {
-        fprintf(stderr, "halo run: %zu prompt tokens%s do not fit the context of %u tokens; use "
-                "a shorter prompt%s or a larger --ctx\n", ids.n,
-                c.n_predict ? " plus -n" : "", m.n_ctx, c.n_predict ? ", a smaller -n" : "");
+        fprintf(stderr,
+                "halo run: %zu prompt tokens%s do not fit the context of %u tokens; use "
+                "a shorter prompt%s or a larger --ctx\n",
+                ids.n, c.n_predict ? " plus -n" : "", m.n_ctx, c.n_predict ? ", a smaller -n" : "");
         goto done;
     }
     bool newline = true;

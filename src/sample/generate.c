@@ -37,14 +37,17 @@ halo_status halo_generate(halo_session *s, halo_sampler *smp, const halo_tokeniz
     *why = HALO_GEN_CONTEXT_FULL;
     if (!n_prompt) return halo_fail(err, HALO_E_INVALID_ARG, "generate: no prompt tokens");
     if (halo_session_n_past(s) + n_prompt > gp->n_ctx)
-        return halo_fail(err, HALO_E_INVALID_ARG, "the prompt (%zu tokens after %u) does not fit "
-                         "the context of %u", n_prompt, halo_session_n_past(s), gp->n_ctx);
+        return halo_fail(err, HALO_E_INVALID_ARG,
+                         "the prompt (%zu tokens after %u) does not fit "
+                         "the context of %u",
+                         n_prompt, halo_session_n_past(s), gp->n_ctx);
     double t0 = now_s();
     halo_status st = halo_session_eval(s, prompt, (uint32_t)n_prompt, false, err);
     if (st) return st;
     stt->n_prompt = (uint32_t)n_prompt;
     stt->prefill_s = now_s() - t0;
-    for (size_t i = 0; i < n_prompt; i++) halo_sampler_accept(smp, prompt[i]);
+    for (size_t i = 0; i < n_prompt; i++)
+        halo_sampler_accept(smp, prompt[i]);
 
     halo_utf8_stream u = {0};
     double t1 = now_s();

@@ -79,7 +79,8 @@ halo_status halo_sampler_create(const halo_sampler_params *p, uint32_t n_vocab, 
         return halo_fail(err, HALO_E_INVALID_ARG, "sampler: min-p %g is not in [0, 1]", p->min_p);
     if (!(p->repeat_penalty > 0.0f) || isnan(p->temperature) || !isfinite(p->frequency_penalty) ||
         !isfinite(p->presence_penalty))
-        return halo_fail(err, HALO_E_INVALID_ARG, "sampler: repeat penalty must be > 0 and "
+        return halo_fail(err, HALO_E_INVALID_ARG,
+                         "sampler: repeat penalty must be > 0 and "
                          "temperature and penalties numbers");
     halo_sampler *s = calloc(1, sizeof *s);
     if (!s) return halo_fail(err, HALO_E_NOMEM, "sampler: out of memory");
@@ -109,7 +110,8 @@ void halo_sampler_free(halo_sampler *s) {
 
 void halo_sampler_reset(halo_sampler *s) {
     uint64_t x = s->p.seed;
-    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+    for (int i = 0; i < 4; i++)
+        s->rng[i] = splitmix64(&x);
     memset(s->counts, 0, sizeof *s->counts * s->n_vocab);
     s->win_n = s->win_at = 0;
 }
@@ -117,8 +119,10 @@ void halo_sampler_reset(halo_sampler *s) {
 void halo_sampler_accept(halo_sampler *s, int32_t token) {
     uint32_t n = s->p.penalty_last_n;
     if (!n || token < 0 || (uint32_t)token >= s->n_vocab) return;
-    if (s->win_n == n) s->counts[s->window[s->win_at]]--; /* the oldest leaves the window */
-    else s->win_n++;
+    if (s->win_n == n)
+        s->counts[s->window[s->win_at]]--; /* the oldest leaves the window */
+    else
+        s->win_n++;
     s->window[s->win_at] = token;
     s->counts[token]++;
     s->win_at = (s->win_at + 1) % n;
@@ -127,8 +131,8 @@ void halo_sampler_accept(halo_sampler *s, int32_t token) {
 /* ---- the distribution ----------------------------------------------------------------- */
 
 static bool penalties_on(const halo_sampler_params *p) {
-    return p->penalty_last_n &&
-           (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
+    return p->penalty_last_n && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+                                 p->presence_penalty != 0.0f);
 }
 
 /* Logits after penalties, in s->scratch. */
@@ -146,7 +150,8 @@ static const float *penalized(halo_sampler *s, const float *logits) {
         s->scratch[t] = l;
         s->counts[t] = 0;
     }
-    for (uint32_t i = 0; i < s->win_n; i++) s->counts[s->window[i]]++; /* restore */
+    for (uint32_t i = 0; i < s->win_n; i++)
+        s->counts[s->window[i]]++; /* restore */
     return s->scratch;
 }
 
@@ -170,8 +175,10 @@ static void select_top(cand *c, ptrdiff_t n, ptrdiff_t k) {
         float pivot = c[lo + (hi - lo) / 2].logit;
         ptrdiff_t i = lo, j = hi;
         while (i <= j) {
-            while (c[i].logit > pivot) i++;
-            while (c[j].logit < pivot) j--;
+            while (c[i].logit > pivot)
+                i++;
+            while (c[j].logit < pivot)
+                j--;
             if (i <= j) {
                 cand t = c[i];
                 c[i++] = c[j];
@@ -179,9 +186,12 @@ static void select_top(cand *c, ptrdiff_t n, ptrdiff_t k) {
             }
         }
         /* [lo, j] >= pivot >= [i, hi]; between them everything equals the pivot. */
-        if (k - 1 <= j) hi = j;
-        else if (k - 1 >= i) lo = i;
-        else break;
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            break;
     }
 }
 
@@ -244,5 +254,6 @@ void halo_sampler_probs(halo_sampler *s, const float *logits, float *probs) {
     }
     double total;
     size_t n = candidates(s, logits, &total);
-    for (size_t i = 0; i < n; i++) probs[s->cands[i].id] = (float)(s->cands[i].logit / total);
+    for (size_t i = 0; i < n; i++)
+        probs[s->cands[i].id] = (float)(s->cands[i].logit / total);
 }

@@ -3,14 +3,15 @@
  * (copies in tools/chat/). Reading order follows the template:
  *   BOS, [reasoning-effort prefix], system prompt (all system messages joined by a blank line,
  *   then the tools block, then the response-format block), then the turns:
- *   user/developer:  <｜User｜>content     (consecutive ones joined by "\n\n", one tag)
- *   tool:            <｜User｜><tool_result>content</tool_result>   (joined the same way)
- *   assistant:       <｜Assistant｜>[<think>reasoning]</think>content[DSML calls]<｜end▁of▁sentence｜>
- *   generation:      <｜Assistant｜><think> or <｜Assistant｜></think>
+ *   user, developer: USER content (consecutive ones joined by "\n\n" under one tag)
+ *   tool:            USER <tool_result>content</tool_result> (joined the same way)
+ *   assistant:       ASSISTANT [<think>reasoning]</think>content [DSML tool calls] EOS
+ *   generation:      ASSISTANT <think>, or ASSISTANT </think> without thinking
+ * with USER, ASSISTANT and EOS the <｜User｜>, <｜Assistant｜> and <｜end▁of▁sentence｜> tokens.
  * An assistant turn keeps its reasoning only in thinking mode and only when it comes after the
- * last user/tool message, or tools are given, or any tool result exists, or drop_thinking is off.
- * tests/data/chat/ holds jinja2's renderings of 21 conversations; tests/text/test_chat.c matches
- * them byte for byte. */
+ * last user/tool message, or tools are given, or any tool result exists, or drop_thinking is
+ * off. tests/data/chat/ holds jinja2's renderings of 21 conversations in both templates;
+ * tests/text/test_chat.c matches them byte for byte. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,8 +91,10 @@ static halo_status tools_block(const char *tools_json, pj_buf *schemas, bool *ha
         if (!type || type->type != PJ_STR || strcmp(type->s, "function")) continue;
         if (!fn) {
             pj_free(tools);
-            return halo_fail(err, HALO_E_BAD_VALUE, "tools[%zu]: a function tool without "
-                             "\"function\"", i);
+            return halo_fail(err, HALO_E_BAD_VALUE,
+                             "tools[%zu]: a function tool without "
+                             "\"function\"",
+                             i);
         }
         pj_dump_py(schemas, fn);
         pj_buf_adds(schemas, "\n");
@@ -100,9 +103,8 @@ static halo_status tools_block(const char *tools_json, pj_buf *schemas, bool *ha
     return HALO_OK;
 }
 
-static halo_status system_prompt(const halo_chat_message *msgs, size_t n,
-                                 const halo_chat_params *p, pj_buf *sp, bool *has_tools,
-                                 halo_error *err) {
+static halo_status system_prompt(const halo_chat_message *msgs, size_t n, const halo_chat_params *p,
+                                 pj_buf *sp, bool *has_tools, halo_error *err) {
     bool first = true;
     for (size_t i = 0; i < n; i++) {
         if (msgs[i].role != HALO_CHAT_SYSTEM) continue;
@@ -140,8 +142,10 @@ static halo_status tool_calls(const halo_chat_message *m, size_t index, pj_buf *
         const char *text = c->arguments ? c->arguments : "{}";
         if (pj_parse(text, strlen(text), &args, err) || args->type != PJ_OBJ) {
             pj_free(args);
-            return halo_fail(err, HALO_E_BAD_VALUE, "messages[%zu].tool_calls[%zu]: arguments "
-                             "are not a JSON object", index, k);
+            return halo_fail(err, HALO_E_BAD_VALUE,
+                             "messages[%zu].tool_calls[%zu]: arguments "
+                             "are not a JSON object",
+                             index, k);
         }
         pj_buf_adds(b, "<" DSML "invoke name=\"");
         pj_buf_adds(b, c->name ? c->name : "");
@@ -151,8 +155,10 @@ static halo_status tool_calls(const halo_chat_message *m, size_t index, pj_buf *
             pj_buf_adds(b, "<" DSML "parameter name=\"");
             pj_buf_add(b, args->keys[i], args->key_lens[i]);
             pj_buf_adds(b, v->type == PJ_STR ? "\" string=\"true\">" : "\" string=\"false\">");
-            if (v->type == PJ_STR) pj_buf_add(b, v->s, v->len);
-            else pj_dump_py(b, v);
+            if (v->type == PJ_STR)
+                pj_buf_add(b, v->s, v->len);
+            else
+                pj_dump_py(b, v);
             pj_buf_adds(b, "</" DSML "parameter>\n");
         }
         if (!args->n) pj_buf_adds(b, "\n");
@@ -198,8 +204,8 @@ halo_status halo_chat_render(const halo_chat_message *msgs, size_t n, const halo
             in_user = false;
             pj_buf_adds(&b, HALO_CHAT_ASSISTANT_TAG);
             bool after_last_user = last_user == SIZE_MAX || i > last_user;
-            bool keep = thinking &&
-                        (p->keep_thinking || has_tools || after_last_user || has_tool_results);
+            bool keep =
+                thinking && (p->keep_thinking || has_tools || after_last_user || has_tool_results);
             if (keep) {
                 pj_buf_adds(&b, HALO_CHAT_THINK_OPEN);
                 if (nonempty(m->reasoning)) pj_buf_adds(&b, m->reasoning);
@@ -293,8 +299,10 @@ static halo_status read_messages(const pj *arr, request *r, halo_error *err) {
         const pj *m = arr->items[i], *role = pj_get(m, "role"), *tc = pj_get(m, "tool_calls");
         halo_chat_message *out = &r->msgs[r->n_msgs++];
         if (!role || role->type != PJ_STR || !role_of(role->s, &out->role))
-            return halo_fail(err, HALO_E_BAD_VALUE, "messages[%zu]: role must be system, user, "
-                             "developer, assistant or tool", i);
+            return halo_fail(err, HALO_E_BAD_VALUE,
+                             "messages[%zu]: role must be system, user, "
+                             "developer, assistant or tool",
+                             i);
         if ((st = opt_str(m, "content", "messages", i, &out->content, err)) ||
             (st = opt_str(m, "reasoning_content", "messages", i, &out->reasoning, err)))
             return st;
@@ -309,8 +317,10 @@ static halo_status read_messages(const pj *arr, request *r, halo_error *err) {
             const pj *name = pj_get(fn, "name"), *args = pj_get(fn, "arguments");
             halo_chat_tool_call *c = &r->calls[r->n_calls++];
             if (!name || name->type != PJ_STR)
-                return halo_fail(err, HALO_E_BAD_VALUE, "messages[%zu].tool_calls[%zu]: "
-                                 "function.name must be a string", i, k);
+                return halo_fail(err, HALO_E_BAD_VALUE,
+                                 "messages[%zu].tool_calls[%zu]: "
+                                 "function.name must be a string",
+                                 i, k);
             c->name = name->s;
             if (args && args->type == PJ_STR) {
                 c->arguments = args->s;
@@ -321,8 +331,10 @@ static halo_status read_messages(const pj *arr, request *r, halo_error *err) {
                 r->owned[r->n_owned++] = text.p;
                 c->arguments = text.p ? text.p : "{}";
             } else {
-                return halo_fail(err, HALO_E_BAD_VALUE, "messages[%zu].tool_calls[%zu]: "
-                                 "function.arguments must be an object or a JSON string", i, k);
+                return halo_fail(err, HALO_E_BAD_VALUE,
+                                 "messages[%zu].tool_calls[%zu]: "
+                                 "function.arguments must be an object or a JSON string",
+                                 i, k);
             }
         }
     }
@@ -372,7 +384,8 @@ halo_status halo_chat_render_json(const char *request_json, halo_chat_format for
     if ((st = read_messages(msgs, &r, err))) goto done;
     st = halo_chat_render(r.msgs, r.n_msgs, &p, out, out_len, err);
 done:
-    for (size_t i = 0; i < r.n_owned; i++) free(r.owned[i]);
+    for (size_t i = 0; i < r.n_owned; i++)
+        free(r.owned[i]);
     free(r.owned);
     free(r.calls);
     free(r.msgs);

@@ -16,7 +16,8 @@ void pj_buf_add(pj_buf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
+        while (cap < b->n + n + 1)
+            cap *= 2;
         char *p = realloc(b->p, cap);
         if (!p) {
             b->oom = true;
@@ -66,10 +67,14 @@ static int hex4(const char *s) {
     for (int i = 0; i < 4; i++) {
         char c = s[i];
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= c - '0';
-        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-        else return -1;
+        if (c >= '0' && c <= '9')
+            v |= c - '0';
+        else if (c >= 'a' && c <= 'f')
+            v |= c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            v |= c - 'A' + 10;
+        else
+            return -1;
     }
     return v;
 }
@@ -100,7 +105,8 @@ static size_t put_utf8(char *d, unsigned cp) {
 /* Decodes the string at p->at (on the opening quote) into a malloc'd buffer. */
 static char *parse_string(parser *p, size_t *len) {
     size_t start = ++p->at, end = start;
-    while (end < p->n && p->s[end] != '"') end += p->s[end] == '\\' ? 2 : 1;
+    while (end < p->n && p->s[end] != '"')
+        end += p->s[end] == '\\' ? 2 : 1;
     if (end >= p->n) return (char *)fail(p, "unterminated string");
     char *d = malloc(end - start + 1); /* decoding never grows the text */
     if (!d) return (char *)fail(p, "out of memory");
@@ -119,14 +125,30 @@ static char *parse_string(parser *p, size_t *len) {
         char e = p->s[p->at + 1];
         p->at += 2;
         switch (e) {
-        case '"': d[o++] = '"'; break;
-        case '\\': d[o++] = '\\'; break;
-        case '/': d[o++] = '/'; break;
-        case 'b': d[o++] = '\b'; break;
-        case 'f': d[o++] = '\f'; break;
-        case 'n': d[o++] = '\n'; break;
-        case 'r': d[o++] = '\r'; break;
-        case 't': d[o++] = '\t'; break;
+        case '"':
+            d[o++] = '"';
+            break;
+        case '\\':
+            d[o++] = '\\';
+            break;
+        case '/':
+            d[o++] = '/';
+            break;
+        case 'b':
+            d[o++] = '\b';
+            break;
+        case 'f':
+            d[o++] = '\f';
+            break;
+        case 'n':
+            d[o++] = '\n';
+            break;
+        case 'r':
+            d[o++] = '\r';
+            break;
+        case 't':
+            d[o++] = '\t';
+            break;
         case 'u': {
             int u = p->at + 4 <= end ? hex4(p->s + p->at) : -1;
             if (u < 0) {
@@ -147,7 +169,9 @@ static char *parse_string(parser *p, size_t *len) {
             o += put_utf8(d + o, cp);
             break;
         }
-        default: free(d); return (char *)fail(p, "bad escape");
+        default:
+            free(d);
+            return (char *)fail(p, "bad escape");
         }
     }
     p->at = end + 1;
@@ -249,20 +273,25 @@ static pj *parse_number(parser *p) {
         }
     }
     if (p->at < p->n && s[p->at] == '-') p->at++;
-    if (p->at < p->n && s[p->at] == '0') p->at++;
+    if (p->at < p->n && s[p->at] == '0')
+        p->at++;
     else if (p->at < p->n && s[p->at] >= '1' && s[p->at] <= '9')
-        while (p->at < p->n && s[p->at] >= '0' && s[p->at] <= '9') p->at++;
-    else return fail(p, "bad number");
+        while (p->at < p->n && s[p->at] >= '0' && s[p->at] <= '9')
+            p->at++;
+    else
+        return fail(p, "bad number");
     if (p->at < p->n && s[p->at] == '.') {
         size_t d = ++p->at;
-        while (p->at < p->n && s[p->at] >= '0' && s[p->at] <= '9') p->at++;
+        while (p->at < p->n && s[p->at] >= '0' && s[p->at] <= '9')
+            p->at++;
         if (p->at == d) return fail(p, "bad number");
     }
     if (p->at < p->n && (s[p->at] == 'e' || s[p->at] == 'E')) {
         p->at++;
         if (p->at < p->n && (s[p->at] == '+' || s[p->at] == '-')) p->at++;
         size_t d = p->at;
-        while (p->at < p->n && s[p->at] >= '0' && s[p->at] <= '9') p->at++;
+        while (p->at < p->n && s[p->at] >= '0' && s[p->at] <= '9')
+            p->at++;
         if (p->at == d) return fail(p, "bad number");
     }
 done:;
@@ -353,13 +382,27 @@ static void dump_string(pj_buf *b, const char *s, size_t n) {
         const char *esc = NULL;
         char u[8];
         switch (c) {
-        case '"': esc = "\\\""; break;
-        case '\\': esc = "\\\\"; break;
-        case '\n': esc = "\\n"; break;
-        case '\r': esc = "\\r"; break;
-        case '\t': esc = "\\t"; break;
-        case '\b': esc = "\\b"; break;
-        case '\f': esc = "\\f"; break;
+        case '"':
+            esc = "\\\"";
+            break;
+        case '\\':
+            esc = "\\\\";
+            break;
+        case '\n':
+            esc = "\\n";
+            break;
+        case '\r':
+            esc = "\\r";
+            break;
+        case '\t':
+            esc = "\\t";
+            break;
+        case '\b':
+            esc = "\\b";
+            break;
+        case '\f':
+            esc = "\\f";
+            break;
         default:
             if (c < 0x20) {
                 snprintf(u, sizeof u, "\\u%04x", c);
@@ -402,7 +445,8 @@ static void dump_float(pj_buf *b, const char *lexeme) {
     for (; *t && *t != 'e'; t++)
         if (*t != '.') digits[nd++] = *t;
     int exp = atoi(t + 1);
-    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
     char out[64];
     size_t o = 0;
     if (neg) out[o++] = '-';
@@ -410,11 +454,13 @@ static void dump_float(pj_buf *b, const char *lexeme) {
         if (exp < 0) {
             out[o++] = '0';
             out[o++] = '.';
-            for (int i = 0; i < -exp - 1; i++) out[o++] = '0';
+            for (int i = 0; i < -exp - 1; i++)
+                out[o++] = '0';
             memcpy(out + o, digits, nd);
             o += nd;
         } else {
-            for (int i = 0; i <= exp; i++) out[o++] = (size_t)i < nd ? digits[i] : '0';
+            for (int i = 0; i <= exp; i++)
+                out[o++] = (size_t)i < nd ? digits[i] : '0';
             out[o++] = '.';
             if ((size_t)exp + 1 < nd) {
                 memcpy(out + o, digits + exp + 1, nd - (size_t)exp - 1);
@@ -441,17 +487,29 @@ static void dump_number(pj_buf *b, const pj *v) {
         dump_float(b, v->s);
         return;
     }
-    if (!strcmp(v->s, "-0")) pj_buf_adds(b, "0"); /* int("-0") == 0 */
-    else pj_buf_add(b, v->s, v->len);
+    if (!strcmp(v->s, "-0"))
+        pj_buf_adds(b, "0"); /* int("-0") == 0 */
+    else
+        pj_buf_add(b, v->s, v->len);
 }
 
 void pj_dump_py(pj_buf *b, const pj *v) {
     switch (v->type) {
-    case PJ_NULL: pj_buf_adds(b, "null"); break;
-    case PJ_TRUE: pj_buf_adds(b, "true"); break;
-    case PJ_FALSE: pj_buf_adds(b, "false"); break;
-    case PJ_NUM: dump_number(b, v); break;
-    case PJ_STR: dump_string(b, v->s, v->len); break;
+    case PJ_NULL:
+        pj_buf_adds(b, "null");
+        break;
+    case PJ_TRUE:
+        pj_buf_adds(b, "true");
+        break;
+    case PJ_FALSE:
+        pj_buf_adds(b, "false");
+        break;
+    case PJ_NUM:
+        dump_number(b, v);
+        break;
+    case PJ_STR:
+        dump_string(b, v->s, v->len);
+        break;
     case PJ_ARR:
     case PJ_OBJ:
         pj_buf_adds(b, v->type == PJ_ARR ? "[" : "{");

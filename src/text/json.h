@@ -15,7 +15,7 @@ typedef enum pj_type { PJ_NULL, PJ_FALSE, PJ_TRUE, PJ_NUM, PJ_STR, PJ_ARR, PJ_OB
 
 typedef struct pj {
     pj_type type;
-    char *s;      /* PJ_STR: decoded UTF-8 (NUL-terminated, may hold NULs); PJ_NUM: the lexeme */
+    char *s; /* PJ_STR: decoded UTF-8 (NUL-terminated, may hold NULs); PJ_NUM: the lexeme */
     size_t len;
     struct pj **items; /* PJ_ARR / PJ_OBJ values, in order */
     char **keys;       /* PJ_OBJ keys (decoded, NUL-terminated) */

@@ -38,8 +38,10 @@ halo_status halo_pretok_kind_of(const char *pre, halo_pretok_kind *kind, halo_er
         *kind = HALO_PRETOK_DEEPSEEK3;
         return HALO_OK;
     }
-    return halo_fail(err, HALO_E_UNSUPPORTED, "tokenizer.ggml.pre is \"%s\": halo knows the "
-                     "\"deepseek-v3\" and \"gpt2\" pre-tokenizers", pre);
+    return halo_fail(err, HALO_E_UNSUPPORTED,
+                     "tokenizer.ggml.pre is \"%s\": halo knows the "
+                     "\"deepseek-v3\" and \"gpt2\" pre-tokenizers",
+                     pre);
 }
 
 halo_status halo_pretok_init(halo_pretok *p, halo_pretok_kind kind, halo_error *err) {
@@ -49,13 +51,12 @@ halo_status halo_pretok_init(halo_pretok *p, halo_pretok_kind kind, halo_error *
         int code;
         PCRE2_SIZE at;
         p->re[i] = pcre2_compile((PCRE2_SPTR)pats[i], PCRE2_ZERO_TERMINATED,
-                                 PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &at,
-                                 NULL);
+                                 PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &at, NULL);
         if (!p->re[i]) {
             char msg[256];
             pcre2_get_error_message(code, (PCRE2_UCHAR *)msg, sizeof msg);
-            return halo_fail(err, HALO_E_UNSUPPORTED, "pre-tokenizer regex %u: %s at offset %zu",
-                             i, msg, (size_t)at);
+            return halo_fail(err, HALO_E_UNSUPPORTED, "pre-tokenizer regex %u: %s at offset %zu", i,
+                             msg, (size_t)at);
         }
         /* Without JIT (an unsupported CPU) pcre2_match interprets the same pattern. */
         (void)pcre2_jit_compile(p->re[i], PCRE2_JIT_COMPLETE);
@@ -98,8 +99,10 @@ static halo_status bpe(halo_encoder *e, const unsigned char *s, size_t n) {
     const halo_tokenizer *t = e->t;
     for (size_t i = 0; i < n; i++)
         if (t->byte_token[s[i]] < 0)
-            return halo_fail(e->err, HALO_E_UNSUPPORTED, "byte 0x%02x has no token in this "
-                             "vocabulary", s[i]);
+            return halo_fail(e->err, HALO_E_UNSUPPORTED,
+                             "byte 0x%02x has no token in this "
+                             "vocabulary",
+                             s[i]);
     if (n == 1) return halo_tokens_push(e->out, t->byte_token[s[0]], e->err);
     if (n > e->sym_cap) {
         size_t cap = n < 256 ? 256 : n;
@@ -109,7 +112,8 @@ static halo_status bpe(halo_encoder *e, const unsigned char *s, size_t n) {
         e->sym_cap = cap;
     }
     int32_t *sym = e->sym;
-    for (size_t i = 0; i < n; i++) sym[i] = t->byte_token[s[i]];
+    for (size_t i = 0; i < n; i++)
+        sym[i] = t->byte_token[s[i]];
     size_t m = n;
     while (m > 1) {
         uint32_t best_rank = UINT32_MAX;

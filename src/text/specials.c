@@ -21,10 +21,10 @@ static int32_t new_node(halo_tokenizer *t, size_t *cap, unsigned char byte) {
 
 halo_status halo_specials_build(halo_tokenizer *t, halo_error *err) {
     size_t cap = 0;
-    for (int b = 0; b < 256; b++) t->special_root[b] = -1;
+    for (int b = 0; b < 256; b++)
+        t->special_root[b] = -1;
     for (uint32_t id = 0; id < t->n_vocab; id++) {
-        if (t->types[id] != HALO_TOKEN_CONTROL && t->types[id] != HALO_TOKEN_USER_DEFINED)
-            continue;
+        if (t->types[id] != HALO_TOKEN_CONTROL && t->types[id] != HALO_TOKEN_USER_DEFINED) continue;
         const unsigned char *s = (const unsigned char *)t->bytes + t->piece_off[id];
         uint32_t n = t->piece_len[id];
         if (!n) continue;
@@ -35,7 +35,8 @@ halo_status halo_specials_build(halo_tokenizer *t, halo_error *err) {
         }
         for (uint32_t i = 1; i < n; i++) {
             int32_t c = t->specials[node].child;
-            while (c >= 0 && t->specials[c].byte != s[i]) c = t->specials[c].sibling;
+            while (c >= 0 && t->specials[c].byte != s[i])
+                c = t->specials[c].sibling;
             if (c < 0) {
                 if ((c = new_node(t, &cap, s[i])) < 0) goto nomem;
                 t->specials[c].sibling = t->specials[node].child;
@@ -65,7 +66,8 @@ int32_t halo_specials_next(const halo_tokenizer *t, const char *text, size_t len
             }
             if (++j >= len) break;
             int32_t c = t->specials[node].child;
-            while (c >= 0 && t->specials[c].byte != s[j]) c = t->specials[c].sibling;
+            while (c >= 0 && t->specials[c].byte != s[j])
+                c = t->specials[c].sibling;
             if (c < 0) break;
             node = c;
         }

@@ -23,7 +23,8 @@
 
 static uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
     return h;
 }
 
@@ -37,7 +38,8 @@ static uint64_t hash_u64(uint64_t x) {
 
 static size_t pow2_at_least(size_t n) {
     size_t c = 16;
-    while (c < n) c <<= 1;
+    while (c < n)
+        c <<= 1;
     return c;
 }
 
@@ -133,8 +135,8 @@ static halo_status get_str_array(const halo_gguf *g, const char *key, const halo
     halo_status st = halo_gguf_get_array(g, key, kv, err);
     if (st) return st;
     if ((*kv)->elem_type != HALO_GGUF_STRING)
-        return halo_fail(err, HALO_E_TYPE_MISMATCH, "%s: expected an array of strings, got %s",
-                         key, halo_gguf_vtype_name((*kv)->elem_type));
+        return halo_fail(err, HALO_E_TYPE_MISMATCH, "%s: expected an array of strings, got %s", key,
+                         halo_gguf_vtype_name((*kv)->elem_type));
     return HALO_OK;
 }
 
@@ -149,7 +151,8 @@ static halo_status load_pieces(halo_tokenizer *t, const halo_gguf_kv *tokens,
                                const halo_gguf_kv *types, halo_error *err) {
     const halo_gguf_str *tok = tokens->v.array;
     size_t total = 0;
-    for (uint32_t i = 0; i < t->n_vocab; i++) total += tok[i].len;
+    for (uint32_t i = 0; i < t->n_vocab; i++)
+        total += tok[i].len;
     t->bytes = malloc(total + 1);
     t->piece_off = malloc(sizeof *t->piece_off * t->n_vocab);
     t->piece_len = malloc(sizeof *t->piece_len * t->n_vocab);
@@ -161,8 +164,10 @@ static halo_status load_pieces(halo_tokenizer *t, const halo_gguf_kv *tokens,
     int16_t byte_of_cp[324];
     byte_level_table(cp_of_byte);
     memset(byte_of_cp, 0xff, sizeof byte_of_cp);
-    for (int b = 0; b < 256; b++) byte_of_cp[cp_of_byte[b]] = (int16_t)b;
-    for (int b = 0; b < 256; b++) t->byte_token[b] = -1;
+    for (int b = 0; b < 256; b++)
+        byte_of_cp[cp_of_byte[b]] = (int16_t)b;
+    for (int b = 0; b < 256; b++)
+        t->byte_token[b] = -1;
 
     size_t at = 0;
     for (uint32_t i = 0; i < t->n_vocab; i++) {
@@ -187,15 +192,19 @@ static halo_status load_pieces(halo_tokenizer *t, const halo_gguf_kv *tokens,
     /* A vocabulary may lack bytes that valid UTF-8 never holds (0xC0, 0xC1, 0xF5-0xFF); text
      * needing a missing byte fails to encode, naming it. */
     int missing = 0;
-    for (int b = 0; b < 256; b++) missing += t->byte_token[b] < 0;
+    for (int b = 0; b < 256; b++)
+        missing += t->byte_token[b] < 0;
     if (missing > 13)
-        return halo_fail(err, HALO_E_BAD_VALUE, "tokenizer.ggml.tokens: %d of the 256 bytes have "
-                         "no token; a byte-level vocabulary has them all", missing);
+        return halo_fail(err, HALO_E_BAD_VALUE,
+                         "tokenizer.ggml.tokens: %d of the 256 bytes have "
+                         "no token; a byte-level vocabulary has them all",
+                         missing);
     t->piece_index_cap = pow2_at_least((size_t)t->n_vocab * 2);
     t->piece_index = malloc(sizeof *t->piece_index * t->piece_index_cap);
     if (!t->piece_index) return halo_fail(err, HALO_E_NOMEM, "tokenizer: out of memory");
     memset(t->piece_index, 0xff, sizeof *t->piece_index * t->piece_index_cap);
-    for (uint32_t i = 0; i < t->n_vocab; i++) piece_index_put(t, (int32_t)i);
+    for (uint32_t i = 0; i < t->n_vocab; i++)
+        piece_index_put(t, (int32_t)i);
     return HALO_OK;
 }
 
@@ -215,16 +224,18 @@ static halo_status load_merges(halo_tokenizer *t, const halo_gguf_kv *tokens,
         st = halo_fail(err, HALO_E_NOMEM, "tokenizer: out of memory for merges");
         goto done;
     }
-    for (size_t i = 0; i < t->merge_cap; i++) t->merges[i].rank = UINT32_MAX;
+    for (size_t i = 0; i < t->merge_cap; i++)
+        t->merges[i].rank = UINT32_MAX;
     const halo_gguf_str *m = merges->v.array;
     char buf[1024];
     for (uint64_t r = 0; r < merges->count; r++) {
         const char *sp = memchr(m[r].data, ' ', m[r].len);
         /* A merge "a b": a and b non-empty, and "ab" must fit our scratch buffer. */
         if (!sp || sp == m[r].data || sp + 1 == m[r].data + m[r].len || m[r].len >= sizeof buf) {
-            st = halo_fail(err, HALO_E_BAD_VALUE, "tokenizer.ggml.merges[%llu]: \"%.*s\" is not "
-                           "two tokens separated by a space", (unsigned long long)r,
-                           (int)(m[r].len > 64 ? 64 : m[r].len), m[r].data);
+            st = halo_fail(err, HALO_E_BAD_VALUE,
+                           "tokenizer.ggml.merges[%llu]: \"%.*s\" is not "
+                           "two tokens separated by a space",
+                           (unsigned long long)r, (int)(m[r].len > 64 ? 64 : m[r].len), m[r].data);
             goto done;
         }
         size_t la = (size_t)(sp - m[r].data), lb = m[r].len - la - 1;
@@ -240,9 +251,10 @@ static halo_status load_merges(halo_tokenizer *t, const halo_gguf_kv *tokens,
         buf[la + lb] = 0;
         ok = ok && halo_strmap_get(&by_text, buf, &ab);
         if (!ok) {
-            st = halo_fail(err, HALO_E_BAD_VALUE, "tokenizer.ggml.merges[%llu]: \"%.*s\" names a "
-                           "token missing from tokenizer.ggml.tokens", (unsigned long long)r,
-                           (int)(m[r].len > 64 ? 64 : m[r].len), m[r].data);
+            st = halo_fail(err, HALO_E_BAD_VALUE,
+                           "tokenizer.ggml.merges[%llu]: \"%.*s\" names a "
+                           "token missing from tokenizer.ggml.tokens",
+                           (unsigned long long)r, (int)(m[r].len > 64 ? 64 : m[r].len), m[r].data);
             goto done;
         }
         merge_put(t, (int32_t)a, (int32_t)b, (uint32_t)r, (int32_t)ab);
@@ -258,8 +270,10 @@ halo_status halo_tokenizer_load(const halo_gguf *g, halo_tokenizer **out, halo_e
     halo_status st = halo_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
     if (st) return st;
     if (strcmp(model, "gpt2"))
-        return halo_fail(err, HALO_E_UNSUPPORTED, "tokenizer.ggml.model is \"%s\": halo reads "
-                         "byte-level BPE (\"gpt2\") tokenizers only", model);
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "tokenizer.ggml.model is \"%s\": halo reads "
+                         "byte-level BPE (\"gpt2\") tokenizers only",
+                         model);
     if (halo_gguf_find_kv(g, "tokenizer.ggml.pre") &&
         (st = halo_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err)))
         return st;
@@ -272,9 +286,10 @@ halo_status halo_tokenizer_load(const halo_gguf *g, halo_tokenizer **out, halo_e
     if (halo_gguf_find_kv(g, "tokenizer.ggml.token_type")) {
         if ((st = halo_gguf_get_array(g, "tokenizer.ggml.token_type", &types, err))) return st;
         if (types->count != tokens->count)
-            return halo_fail(err, HALO_E_BAD_VALUE, "tokenizer.ggml.token_type has %llu entries "
-                             "for %llu tokens", (unsigned long long)types->count,
-                             (unsigned long long)tokens->count);
+            return halo_fail(err, HALO_E_BAD_VALUE,
+                             "tokenizer.ggml.token_type has %llu entries "
+                             "for %llu tokens",
+                             (unsigned long long)types->count, (unsigned long long)tokens->count);
     }
     if (tokens->count == 0 || tokens->count > INT32_MAX / 2)
         return halo_fail(err, HALO_E_BAD_VALUE, "tokenizer.ggml.tokens: %llu tokens",
@@ -380,8 +395,8 @@ halo_status halo_tokenizer_encode(const halo_tokenizer *t, const char *text, siz
     while (at < len) {
         size_t start = len, match_len = 0;
         int32_t id = -1;
-        if (flags & HALO_TOKENIZE_SPECIAL) id = halo_specials_next(t, text, len, at, &start,
-                                                                    &match_len);
+        if (flags & HALO_TOKENIZE_SPECIAL)
+            id = halo_specials_next(t, text, len, at, &start, &match_len);
         if (start > at && (st = halo_pretok_run(&enc, text + at, start - at))) break;
         if (id < 0) break;
         if ((st = halo_tokens_push(out, id, err))) break;
@@ -396,8 +411,10 @@ halo_status halo_tokenizer_decode(const halo_tokenizer *t, const int32_t *ids, s
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || (uint32_t)ids[i] >= t->n_vocab)
-            return halo_fail(err, HALO_E_INVALID_ARG, "token %d at index %zu is outside the "
-                             "vocabulary of %u", ids[i], i, t->n_vocab);
+            return halo_fail(err, HALO_E_INVALID_ARG,
+                             "token %d at index %zu is outside the "
+                             "vocabulary of %u",
+                             ids[i], i, t->n_vocab);
         total += t->piece_len[ids[i]];
     }
     char *s = malloc(total + 1);
@@ -405,7 +422,8 @@ halo_status halo_tokenizer_decode(const halo_tokenizer *t, const int32_t *ids, s
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         uint8_t ty = t->types[ids[i]];
-        if ((ty == HALO_TOKEN_CONTROL || ty == HALO_TOKEN_UNUSED) && !(flags & HALO_TOKENIZE_SPECIAL))
+        if ((ty == HALO_TOKEN_CONTROL || ty == HALO_TOKEN_UNUSED) &&
+            !(flags & HALO_TOKENIZE_SPECIAL))
             continue;
         memcpy(s + o, t->bytes + t->piece_off[ids[i]], t->piece_len[ids[i]]);
         o += t->piece_len[ids[i]];

@@ -21,11 +21,16 @@ static bool cont_ok(const unsigned char *s, unsigned i) {
     unsigned char c = s[i];
     if (i == 1) {
         switch (s[0]) {
-        case 0xE0: return c >= 0xA0 && c <= 0xBF;
-        case 0xED: return c >= 0x80 && c <= 0x9F;
-        case 0xF0: return c >= 0x90 && c <= 0xBF;
-        case 0xF4: return c >= 0x80 && c <= 0x8F;
-        default: break;
+        case 0xE0:
+            return c >= 0xA0 && c <= 0xBF;
+        case 0xED:
+            return c >= 0x80 && c <= 0x9F;
+        case 0xF0:
+            return c >= 0x90 && c <= 0xBF;
+        case 0xF4:
+            return c >= 0x80 && c <= 0x8F;
+        default:
+            break;
         }
     }
     return c >= 0x80 && c <= 0xBF;
@@ -45,7 +50,8 @@ unsigned halo_utf8_seq_len(const unsigned char *s, size_t n) {
 static unsigned valid_prefix(const unsigned char *s, size_t n) {
     unsigned l = lead_len(s[0]), i = 1;
     if (!l) return 1;
-    while (i < l && i < n && cont_ok(s, i)) i++;
+    while (i < l && i < n && cont_ok(s, i))
+        i++;
     return i;
 }
 
@@ -96,8 +102,10 @@ size_t halo_utf8_stream_push(halo_utf8_stream *st, const char *in, size_t n, cha
             st->n = 0;
         }
         unsigned l = lead_len(c);
-        if (l > 1) st->pending[st->n++] = c;
-        else out[o++] = (char)c;
+        if (l > 1)
+            st->pending[st->n++] = c;
+        else
+            out[o++] = (char)c;
     }
     return o;
 }

@@ -150,7 +150,6 @@ static void two_turns_and_ctrl_c_on_a_terminal(void) {
     long p3 = prompt_tokens_after(&t, turn3);
     CHECK(p3 > 5 && p3 < 30);
 
-
     type(&t, "/quit\r");
     CHECK_INT(finish(&t), 0);
     if (check_failures) { /* what the terminal showed, for the failure report */
@@ -166,7 +165,8 @@ static void commands_over_a_pipe(void) {
     char cmd[2048], out[1 << 16];
     snprintf(cmd, sizeof cmd,
              "printf 'hi\\n/ctx\\n/think\\n/nothink\\n/reset\\n/ctx\\n/bogus\\n/help\\n' | %s chat "
-             "-m '%s' --temp 0 -n 5 --ignore-eos --threads 1 2>&1", HALO_BIN, model);
+             "-m '%s' --temp 0 -n 5 --ignore-eos --threads 1 2>&1",
+             HALO_BIN, model);
     FILE *p = popen(cmd, "r");
     size_t n = fread(out, 1, sizeof out - 1, p);
     out[n] = 0;

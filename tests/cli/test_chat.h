@@ -39,29 +39,43 @@ static inline void fixture_byte_level(unsigned b, char *out) {
 static inline halo_status fixture_copy_kv(halo_gguf_writer *w, const halo_gguf_kv *kv) {
     const char *k = kv->key.data;
     switch (kv->type) {
-    case HALO_GGUF_U8: return halo_gguf_writer_set_u8(w, k, kv->v.u8);
-    case HALO_GGUF_I8: return halo_gguf_writer_set_i8(w, k, kv->v.i8);
-    case HALO_GGUF_U16: return halo_gguf_writer_set_u16(w, k, kv->v.u16);
-    case HALO_GGUF_I16: return halo_gguf_writer_set_i16(w, k, kv->v.i16);
-    case HALO_GGUF_U32: return halo_gguf_writer_set_u32(w, k, kv->v.u32);
-    case HALO_GGUF_I32: return halo_gguf_writer_set_i32(w, k, kv->v.i32);
-    case HALO_GGUF_F32: return halo_gguf_writer_set_f32(w, k, kv->v.f32);
-    case HALO_GGUF_BOOL: return halo_gguf_writer_set_bool(w, k, kv->v.b);
-    case HALO_GGUF_U64: return halo_gguf_writer_set_u64(w, k, kv->v.u64);
-    case HALO_GGUF_I64: return halo_gguf_writer_set_i64(w, k, kv->v.i64);
-    case HALO_GGUF_F64: return halo_gguf_writer_set_f64(w, k, kv->v.f64);
-    case HALO_GGUF_STRING: return halo_gguf_writer_set_str(w, k, kv->v.str.data);
+    case HALO_GGUF_U8:
+        return halo_gguf_writer_set_u8(w, k, kv->v.u8);
+    case HALO_GGUF_I8:
+        return halo_gguf_writer_set_i8(w, k, kv->v.i8);
+    case HALO_GGUF_U16:
+        return halo_gguf_writer_set_u16(w, k, kv->v.u16);
+    case HALO_GGUF_I16:
+        return halo_gguf_writer_set_i16(w, k, kv->v.i16);
+    case HALO_GGUF_U32:
+        return halo_gguf_writer_set_u32(w, k, kv->v.u32);
+    case HALO_GGUF_I32:
+        return halo_gguf_writer_set_i32(w, k, kv->v.i32);
+    case HALO_GGUF_F32:
+        return halo_gguf_writer_set_f32(w, k, kv->v.f32);
+    case HALO_GGUF_BOOL:
+        return halo_gguf_writer_set_bool(w, k, kv->v.b);
+    case HALO_GGUF_U64:
+        return halo_gguf_writer_set_u64(w, k, kv->v.u64);
+    case HALO_GGUF_I64:
+        return halo_gguf_writer_set_i64(w, k, kv->v.i64);
+    case HALO_GGUF_F64:
+        return halo_gguf_writer_set_f64(w, k, kv->v.f64);
+    case HALO_GGUF_STRING:
+        return halo_gguf_writer_set_str(w, k, kv->v.str.data);
     case HALO_GGUF_ARRAY:
         if (kv->elem_type == HALO_GGUF_STRING) {
             const halo_gguf_str *s = kv->v.array;
             const char **v = malloc(sizeof *v * (kv->count + 1));
-            for (uint64_t i = 0; i < kv->count; i++) v[i] = s[i].data;
+            for (uint64_t i = 0; i < kv->count; i++)
+                v[i] = s[i].data;
             halo_status st = halo_gguf_writer_set_str_array(w, k, v, kv->count);
             free(v);
             return st;
         }
         return halo_gguf_writer_set_array(w, k, kv->elem_type, kv->v.array, kv->count);
-    default: return HALO_E_UNSUPPORTED;
+    default:
+        return HALO_E_UNSUPPORTED;
     }
 }
 
@@ -81,12 +95,13 @@ static inline int fixture_write(const char *dst) {
             continue;
         fixture_copy_kv(w, kv);
     }
-    static const char *const specials[] = {HALO_CHAT_BOS, HALO_CHAT_EOS, HALO_CHAT_USER_TAG,
-                                           HALO_CHAT_ASSISTANT_TAG, HALO_CHAT_THINK_OPEN,
-                                           HALO_CHAT_THINK_CLOSE};
-    static const char *const merged[] = {"\xc4\xa0t", "he", "\xc4\xa0the", "in", "\xc4\xa0" "a"};
-    static const char *const merges[] = {"\xc4\xa0 t", "h e", "\xc4\xa0t he", "i n",
-                                         "\xc4\xa0 a"};
+    static const char *const specials[] = {HALO_CHAT_BOS,        HALO_CHAT_EOS,
+                                           HALO_CHAT_USER_TAG,   HALO_CHAT_ASSISTANT_TAG,
+                                           HALO_CHAT_THINK_OPEN, HALO_CHAT_THINK_CLOSE};
+    static const char *const merged[] = {"\xc4\xa0t", "he", "\xc4\xa0the", "in",
+                                         "\xc4\xa0"
+                                         "a"};
+    static const char *const merges[] = {"\xc4\xa0 t", "h e", "\xc4\xa0t he", "i n", "\xc4\xa0 a"};
     char bytes[245][4];
     const char *tokens[256];
     int32_t types[256];
@@ -127,7 +142,8 @@ static inline int fixture_write(const char *dst) {
         fprintf(stderr, "fixture: %s\n", err.message);
         rc = 1;
     }
-    for (uint64_t i = 0; i < halo_gguf_tensor_count(g); i++) free(data[i]);
+    for (uint64_t i = 0; i < halo_gguf_tensor_count(g); i++)
+        free(data[i]);
     free(data);
     halo_gguf_writer_free(w);
     halo_gguf_close(g);

@@ -79,13 +79,16 @@ static bool same_text(const char *got, const char *want) {
 static void raw_greedy_equals_the_library(void) {
     char cmd[2048], out[65536], err[8192];
     char *want = library_greedy(model, "In the beginning", 40);
-    snprintf(cmd, sizeof cmd, "%s run -m '%s' --raw --temp 0 --ignore-eos -n 40 --threads 1 -p "
-             "'In the beginning'", HALO_BIN, model);
+    snprintf(cmd, sizeof cmd,
+             "%s run -m '%s' --raw --temp 0 --ignore-eos -n 40 --threads 1 -p "
+             "'In the beginning'",
+             HALO_BIN, model);
     CHECK_INT(run(cmd, out, sizeof out, err, sizeof err), 0);
     CHECK(want && same_text(out, want));
     if (want && !same_text(out, want)) fprintf(stderr, "got  [%s]\nwant [%s]\n", out, want);
     /* The speed line. */
-    CHECK_CONTAINS(err, "prompt: 12 tokens, "); /* BOS, "I" "n", " the", " b" "e" "g" "in" "n" "in" "g" */
+    CHECK_CONTAINS(
+        err, "prompt: 12 tokens, "); /* BOS, "I" "n", " the", " b" "e" "g" "in" "n" "in" "g" */
     CHECK_CONTAINS(err, " tok/s prefill | generated: 40 tokens, ");
     CHECK_CONTAINS(err, " tok/s decode");
     free(want);
@@ -192,8 +195,10 @@ static void reproduces_the_embedded_models_greedy_continuations(void) {
         const char *name = nm && nm->type == PJ_STR ? nm->s : "?";
         if (!tok || !pi || pi->type != PJ_ARR || !tk || tk->type != PJ_ARR) continue;
         halo_tokens p = {0}, t = {0}, back = {0};
-        for (size_t i = 0; i < pi->n; i++) halo_tokens_push(&p, atoi(pi->items[i]->s), NULL);
-        for (size_t i = 0; i < tk->n; i++) halo_tokens_push(&t, atoi(tk->items[i]->s), NULL);
+        for (size_t i = 0; i < pi->n; i++)
+            halo_tokens_push(&p, atoi(pi->items[i]->s), NULL);
+        for (size_t i = 0; i < tk->n; i++)
+            halo_tokens_push(&t, atoi(tk->items[i]->s), NULL);
         char *prompt = NULL, *want = NULL, cmd[2048], pf[700];
         halo_tokenizer_decode(tok, p.ids, p.n, HALO_TOKENIZE_SPECIAL, &prompt, NULL, &e);
         halo_tokenizer_decode(tok, t.ids, t.n, 0, &want, NULL, &e);
@@ -204,8 +209,10 @@ static void reproduces_the_embedded_models_greedy_continuations(void) {
         f = fopen(pf, "wb");
         fputs(prompt, f);
         fclose(f);
-        snprintf(cmd, sizeof cmd, "%s run -m '%s' --raw --temp 0 --ignore-eos -n %zu --threads 1 "
-                 "-f '%s'", HALO_BIN, path, t.n, pf);
+        snprintf(cmd, sizeof cmd,
+                 "%s run -m '%s' --raw --temp 0 --ignore-eos -n %zu --threads 1 "
+                 "-f '%s'",
+                 HALO_BIN, path, t.n, pf);
         static char out[1 << 16], err[8192];
         CHECK_INT(run(cmd, out, sizeof out, err, sizeof err), 0);
         char speed[64];

@@ -13,8 +13,10 @@ static const float logits[N] = {2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -3.0
 /* softmax(logits / t) restricted to keep[], renormalised. */
 static void expected(float t, const int *keep, double *p) {
     double sum = 0;
-    for (int i = 0; i < N; i++) sum += keep[i] ? exp(logits[i] / t) : 0;
-    for (int i = 0; i < N; i++) p[i] = keep[i] ? exp(logits[i] / t) / sum : 0;
+    for (int i = 0; i < N; i++)
+        sum += keep[i] ? exp(logits[i] / t) : 0;
+    for (int i = 0; i < N; i++)
+        p[i] = keep[i] ? exp(logits[i] / t) / sum : 0;
 }
 
 /* Draws `draws` tokens; checks none outside keep[] and returns the chi-square statistic. */
@@ -51,7 +53,8 @@ static void check_distribution(halo_sampler_params sp, const int *keep) {
     expected(sp.temperature, keep, p);
     float probs[N];
     halo_sampler_probs(s, logits, probs);
-    for (int i = 0; i < N; i++) CHECK(fabs(probs[i] - p[i]) < 1e-5);
+    for (int i = 0; i < N; i++)
+        CHECK(fabs(probs[i] - p[i]) < 1e-5);
     int df;
     double chi = chi_square(s, p, 200000, &df);
     CHECK(df >= 1 && df <= 7);
@@ -114,7 +117,8 @@ static void greedy_takes_the_argmax_after_penalties(void) {
     halo_sampler *s = NULL;
     halo_error err;
     CHECK_INT(halo_sampler_create(&p, N, &s, &err), HALO_OK);
-    for (int i = 0; i < 5; i++) CHECK_INT(halo_sampler_sample(s, logits), 0);
+    for (int i = 0; i < 5; i++)
+        CHECK_INT(halo_sampler_sample(s, logits), 0);
     halo_sampler_free(s);
     p.repeat_penalty = 2.0f; /* token 0: 2.0 -> 1.0, below token 1's 1.5 */
     CHECK_INT(halo_sampler_create(&p, N, &s, &err), HALO_OK);
@@ -134,14 +138,17 @@ static void penalties_move_logits_by_the_documented_amounts(void) {
     CHECK_INT(halo_sampler_create(&p, N, &s, &err), HALO_OK);
     /* Window after these: 5 1 1 6 (token 0 has left it). */
     int32_t seen[] = {0, 5, 1, 1, 6};
-    for (int i = 0; i < 5; i++) halo_sampler_accept(s, seen[i]);
+    for (int i = 0; i < 5; i++)
+        halo_sampler_accept(s, seen[i]);
     float adj[N];
-    for (int i = 0; i < N; i++) adj[i] = logits[i];
-    adj[1] = 1.5f / 1.5f - 2 * 0.25f - 0.5f;    /* positive: divided */
-    adj[5] = -0.5f * 1.5f - 1 * 0.25f - 0.5f;   /* negative: multiplied */
+    for (int i = 0; i < N; i++)
+        adj[i] = logits[i];
+    adj[1] = 1.5f / 1.5f - 2 * 0.25f - 0.5f;  /* positive: divided */
+    adj[5] = -0.5f * 1.5f - 1 * 0.25f - 0.5f; /* negative: multiplied */
     adj[6] = -1.0f * 1.5f - 1 * 0.25f - 0.5f;
     double sum = 0, e[N];
-    for (int i = 0; i < N; i++) sum += exp(adj[i]);
+    for (int i = 0; i < N; i++)
+        sum += exp(adj[i]);
     float probs[N];
     halo_sampler_probs(s, logits, probs);
     for (int i = 0; i < N; i++) {

@@ -31,10 +31,13 @@ static char *slurp(const char *path, size_t *len) {
 static void show_difference(const char *name, const char *got, size_t gl, const char *want,
                             size_t wl) {
     size_t i = 0;
-    while (i < gl && i < wl && got[i] == want[i]) i++;
+    while (i < gl && i < wl && got[i] == want[i])
+        i++;
     size_t from = i > 40 ? i - 40 : 0;
-    fprintf(stderr, "%s: differs at byte %zu (got %zu bytes, want %zu)\n  got:  %.80s\n  want: "
-            "%.80s\n", name, i, gl, wl, got + from, want + from);
+    fprintf(stderr,
+            "%s: differs at byte %zu (got %zu bytes, want %zu)\n  got:  %.80s\n  want: "
+            "%.80s\n",
+            name, i, gl, wl, got + from, want + from);
 }
 
 static void renders_every_conversation_like_jinja2(void) {
@@ -137,7 +140,8 @@ static void bad_requests_fail_with_a_message(void) {
     char *out = NULL;
     halo_error err = {0};
     CHECK_INT(halo_chat_render_json("{\"messages\": [{\"role\": \"wizard\"}]}", HALO_CHAT_V4, &out,
-                                    NULL, &err), HALO_E_BAD_VALUE);
+                                    NULL, &err),
+              HALO_E_BAD_VALUE);
     CHECK_CONTAINS(err.message, "messages[0]: role must be");
     CHECK_INT(halo_chat_render_json("{\"messages\": 3}", HALO_CHAT_V4, &out, NULL, &err),
               HALO_E_BAD_VALUE);
@@ -145,12 +149,15 @@ static void bad_requests_fail_with_a_message(void) {
     CHECK_INT(halo_chat_render_json("{\"messages\": [}", HALO_CHAT_V4, &out, NULL, &err),
               HALO_E_BAD_VALUE);
     CHECK_CONTAINS(err.message, "chat request: JSON:");
-    CHECK_INT(halo_chat_render_json("{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": "
-                                    "[{\"function\": {\"name\": \"f\", \"arguments\": \"[1]\"}}]}]}",
-                                    HALO_CHAT_V4, &out, NULL, &err), HALO_E_BAD_VALUE);
+    CHECK_INT(
+        halo_chat_render_json("{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": "
+                              "[{\"function\": {\"name\": \"f\", \"arguments\": \"[1]\"}}]}]}",
+                              HALO_CHAT_V4, &out, NULL, &err),
+        HALO_E_BAD_VALUE);
     CHECK_CONTAINS(err.message, "messages[0].tool_calls[0]: arguments are not a JSON object");
-    CHECK_INT(halo_chat_render_json("{\"messages\": [], \"thinking\": \"yes\"}", HALO_CHAT_V4,
-                                    &out, NULL, &err), HALO_E_BAD_VALUE);
+    CHECK_INT(halo_chat_render_json("{\"messages\": [], \"thinking\": \"yes\"}", HALO_CHAT_V4, &out,
+                                    NULL, &err),
+              HALO_E_BAD_VALUE);
     CHECK_CONTAINS(err.message, "thinking: expected true or false");
     CHECK(out == NULL);
 }

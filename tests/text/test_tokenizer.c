@@ -82,14 +82,16 @@ static void matches_hf_tokenizers_on_the_corpus_and_round_trips(void) {
     for (size_t i = 0; c && i < n; i++) {
         halo_tokens got = {0};
         halo_error err = {0};
-        CHECK_INT(halo_tokenizer_encode(tok, c[i].text, c[i].len, HALO_TOKENIZE_SPECIAL, &got,
-                                        &err), HALO_OK);
-        bool same = got.n == c[i].n_ids && !memcmp(got.ids, c[i].ids, got.n * sizeof *got.ids);
+        CHECK_INT(
+            halo_tokenizer_encode(tok, c[i].text, c[i].len, HALO_TOKENIZE_SPECIAL, &got, &err),
+            HALO_OK);
+        bool same =
+            got.n == c[i].n_ids && (!got.n || !memcmp(got.ids, c[i].ids, got.n * sizeof *got.ids));
         agree += same;
         total_ids += got.n;
         if (!same && shown++ < 5) {
-            fprintf(stderr, "line %zu differs (%zu vs %zu ids): %.80s\n", i + 1, got.n,
-                    c[i].n_ids, c[i].text);
+            fprintf(stderr, "line %zu differs (%zu vs %zu ids): %.80s\n", i + 1, got.n, c[i].n_ids,
+                    c[i].text);
             for (size_t k = 0; k < got.n || k < c[i].n_ids; k++) {
                 int32_t a = k < got.n ? got.ids[k] : -1, b = k < c[i].n_ids ? c[i].ids[k] : -1;
                 if (a != b) {
@@ -101,7 +103,8 @@ static void matches_hf_tokenizers_on_the_corpus_and_round_trips(void) {
         char *back = NULL;
         size_t back_len = 0;
         CHECK_INT(halo_tokenizer_decode(tok, got.ids, got.n, HALO_TOKENIZE_SPECIAL, &back,
-                                        &back_len, &err), HALO_OK);
+                                        &back_len, &err),
+                  HALO_OK);
         round += back && back_len == c[i].len && !memcmp(back, c[i].text, back_len);
         free(back);
         halo_tokens_free(&got);
@@ -135,7 +138,8 @@ static void special_tokens_are_text_unless_asked(void) {
     halo_tokens a = {0}, b = {0};
     halo_error err;
     CHECK_INT(halo_tokenizer_encode(tok, s, strlen(s), HALO_TOKENIZE_SPECIAL | HALO_TOKENIZE_BOS,
-                                    &a, &err), HALO_OK);
+                                    &a, &err),
+              HALO_OK);
     CHECK_INT(a.n, 4);
     if (a.n == 4) {
         CHECK_INT(a.ids[0], 0);
@@ -144,7 +148,8 @@ static void special_tokens_are_text_unless_asked(void) {
     }
     CHECK_INT(halo_tokenizer_encode(tok, s, strlen(s), 0, &b, &err), HALO_OK);
     CHECK(b.n > 4);
-    for (size_t i = 0; i < b.n; i++) CHECK(halo_tokenizer_type(tok, b.ids[i]) == HALO_TOKEN_NORMAL);
+    for (size_t i = 0; i < b.n; i++)
+        CHECK(halo_tokenizer_type(tok, b.ids[i]) == HALO_TOKEN_NORMAL);
     /* Decoding skips control tokens unless asked. */
     char *out = NULL;
     CHECK_INT(halo_tokenizer_decode(tok, a.ids, a.n, 0, &out, NULL, &err), HALO_OK);
@@ -159,8 +164,8 @@ static void special_tokens_are_text_unless_asked(void) {
 
 static void any_bytes_round_trip(void) {
     /* Invalid UTF-8, NULs, lone continuation bytes, truncated sequences, surrogates. */
-    const char cases[][16] = {"\xff\xfe", "a\x80 b", "\xe4\xb8", "x\xed\xa0\x80y", "\xc0\xaf",
-                              "\xf4\x90\x80\x80", "\xe2\x82\xac\xe2"};
+    const char cases[][16] = {"\xff\xfe", "a\x80 b",          "\xe4\xb8",        "x\xed\xa0\x80y",
+                              "\xc0\xaf", "\xf4\x90\x80\x80", "\xe2\x82\xac\xe2"};
     unsigned seed = 12345;
     char buf[512];
     for (int round = 0; round < 300; round++) {
@@ -174,7 +179,10 @@ static void any_bytes_round_trip(void) {
                 seed = seed * 1103515245u + 12345u;
                 unsigned r = seed >> 16;
                 /* Mix ASCII, spaces, digits and high bytes so every regex branch is reached. */
-                buf[i] = (char)(r % 4 == 0 ? ' ' : r % 4 == 1 ? 'a' + r % 26 : r % 4 == 2 ? r : '7');
+                buf[i] = (char)(r % 4 == 0   ? ' '
+                                : r % 4 == 1 ? 'a' + r % 26
+                                : r % 4 == 2 ? r
+                                             : '7');
             }
         }
         halo_tokens t = {0};
@@ -211,8 +219,14 @@ static void streaming_never_splits_a_character(void) {
     CHECK(total == n && !memcmp(all, s, n));
     /* An interrupted sequence is let through when the next byte cannot continue it. */
     halo_utf8_stream st2 = {0};
-    size_t k = halo_utf8_stream_push(&st2, "\xe2\x82" "A", 3, out);
-    CHECK(k == 3 && !memcmp(out, "\xe2\x82" "A", 3));
+    size_t k = halo_utf8_stream_push(&st2,
+                                     "\xe2\x82"
+                                     "A",
+                                     3, out);
+    CHECK(k == 3 && !memcmp(out,
+                            "\xe2\x82"
+                            "A",
+                            3));
     k = halo_utf8_stream_push(&st2, "\xf0\x9f", 2, out);
     CHECK_INT(k, 0);
     CHECK_INT(halo_utf8_stream_flush(&st2, out), 2);
@@ -222,11 +236,15 @@ static void sanitize_replaces_invalid_sequences(void) {
     char *out = NULL;
     size_t len = 0, bad = 0;
     halo_error err;
-    const char in[] = "ok\xff" "caf\xc3\xa9 \xe2\x82" "x\xed\xa0\x80";
+    const char in[] = "ok\xff"
+                      "caf\xc3\xa9 \xe2\x82"
+                      "x\xed\xa0\x80";
     CHECK_INT(halo_utf8_sanitize(in, sizeof in - 1, &out, &len, &bad, &err), HALO_OK);
     /* \xff -> 1, \xe2\x82 (truncated) -> 1, \xed then \xa0 \x80 (surrogate: each invalid) -> 3 */
     CHECK_INT(bad, 5);
-    CHECK_STR(out, "ok\xEF\xBF\xBD" "caf\xc3\xa9 \xEF\xBF\xBD" "x\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+    CHECK_STR(out, "ok\xEF\xBF\xBD"
+                   "caf\xc3\xa9 \xEF\xBF\xBD"
+                   "x\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
     free(out);
     CHECK_INT(halo_utf8_sanitize("plain", 5, &out, &len, &bad, &err), HALO_OK);
     CHECK_INT(bad, 0);

@@ -197,7 +197,10 @@ static void turn(chat *ch, const char *line) {
         halo_tokens_push(&ch->hist, gen.ids[i], NULL);
     size_t n_text = gen.n && why == HALO_GEN_EOG ? gen.n - 1 : gen.n;
     size_t len = 0;
-    if ((st = halo_tokenizer_decode(m->tok, gen.ids, n_text, 0, &text, &len, &err))) goto fail;
+    /* With special tokens: the reply is recorded as the session holds it (a control-token
+     * </think> included), so the next turn's rendering starts with the session's text. */
+    st = halo_tokenizer_decode(m->tok, gen.ids, n_text, HALO_TOKENIZE_SPECIAL, &text, &len, &err);
+    if (st) goto fail;
     /* Thinking replies are "reasoning</think>answer" (the prompt ended with <think>). */
     const char *close =
         ch->thinking != HALO_THINK_NONE ? strstr(text, HALO_CHAT_THINK_CLOSE) : NULL;

@@ -167,6 +167,28 @@ halo_status halo_chat_render_json(const char *request_json, halo_chat_format for
 /* The chat format a model's tokenizer.chat_template names (V4 when absent or unknown). */
 halo_chat_format halo_chat_format_of(const halo_gguf *g);
 
+/* ---- DSML tool calls in model output ------------------------------------------------------ */
+
+/* A reply as the model wrote it, split into its text and the tool calls of its
+ * <｜DSML｜tool_calls> block (the format the chat encoding's tools header teaches). */
+typedef struct halo_dsml_call {
+    char *name;
+    char *arguments; /* a JSON object (Python json.dumps spacing), e.g. {"city": "Paris"} */
+} halo_dsml_call;
+
+typedef struct halo_dsml_reply {
+    char *content; /* the text before the block, without the blank line that separates them */
+    halo_dsml_call *calls;
+    size_t n_calls;
+} halo_dsml_reply;
+
+/* Parses len bytes of assistant output (after </think>). Without a tool-call block the whole
+ * text is content. A block that is cut short or malformed is HALO_E_BAD_VALUE with what is
+ * wrong; a parameter marked string="false" whose value is not JSON is kept as a string.
+ * Rendering the result with halo_chat_render gives the same bytes back. */
+halo_status halo_dsml_parse(const char *text, size_t len, halo_dsml_reply *out, halo_error *err);
+void halo_dsml_reply_free(halo_dsml_reply *r);
+
 /* Text that opens an assistant turn, and the reasoning delimiters. */
 #define HALO_CHAT_BOS "<｜begin▁of▁sentence｜>"
 #define HALO_CHAT_EOS "<｜end▁of▁sentence｜>"

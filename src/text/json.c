@@ -374,7 +374,7 @@ const pj *pj_get(const pj *obj, const char *key) {
 /* ---- Python-style output ------------------------------------------------------------------ */
 
 /* json.dumps string escaping with ensure_ascii=False: only '"', '\\' and C0 controls. */
-static void dump_string(pj_buf *b, const char *s, size_t n) {
+void pj_dump_py_string(pj_buf *b, const char *s, size_t n) {
     pj_buf_add(b, "\"", 1);
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
@@ -508,7 +508,7 @@ void pj_dump_py(pj_buf *b, const pj *v) {
         dump_number(b, v);
         break;
     case PJ_STR:
-        dump_string(b, v->s, v->len);
+        pj_dump_py_string(b, v->s, v->len);
         break;
     case PJ_ARR:
     case PJ_OBJ:
@@ -516,7 +516,7 @@ void pj_dump_py(pj_buf *b, const pj *v) {
         for (size_t i = 0; i < v->n; i++) {
             if (i) pj_buf_adds(b, ", ");
             if (v->type == PJ_OBJ) {
-                dump_string(b, v->keys[i], v->key_lens[i]);
+                pj_dump_py_string(b, v->keys[i], v->key_lens[i]);
                 pj_buf_adds(b, ": ");
             }
             pj_dump_py(b, v->items[i]);

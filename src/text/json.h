@@ -40,5 +40,7 @@ void pj_buf_add(pj_buf *b, const char *s, size_t n);
 void pj_buf_adds(pj_buf *b, const char *s);
 /* Appends json.dumps(v, ensure_ascii=False). */
 void pj_dump_py(pj_buf *b, const pj *v);
+/* Appends json.dumps of a string of n bytes. */
+void pj_dump_py_string(pj_buf *b, const char *s, size_t n);
 
 #endif

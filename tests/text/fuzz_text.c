@@ -53,6 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     n += halo_utf8_stream_flush(&st, out + n);
     if (n != size || (size && memcmp(out, data, size))) fail("stream lost or changed bytes");
     free(out);
+    halo_dsml_reply dr;
+    if (!halo_dsml_parse(text, size, &dr, &err)) halo_dsml_reply_free(&dr);
     /* As a chat request (NUL-terminated copy). */
     char *req = malloc(size + 1);
     memcpy(req, data, size);
@@ -112,7 +114,13 @@ int main(int argc, char **argv) {
                                         "\xe4\xb8\xad",
                                         "   \n\n",
                                         "12345678",
-                                        "\"tool_calls\": [{\"function\": {\"name\": 1}}]"};
+                                        "\"tool_calls\": [{\"function\": {\"name\": 1}}]",
+                                        "<｜DSML｜tool_calls>",
+                                        "<｜DSML｜invoke name=\"",
+                                        "<｜DSML｜parameter name=\"",
+                                        "\" string=\"false\">",
+                                        "</｜DSML｜parameter>",
+                                        "</｜DSML｜invoke>"};
     LLVMFuzzerTestOneInput((const uint8_t *)convs, jlen);
     char *buf = malloc(1 << 16);
     for (int r = 0; r < rounds; r++) {

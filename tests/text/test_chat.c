@@ -184,11 +184,89 @@ static void python_json_numbers_and_strings(void) {
     }
 }
 
+/* Every assistant turn of the tool conversations' renderings parses into content and calls that
+ * render back to the same bytes. */
+static void dsml_tool_calls_parse_and_render_back(void) {
+    static const char *const files[] = {DATA "tools_think_full_exchange.v4.txt",
+                                        DATA "tools_nothink_no_system_empty_args.v4.txt",
+                                        DATA "tool_results_make_reasoning_kept.v4.txt"};
+    int replies = 0, calls = 0;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char *text = slurp(files[f], NULL);
+        CHECK(text != NULL);
+        for (char *at = text; text && (at = strstr(at, HALO_CHAT_ASSISTANT_TAG));) {
+            at += strlen(HALO_CHAT_ASSISTANT_TAG);
+            char *close = strstr(at, HALO_CHAT_THINK_CLOSE), *end = strstr(at, HALO_CHAT_EOS);
+            if (!close || !end || close > end) continue;
+            const char *reply = close + strlen(HALO_CHAT_THINK_CLOSE);
+            size_t len = (size_t)(end - reply);
+            halo_dsml_reply r;
+            halo_error err;
+            CHECK_INT(halo_dsml_parse(reply, len, &r, &err), HALO_OK);
+            halo_chat_tool_call tc[8];
+            for (size_t i = 0; i < r.n_calls && i < 8; i++)
+                tc[i] = (halo_chat_tool_call){r.calls[i].name, r.calls[i].arguments};
+            halo_chat_message m = {.role = HALO_CHAT_ASSISTANT,
+                                   .content = r.content,
+                                   .tool_calls = tc,
+                                   .n_tool_calls = r.n_calls};
+            halo_chat_params p = {0};
+            char *again = NULL;
+            CHECK_INT(halo_chat_render(&m, 1, &p, &again, NULL, &err), HALO_OK);
+            const char *body = again ? strstr(again, HALO_CHAT_THINK_CLOSE) : NULL;
+            CHECK(body &&
+                  strlen(body) == strlen(HALO_CHAT_THINK_CLOSE) + len + strlen(HALO_CHAT_EOS) &&
+                  !memcmp(body + strlen(HALO_CHAT_THINK_CLOSE), reply, len));
+            replies++;
+            calls += (int)r.n_calls;
+            free(again);
+            halo_dsml_reply_free(&r);
+        }
+        free(text);
+    }
+    CHECK_INT(replies, 5);
+    CHECK_INT(calls, 6);
+
+    /* The values come back typed. */
+    const char *out =
+        "Let me look.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+        "<｜DSML｜parameter name=\"city\" string=\"true\">Zürich \"Nord\"</｜DSML｜"
+        "parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜"
+        "parameter>\n<｜DSML｜parameter name=\"opts\" string=\"false\">{not json}"
+        "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+    halo_dsml_reply r;
+    halo_error err;
+    CHECK_INT(halo_dsml_parse(out, strlen(out), &r, &err), HALO_OK);
+    CHECK_STR(r.content, "Let me look.");
+    CHECK_INT(r.n_calls, 1);
+    if (r.n_calls == 1) {
+        CHECK_STR(r.calls[0].name, "get_weather");
+        CHECK_STR(r.calls[0].arguments,
+                  "{\"city\": \"Zürich \\\"Nord\\\"\", \"days\": 3, \"opts\": \"{not json}\"}");
+    }
+    halo_dsml_reply_free(&r);
+    /* Plain text is all content; a block cut short is an error. */
+    CHECK_INT(halo_dsml_parse("just text", 9, &r, &err), HALO_OK);
+    CHECK_STR(r.content, "just text");
+    CHECK_INT(r.n_calls, 0);
+    halo_dsml_reply_free(&r);
+    const char *cut =
+        "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" "
+        "string=\"true\">x";
+    CHECK_INT(halo_dsml_parse(cut, strlen(cut), &r, &err), HALO_E_BAD_VALUE);
+    CHECK_CONTAINS(err.message, "tool call 0 (f): malformed or unclosed parameter");
+    CHECK(r.calls == NULL && r.content == NULL);
+    const char *junk = "<｜DSML｜tool_calls>\n<｜DSML｜nonsense>";
+    CHECK_INT(halo_dsml_parse(junk, strlen(junk), &r, &err), HALO_E_BAD_VALUE);
+    CHECK_CONTAINS(err.message, "expected <｜DSML｜invoke name=\" or the end of the block");
+}
+
 int main(void) {
     RUN(renders_every_conversation_like_jinja2);
     RUN(c_api_matches_the_reference);
     RUN(rendering_tokenizes_special_tags_as_single_tokens);
     RUN(bad_requests_fail_with_a_message);
     RUN(python_json_numbers_and_strings);
+    RUN(dsml_tool_calls_parse_and_render_back);
     return check_report();
 }

@@ -295,7 +295,11 @@ int cli_chat(int argc, char **argv) {
     }
     cli_model m;
     int rc = cli_open("chat", &c, &m);
-    if (rc) return rc;
+    if (!rc) rc = cli_load("chat", &c, &m);
+    if (rc) {
+        cli_close(&m);
+        return rc;
+    }
     chat ch = {.c = &c, .m = &m, .thinking = c.thinking};
     reset(&ch);
 

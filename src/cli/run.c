@@ -150,6 +150,19 @@ static void prefix_path(halo_error *err, const char *path) {
     err->message[len] = 0;
 }
 
+/* The model's training context from its metadata (<arch>.context_length), 0 if absent. */
+static uint32_t ctx_train_of(const halo_gguf *g) {
+    const char *arch = NULL;
+    char key[128];
+    uint32_t v = 0;
+    if (halo_gguf_find_kv(g, "general.architecture") &&
+        !halo_gguf_get_str(g, "general.architecture", &arch, NULL)) {
+        snprintf(key, sizeof key, "%s.context_length", arch);
+        if (halo_gguf_find_kv(g, key) && halo_gguf_get_u32(g, key, &v, NULL)) v = 0;
+    }
+    return v;
+}
+
 int cli_open(const char *cmd, cli_common *c, cli_model *m) {
     memset(m, 0, sizeof *m);
     if (!c->model) c->model = cli_default_model();
@@ -171,22 +184,17 @@ int cli_open(const char *cmd, cli_common *c, cli_model *m) {
     if (halo_gguf_find_kv(g, "tokenizer.ggml.add_bos_token"))
         halo_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos, NULL);
     m->add_bos = add_bos;
+    uint32_t train = ctx_train_of(g);
     halo_gguf_close(g);
-    halo_engine_params ep = {.model_path = c->model, .threads = c->threads};
-    if (halo_engine_open(&ep, &m->engine, &err)) {
+    /* Everything that can be refused is checked before the weights load (minutes for a real
+     * model): sampler values, the context size. */
+    halo_sampler *probe = NULL;
+    if (halo_sampler_create(&c->sp, 1, &probe, &err)) {
         fprintf(stderr, "halo %s: %s\n", cmd, err.message);
         cli_close(m);
         return 1;
     }
-    uint32_t n_vocab = halo_engine_n_vocab(m->engine), train = halo_engine_n_ctx_train(m->engine);
-    if (halo_tokenizer_n_vocab(m->tok) > n_vocab) {
-        fprintf(stderr,
-                "halo %s: %s: the tokenizer has %u tokens but the model's vocabulary is "
-                "%u\n",
-                cmd, c->model, halo_tokenizer_n_vocab(m->tok), n_vocab);
-        cli_close(m);
-        return 1;
-    }
+    halo_sampler_free(probe);
     if (c->ctx > train && train) {
         fprintf(stderr, "halo %s: --ctx %u is beyond the model's training context of %u\n", cmd,
                 c->ctx, train);
@@ -194,10 +202,31 @@ int cli_open(const char *cmd, cli_common *c, cli_model *m) {
         return 1;
     }
     m->n_ctx = c->ctx ? c->ctx : (train && train < DEFAULT_CTX ? train : DEFAULT_CTX);
+    return 0;
+}
+
+int cli_load(const char *cmd, cli_common *c, cli_model *m) {
+    halo_error err = {0};
+    halo_engine_params ep = {.model_path = c->model, .threads = c->threads};
+    if (halo_engine_open(&ep, &m->engine, &err)) {
+        fprintf(stderr, "halo %s: %s\n", cmd, err.message);
+        return 1;
+    }
+    uint32_t n_vocab = halo_engine_n_vocab(m->engine), train = halo_engine_n_ctx_train(m->engine);
+    if (halo_tokenizer_n_vocab(m->tok) > n_vocab) {
+        fprintf(stderr,
+                "halo %s: %s: the tokenizer has %u tokens but the model's vocabulary is %u\n", cmd,
+                c->model, halo_tokenizer_n_vocab(m->tok), n_vocab);
+        return 1;
+    }
+    if (train && m->n_ctx > train) {
+        fprintf(stderr, "halo %s: the context of %u is beyond the model's training context of %u\n",
+                cmd, m->n_ctx, train);
+        return 1;
+    }
     if (halo_session_create(m->engine, m->n_ctx, &m->session, &err) ||
         halo_sampler_create(&c->sp, n_vocab, &m->sampler, &err)) {
         fprintf(stderr, "halo %s: %s\n", cmd, err.message);
-        cli_close(m);
         return 1;
     }
     return 0;
@@ -364,6 +393,8 @@ int cli_run(int argc, char **argv) {
                 ids.n, c.n_predict ? " plus -n" : "", m.n_ctx, c.n_predict ? ", a smaller -n" : "");
         goto done;
     }
+    if ((rc = cli_load("run", &c, &m))) goto done;
+    rc = 1;
     bool newline = true;
     halo_gen_params gp = {.n_ctx = m.n_ctx,
                           .max_new = c.n_predict,

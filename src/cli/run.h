@@ -32,8 +32,11 @@ void cli_common_init(cli_common *c);
 /* Parses argv[*i] if it is a common option: 1 (and *i advanced past its value), 0 when it is
  * not one, -1 when its value is bad (message printed). */
 int cli_common_option(const char *cmd, int argc, char **argv, int *i, cli_common *c);
-/* Opens everything; on failure prints why and returns the exit status (1 or 2). */
+/* Opens the tokenizer and checks what can be checked before loading weights (sampler values,
+ * context size); cli_load then loads the engine, session and sampler. On failure both print why
+ * and return the exit status (1 or 2); cli_close frees whatever was opened. */
 int cli_open(const char *cmd, cli_common *c, cli_model *m);
+int cli_load(const char *cmd, cli_common *c, cli_model *m);
 void cli_close(cli_model *m);
 /* The model to use without -m: $HALO_MODEL, else the first .gguf file in models/; NULL if none. */
 const char *cli_default_model(void);

@@ -160,6 +160,12 @@ typedef struct halo_backend_ops {
     void (*moe)(halo_backend *be, const halo_moe_args *a);
     /* dst = src (same shape and type): row copies between buffers. */
     void (*copy)(halo_backend *be, halo_tensor *dst, const halo_tensor *src);
+
+    /* Ops return nothing, so a backend can queue them (a GPU stream, a captured graph). sync
+     * waits for what was submitted and reports the first failure since the last sync (an op
+     * that could not get its scratch memory, a device error), naming the op; the outputs of
+     * the ops after it are not to be used. */
+    halo_status (*sync)(halo_backend *be, halo_error *err);
 } halo_backend_ops;
 
 struct halo_backend {

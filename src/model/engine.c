@@ -24,7 +24,11 @@ struct halo_session {
     uint32_t n_rows, cap_rows;
     int32_t *tokens; /* every evaluated token, for rewinding [n_ctx] */
     halo_snapshot *anchor; /* latest snapshot taken on this session, a rewind starting point */
+    bool broken;           /* the state may not match tokens[0..n_past): rebuild before use */
+    bool replaying;        /* inside replay_to: a failure is reported, not repaired again */
 };
+
+static halo_status replay_to(halo_session *s, uint32_t n_past, halo_error *err);
 
 struct halo_snapshot {
     halo_kv_snapshot *kv;
@@ -134,11 +138,25 @@ halo_status halo_session_eval(halo_session *s, const int32_t *tokens, uint32_t n
         s->logits = l;
         s->cap_rows = rows;
     }
+    if (s->broken && !s->replaying) {
+        halo_status st = replay_to(s, (uint32_t)s->kv->n_past, err);
+        if (st) return halo_error_prefix(err, "session state could not be rebuilt: ");
+    }
     int64_t at = s->kv->n_past;
     halo_status st = halo_forward(s->e->be, &s->e->hp, &s->e->w, s->kv, tokens, n, all_logits,
                                   s->logits, err);
     if (!st) memcpy(s->tokens + at, tokens, (size_t)n * sizeof *tokens);
     s->n_rows = st ? 0 : rows;
+    /* Bad input is refused before anything is touched; a failure inside the forward (memory)
+     * may have left some layers a step ahead: rebuild from the token history, now or at the
+     * next eval, so the session stays what its first n_past tokens make it. */
+    if (st && st != HALO_E_INVALID_ARG) {
+        s->broken = true;
+        if (!s->replaying) {
+            halo_error ignored;
+            replay_to(s, (uint32_t)s->kv->n_past, &ignored);
+        }
+    }
     return st;
 }
 
@@ -196,7 +214,13 @@ halo_status halo_session_rewind(halo_session *s, uint32_t n_past, halo_error *er
     if (n_past > now)
         return halo_fail(err, HALO_E_INVALID_ARG, "cannot rewind forward: position %u > %u",
                          n_past, now);
-    if (n_past == now) return HALO_OK;
+    if (n_past == now && !s->broken) return HALO_OK;
+    return replay_to(s, n_past, err);
+}
+
+/* Rebuilds the state of the first n_past tokens: from the session's snapshot anchor when it
+ * is a prefix of them, else from the start. */
+static halo_status replay_to(halo_session *s, uint32_t n_past, halo_error *err) {
     /* The replayed tokens are this session's own history, kept in s->tokens; copy them out
      * first since replaying writes the same array. */
     int32_t *replay = malloc((size_t)(n_past ? n_past : 1) * sizeof *replay);
@@ -212,10 +236,14 @@ halo_status halo_session_rewind(halo_session *s, uint32_t n_past, halo_error *er
     } else {
         halo_kv_reset(s->kv);
     }
+    s->broken = false;
+    s->replaying = true;
     for (uint32_t at = from; !st && at < n_past; at += REPLAY_CHUNK) {
         uint32_t m = n_past - at < REPLAY_CHUNK ? n_past - at : REPLAY_CHUNK;
         st = halo_session_eval(s, replay + at, m, false, err);
     }
+    s->replaying = false;
+    if (st) s->broken = true;
     free(replay);
     return st;
 }

@@ -286,6 +286,7 @@ halo_status halo_forward(halo_backend *be, const halo_hparams *hp, const halo_we
         free_temps(&f, keep);
         hc_site(&f, &streams, &L->hc_ffn_fn, &L->hc_ffn_base, &L->hc_ffn_scale, il, false);
         free_temps(&f, keep);
+        if (!f.st) f.st = f.op->sync(be, err); /* an op that failed stops the eval here */
     }
     if (!f.st) {
         halo_hc_args head = {.streams = &streams, .fn = &w->out_hc_fn.t,
@@ -299,8 +300,10 @@ halo_status halo_forward(halo_backend *be, const halo_hparams *hp, const halo_we
         halo_tensor out = tmp(&f, HALO_TYPE_F32, hp->n_vocab, n_out, 1);
         if (!f.st) {
             f.op->matmul(be, &w->output.t, &last, 1, &out);
-            f.st = f.op->buf_read(be, out.buf, out.offset, logits, halo_tensor_nbytes(&out), err);
+            f.st = f.op->sync(be, err);
         }
+        if (!f.st)
+            f.st = f.op->buf_read(be, out.buf, out.offset, logits, halo_tensor_nbytes(&out), err);
     }
     free_temps(&f, 0);
     free(f.pos);

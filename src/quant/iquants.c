@@ -21,9 +21,6 @@ static inline float f16(uint16_t h) {
 static inline int grid8(uint64_t row, int j) {
     return (int)((row >> (8 * j)) & 0xff);
 }
-static inline int grid4(uint32_t row, int j) {
-    return (int)((row >> (8 * j)) & 0xff);
-}
 static inline int grid1s(uint64_t row, int j) {
     return (int8_t)((row >> (8 * j)) & 0xff);
 }

@@ -9,6 +9,9 @@
 
 #include <math.h>
 #include <pthread.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <string.h>
 
 typedef struct kernel_set {
@@ -85,11 +88,18 @@ static void add_avx512_kernels(void) {
 #endif
 }
 
+#ifdef HALO_HAVE_X86
+/* F16C from CPUID leaf 1, ECX bit 29: clang 14's __builtin_cpu_supports does not know "f16c". */
+static bool has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 static halo_quant_level detect_level(void) {
 #ifdef HALO_HAVE_X86
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
-        !__builtin_cpu_supports("f16c"))
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !has_f16c())
         return HALO_QUANT_SCALAR;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))

@@ -28,13 +28,6 @@ AVX2 static inline float hsum_ps(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-AVX2 static inline int32_t hsum_epi32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
-
 /* 8 int32 lanes of sum(x * y) over 32 signed bytes, pairs summed. */
 AVX2 static inline __m256i dot_s8(__m256i x, __m256i y) {
     __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
@@ -231,11 +224,6 @@ AVX2 void halo_dequant_mxfp4_avx2(const void *src, float *dst, int64_t n) {
 }
 
 /* ---- k-quants with Q8_K activations ------------------------------------------------------ */
-
-/* 16 int16 lanes: 8 copies of s0 (first 16 elements) then 8 of s1 (next 16). */
-AVX2 static inline __m256i scale_pair(int s0, int s1) {
-    return _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
-}
 
 /* Stores 32 levels as (f32)q * dl - ml: halves use (dl0, ml0) and (dl1, ml1). */
 AVX2 static inline void store_affine32(float *dst, __m256i q, __m256 dl0, __m256 ml0, __m256 dl1,

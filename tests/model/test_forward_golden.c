@@ -232,6 +232,46 @@ static void bad_tokens_and_overlong_sequences_are_errors(void) {
     halo_engine_close(e);
 }
 
+/* An op that runs out of memory mid-eval (injected: the N-th scratch allocation of the CPU
+ * backend fails) makes that eval fail with a message naming the op; the session is rebuilt
+ * from its token history, so continuing gives the reference logits. */
+static void an_op_failing_mid_eval_leaves_the_session_usable(void) {
+    const halo_golden_variant *v = variant("tiny-a", "f32");
+    const halo_golden_seq *seq = halo_golden_seq_find(golden, "L300");
+    if (!v || !seq) return;
+    setenv("HALO_TEST_FAIL_SCRATCH", "700", 1); /* inside the second chunk's layers */
+    halo_engine *e = open_engine(v);
+    unsetenv("HALO_TEST_FAIL_SCRATCH");
+    if (!e) return;
+    uint32_t V = halo_engine_n_vocab(e), n = (uint32_t)seq->length;
+    float *got = calloc((size_t)n * V, sizeof *got);
+    halo_session *s = NULL;
+    halo_error err = {0};
+    CHECK_INT(halo_session_create(e, n, &s, &err), HALO_OK);
+    uint32_t at = 0, failures = 0;
+    while (s && at < n) {
+        uint32_t m = n - at < 50 ? n - at : 50;
+        halo_status st = halo_session_eval(s, seq->tokens + at, m, true, &err);
+        if (st) {
+            failures++;
+            CHECK_INT(st, HALO_E_NOMEM);
+            CHECK_CONTAINS(err.message, "out of memory for");
+            CHECK_INT(halo_session_n_past(s), at); /* nothing of the failed chunk counts */
+            if (failures > 1) break;
+            continue; /* the same chunk again */
+        }
+        memcpy(got + (size_t)at * V, halo_session_logits(s, NULL), (size_t)m * V * sizeof *got);
+        at += m;
+    }
+    CHECK_INT(failures, 1);
+    halo_golden_cmp c;
+    halo_golden_compare_seq(v, seq, got, TOL_REL, &c);
+    expect_agreement(&c, "after an injected failure");
+    halo_session_free(s);
+    free(got);
+    halo_engine_close(e);
+}
+
 int main(void) {
     halo_error err = {0};
     if (halo_golden_open("tests/golden", &golden, &err)) {
@@ -243,6 +283,7 @@ int main(void) {
     RUN(greedy_continuations_match);
     RUN(rewind_and_snapshots_reproduce_the_reference);
     RUN(bad_tokens_and_overlong_sequences_are_errors);
+    RUN(an_op_failing_mid_eval_leaves_the_session_usable);
     halo_golden_close(golden);
     return check_report();
 }

@@ -4,6 +4,8 @@
 #ifndef HALO_BACKEND_CPU_H
 #define HALO_BACKEND_CPU_H
 
+#include <stdatomic.h>
+
 #include "backend/backend.h"
 #include "core/threadpool.h"
 
@@ -17,7 +19,16 @@ typedef struct cpu_backend {
     halo_backend base;
     halo_threadpool *pool;
     bool precise; /* f32 activations for every weight type (no integer dot products) */
+    atomic_bool failed;     /* an op could not allocate its scratch since the last sync */
+    const char *failed_op;  /* which one (a string literal) */
+    /* Fault injection for tests (HALO_TEST_FAIL_SCRATCH=N): the N-th scratch allocation fails. */
+    int64_t fail_at;
+    atomic_int_fast64_t n_scratch;
 } cpu_backend;
+
+/* Scratch memory for an op: malloc, and on failure the backend remembers the op for the next
+ * sync and the caller skips its work. */
+void *cpu_scratch(cpu_backend *be, size_t bytes, const char *op);
 
 static inline cpu_backend *cpu_of(halo_backend *be) { return (cpu_backend *)be; }
 

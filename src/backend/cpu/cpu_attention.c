@@ -16,6 +16,7 @@ static float dot(const float *a, const float *b, int64_t n) {
 }
 
 typedef struct attn_ctx {
+    cpu_backend *be;
     const halo_attn_args *a;
     float sinks[1024];
 } attn_ctx;
@@ -33,8 +34,13 @@ static void attn_task(void *p, int64_t task) {
     int64_t n_win = a->window->ne[1], n_comp = a->comp ? a->comp->ne[1] : 0;
     int64_t k_sel = a->select ? a->select->ne[0] : 0;
     int64_t cap = n_win + (a->select ? k_sel : n_comp);
-    float *logit = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *logit);
-    const float **row = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *row);
+    float *logit = cpu_scratch(c->be, (size_t)(cap > 0 ? cap : 1) * sizeof *logit, "attention");
+    const float **row = cpu_scratch(c->be, (size_t)(cap > 0 ? cap : 1) * sizeof *row, "attention");
+    if (!logit || !row) {
+        free(logit);
+        free(row);
+        return;
+    }
     int64_t n = 0;
     const float *win = cpu_f32(a->window);
     for (int64_t i = 0; i < n_win; i++) {
@@ -70,7 +76,7 @@ static void attn_task(void *p, int64_t task) {
 }
 
 void cpu_attention(halo_backend *be, const halo_attn_args *a) {
-    attn_ctx c = {.a = a};
+    attn_ctx c = {.be = cpu_of(be), .a = a};
     halo_quant_dequantize_row(a->sinks->type, cpu_ptr(a->sinks), c.sinks, a->sinks->ne[0]);
     halo_threadpool_run(cpu_of(be)->pool, a->q->ne[2] * a->q->ne[1], attn_task, &c);
 }
@@ -137,7 +143,8 @@ void cpu_pool(halo_backend *be, const halo_pool_args *a) {
     uint32_t width = a->overlap ? 2 * a->dim : a->dim;
     int64_t n_win = a->out->ne[1];
     pool_ctx c = {.a = a};
-    c.ape = malloc((size_t)width * a->ratio * sizeof(float));
+    c.ape = cpu_scratch(cpu_of(be), (size_t)width * a->ratio * sizeof(float), "pool");
+    if (!c.ape) return;
     for (uint32_t i = 0; i < a->ratio; i++)
         halo_quant_dequantize_row(a->ape->type,
                                   (const unsigned char *)cpu_ptr(a->ape) + i * cpu_row_bytes(a->ape),
@@ -165,6 +172,7 @@ void cpu_pool(halo_backend *be, const halo_pool_args *a) {
 enum { SCORE_BLOCK = 256 };
 
 typedef struct topk_ctx {
+    cpu_backend *be;
     const halo_topk_args *a;
     int64_t n_rows, blocks;
     float *score; /* [n_tok][n_rows] */
@@ -233,7 +241,8 @@ static void select_task(void *p, int64_t t) {
     for (uint32_t i = 0; i < a->top_k; i++) out[i] = -1;
     int64_t visible = visible_rows(a, t, c->n_rows);
     if (visible <= 0) return;
-    scored *e = malloc((size_t)visible * sizeof *e);
+    scored *e = cpu_scratch(c->be, (size_t)visible * sizeof *e, "topk");
+    if (!e) return;
     for (int64_t s = 0; s < visible; s++) e[s] = (scored){c->score[t * c->n_rows + s], (int32_t)s};
     int64_t k = visible < a->top_k ? visible : a->top_k;
     if (k < visible) quickselect(e, visible, k);
@@ -243,9 +252,10 @@ static void select_task(void *p, int64_t t) {
 
 void cpu_topk(halo_backend *be, const halo_topk_args *a) {
     int64_t n_tok = a->q->ne[2];
-    topk_ctx c = {.a = a, .n_rows = a->keys->ne[1]};
+    topk_ctx c = {.be = cpu_of(be), .a = a, .n_rows = a->keys->ne[1]};
     c.blocks = (c.n_rows + SCORE_BLOCK - 1) / SCORE_BLOCK;
-    c.score = malloc((size_t)(n_tok * c.n_rows + 1) * sizeof *c.score);
+    c.score = cpu_scratch(c.be, (size_t)(n_tok * c.n_rows + 1) * sizeof *c.score, "topk");
+    if (!c.score) return;
     halo_threadpool *pool = cpu_of(be)->pool;
     halo_threadpool_run(pool, n_tok * c.blocks, score_task, &c);
     halo_threadpool_run(pool, n_tok, select_task, &c);

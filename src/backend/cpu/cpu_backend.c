@@ -76,6 +76,24 @@ static halo_status buf_read(halo_backend *be, const halo_buf *b, uint64_t offset
     return HALO_OK;
 }
 
+void *cpu_scratch(cpu_backend *be, size_t bytes, const char *op) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (p && be->fail_at && atomic_fetch_add(&be->n_scratch, 1) + 1 == be->fail_at) {
+        free(p);
+        p = NULL;
+    }
+    if (!p && !atomic_exchange(&be->failed, true)) be->failed_op = op;
+    return p;
+}
+
+static halo_status sync(halo_backend *be, halo_error *err) {
+    cpu_backend *cb = cpu_of(be);
+    if (!atomic_load(&cb->failed)) return HALO_OK;
+    const char *op = cb->failed_op ? cb->failed_op : "an op";
+    atomic_store(&cb->failed, false);
+    return halo_fail(err, HALO_E_NOMEM, "cpu backend: out of memory for %s's scratch", op);
+}
+
 static void destroy(halo_backend *be) {
     if (!be) return;
     halo_threadpool_free(cpu_of(be)->pool);
@@ -101,6 +119,7 @@ static const halo_backend_ops cpu_ops = {
     .topk = cpu_topk,
     .moe = cpu_moe,
     .copy = cpu_copy,
+    .sync = sync,
 };
 
 halo_status halo_backend_cpu_create(uint32_t threads, bool precise, halo_backend **out,
@@ -113,6 +132,10 @@ halo_status halo_backend_cpu_create(uint32_t threads, bool precise, halo_backend
     }
     be->base.ops = &cpu_ops;
     be->precise = precise;
+    atomic_init(&be->failed, false);
+    atomic_init(&be->n_scratch, 0);
+    const char *fail = getenv("HALO_TEST_FAIL_SCRATCH");
+    be->fail_at = fail ? strtoll(fail, NULL, 10) : 0;
     *out = &be->base;
     return HALO_OK;
 }

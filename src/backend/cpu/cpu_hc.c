@@ -11,6 +11,7 @@
 enum { HC_MAX = 16 };
 
 typedef struct hc_ctx {
+    cpu_backend *be;
     bool precise;
     const halo_hc_args *a;
     int64_t n_embd;
@@ -50,13 +51,18 @@ static void hc_task(void *p, int64_t t) {
     uint32_t hc = a->hc;
     int64_t width = (int64_t)hc * c->n_embd;
     const float *x = cpu_f32(a->streams) + t * width;
-    float *flat = malloc((size_t)width * sizeof *flat);
+    float *flat = cpu_scratch(c->be, (size_t)width * sizeof *flat, "hc_pre");
+    void *act = cpu_scratch(c->be, (size_t)cpu_act_bytes(c->precise, a->fn->type, width), "hc_pre");
+    if (!flat || !act) {
+        free(flat);
+        free(act);
+        return;
+    }
     memcpy(flat, x, (size_t)width * sizeof *flat);
     cpu_rms_norm_row(flat, width, NULL, a->norm_eps);
     bool head = a->post == NULL;
     uint32_t n_mix = head ? hc : (2 + hc) * hc;
     float mix[(2 + HC_MAX) * HC_MAX];
-    void *act = malloc((size_t)cpu_act_bytes(c->precise, a->fn->type, width));
     cpu_make_act(c->precise, a->fn->type, flat, width, act);
     cpu_dot_rows(c->precise, a->fn, 0, n_mix, act, mix, 0);
     free(act);
@@ -81,7 +87,8 @@ static void hc_task(void *p, int64_t t) {
 }
 
 void cpu_hc_pre(halo_backend *be, const halo_hc_args *a) {
-    hc_ctx c = {.precise = cpu_of(be)->precise, .a = a, .n_embd = a->collapsed->ne[0]};
+    hc_ctx c = {.be = cpu_of(be), .precise = cpu_of(be)->precise, .a = a,
+                .n_embd = a->collapsed->ne[0]};
     halo_quant_dequantize_row(a->base->type, cpu_ptr(a->base), c.base, a->base->ne[0]);
     halo_quant_dequantize_row(a->scale->type, cpu_ptr(a->scale), c.scale, a->scale->ne[0]);
     halo_threadpool_run(cpu_of(be)->pool, a->collapsed->ne[1], hc_task, &c);

@@ -36,12 +36,21 @@ void cpu_dot_rows(bool precise, const halo_tensor *w, int64_t o0, int64_t o1, co
             y[o - o0] = halo_quant_vec_dot(w->type, w->ne[0], base + (uint64_t)o * rb, act);
         return;
     }
-    float *row = malloc((size_t)w->ne[0] * sizeof *row);
+    /* Dequantize in chunks of whole blocks into a stack buffer: no allocation per row. */
+    enum { CHUNK = 4096 }; /* a multiple of every block size (32, 64, 128, 256) */
+    float row[CHUNK];
+    uint64_t chunk_bytes = 0;
+    halo_type_bytes(w->type, CHUNK, &chunk_bytes);
     for (int64_t o = o0; o < o1; o++) {
-        halo_quant_dequantize_row(w->type, base + (uint64_t)o * rb, row, w->ne[0]);
-        y[o - o0] = halo_quant_vec_dot(HALO_TYPE_F32, w->ne[0], row, act);
+        const unsigned char *src = base + (uint64_t)o * rb;
+        float sum = 0;
+        for (int64_t i = 0; i < w->ne[0]; i += CHUNK) {
+            int64_t n = w->ne[0] - i < CHUNK ? w->ne[0] - i : CHUNK;
+            halo_quant_dequantize_row(w->type, src + (uint64_t)(i / CHUNK) * chunk_bytes, row, n);
+            sum += halo_quant_vec_dot(HALO_TYPE_F32, n, row, (const float *)act + i);
+        }
+        y[o - o0] = sum;
     }
-    free(row);
 }
 
 typedef struct embed_ctx {
@@ -117,7 +126,8 @@ void cpu_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, ui
     int64_t in = w->ne[0], n_out = w->ne[1] * w->ne[2] * w->ne[3], n_tok = x->ne[1];
     bool precise = cpu_of(be)->precise;
     act_ctx a = {precise, w, cpu_f32(x), NULL, cpu_act_bytes(precise, w->type, in), in, groups};
-    a.acts = malloc(a.act_bytes * (uint64_t)n_tok * groups);
+    a.acts = cpu_scratch(cpu_of(be), a.act_bytes * (uint64_t)n_tok * groups, "matmul");
+    if (!a.acts) return;
     halo_threadpool *pool = cpu_of(be)->pool;
     halo_threadpool_run(pool, n_tok * groups, act_task, &a);
     matmul_ctx m = {precise, w,      a.acts, a.act_bytes, n_tok, n_out, n_out / groups,

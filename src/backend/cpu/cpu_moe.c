@@ -16,6 +16,7 @@
 enum { ROW_BLOCK = 64 };
 
 typedef struct moe_ctx {
+    cpu_backend *be;
     bool precise;
     const halo_moe_args *a;
     float *bias;          /* [n_expert] or NULL */
@@ -54,9 +55,17 @@ static void route_task(void *p, int64_t t) {
     moe_ctx *c = p;
     const halo_moe_args *a = c->a;
     const float *x = cpu_f32(a->x) + t * c->n_embd;
-    void *act = malloc((size_t)cpu_act_bytes(c->precise, a->gate_inp->type, c->n_embd));
+    void *act = cpu_scratch(c->be, (size_t)cpu_act_bytes(c->precise, a->gate_inp->type, c->n_embd),
+                            "moe");
+    float *score = cpu_scratch(c->be, (size_t)c->n_expert * sizeof *score, "moe");
+    bool *taken = cpu_scratch(c->be, (size_t)c->n_expert, "moe");
+    if (!act || !score || !taken) {
+        free(act);
+        free(score);
+        free(taken);
+        return;
+    }
     cpu_make_act(c->precise, a->gate_inp->type, x, c->n_embd, act);
-    float *score = malloc((size_t)c->n_expert * sizeof *score);
     cpu_dot_rows(c->precise, a->gate_inp, 0, c->n_expert, act, score, 0);
     free(act);
     if (a->gating == HALO_GATING_SOFTMAX) {
@@ -73,7 +82,7 @@ static void route_task(void *p, int64_t t) {
         memcpy(sel, row, c->k * sizeof *sel);
     } else {
         /* top-k of score + bias; the bias steers selection only, weights use the raw score */
-        bool *taken = calloc((size_t)c->n_expert, 1);
+        memset(taken, 0, (size_t)c->n_expert);
         for (uint32_t i = 0; i < c->k; i++) {
             int64_t best = -1;
             float best_v = 0;
@@ -87,8 +96,8 @@ static void route_task(void *p, int64_t t) {
             taken[best] = true;
             sel[i] = (int32_t)best;
         }
-        free(taken);
     }
+    free(taken);
     float *w = c->weight + t * c->slots, sum = 0;
     for (uint32_t i = 0; i < c->k; i++) sum += w[i] = score[sel[i]];
     for (uint32_t i = 0; i < c->k; i++) {
@@ -190,7 +199,9 @@ static int64_t plan_tasks(moe_ctx *c, int64_t rows_routed, int64_t rows_shared) 
         c->first[e + 1]++;
     }
     for (int64_t e = 0; e < groups; e++) c->first[e + 1] += c->first[e];
-    int64_t *fill = calloc((size_t)(uint32_t)groups, sizeof *fill); /* groups <= 2^32 */
+    int64_t *fill = cpu_scratch(c->be, (size_t)(uint32_t)groups * sizeof *fill, "moe");
+    if (!fill) return 0;
+    memset(fill, 0, (size_t)(uint32_t)groups * sizeof *fill);
     for (int64_t pair = 0; pair < n_pairs; pair++) {
         uint32_t s = (uint32_t)(pair % c->slots);
         int64_t e = s < c->k ? c->sel[(pair / c->slots) * c->k + s] : c->n_expert;
@@ -220,7 +231,7 @@ static void sum_task(void *p, int64_t t) {
 }
 
 void cpu_moe(halo_backend *be, const halo_moe_args *a) {
-    moe_ctx c = {.precise = cpu_of(be)->precise, .a = a};
+    moe_ctx c = {.be = cpu_of(be), .precise = cpu_of(be)->precise, .a = a};
     c.n_tok = a->x->ne[1];
     c.n_embd = a->x->ne[0];
     c.n_expert = a->gate_inp->ne[1];
@@ -234,29 +245,37 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     c.xs_act_bytes = a->gate_sh ? cpu_act_bytes(c.precise, a->gate_sh->type, c.n_embd) : 0;
     /* No activation format is wider than f32. */
     c.h_act_bytes = (uint64_t)c.n_h * sizeof(float);
-    c.sel = malloc((size_t)(c.n_tok * c.k) * sizeof *c.sel);
-    c.weight = malloc((size_t)pairs * sizeof *c.weight);
-    c.x_act = malloc((size_t)(c.n_tok * c.x_act_bytes));
-    c.xs_act = malloc((size_t)(c.n_tok * c.xs_act_bytes) + 1);
-    c.h = calloc((size_t)(pairs * c.n_h), sizeof *c.h);
-    c.h_act = malloc((size_t)(pairs * c.h_act_bytes));
-    c.y = malloc((size_t)(pairs * c.n_embd) * sizeof *c.y);
-    c.first = malloc((size_t)(c.n_expert + 2) * sizeof *c.first);
-    c.pairs = malloc((size_t)pairs * sizeof *c.pairs);
+    cpu_backend *cb = c.be;
+    c.sel = cpu_scratch(cb, (size_t)(c.n_tok * c.k) * sizeof *c.sel, "moe");
+    c.weight = cpu_scratch(cb, (size_t)pairs * sizeof *c.weight, "moe");
+    c.x_act = cpu_scratch(cb, (size_t)(c.n_tok * c.x_act_bytes), "moe");
+    c.xs_act = cpu_scratch(cb, (size_t)(c.n_tok * c.xs_act_bytes) + 1, "moe");
+    c.h = cpu_scratch(cb, (size_t)(pairs * c.n_h) * sizeof *c.h, "moe");
+    c.h_act = cpu_scratch(cb, (size_t)(pairs * c.h_act_bytes), "moe");
+    c.y = cpu_scratch(cb, (size_t)(pairs * c.n_embd) * sizeof *c.y, "moe");
+    c.first = cpu_scratch(cb, (size_t)(c.n_expert + 2) * sizeof *c.first, "moe");
+    c.pairs = cpu_scratch(cb, (size_t)pairs * sizeof *c.pairs, "moe");
     int64_t max_rows = c.n_h > c.n_embd ? c.n_h : c.n_embd;
-    c.tasks = malloc((size_t)((c.n_expert + 1) * ((max_rows + ROW_BLOCK - 1) / ROW_BLOCK) + 1) *
-                     sizeof *c.tasks);
+    c.tasks = cpu_scratch(cb, (size_t)((c.n_expert + 1) * ((max_rows + ROW_BLOCK - 1) / ROW_BLOCK) + 1) *
+                                  sizeof *c.tasks, "moe");
     if (a->probs_bias) {
-        c.bias = malloc((size_t)a->probs_bias->ne[0] * sizeof(float));
-        halo_quant_dequantize_row(a->probs_bias->type, cpu_ptr(a->probs_bias), c.bias,
-                                  a->probs_bias->ne[0]);
+        c.bias = cpu_scratch(cb, (size_t)a->probs_bias->ne[0] * sizeof(float), "moe");
+        if (c.bias)
+            halo_quant_dequantize_row(a->probs_bias->type, cpu_ptr(a->probs_bias), c.bias,
+                                      a->probs_bias->ne[0]);
     }
-    halo_threadpool *pool = cpu_of(be)->pool;
-    halo_threadpool_run(pool, c.n_tok, route_task, &c);
-    halo_threadpool_run(pool, plan_tasks(&c, c.n_ff, c.n_ff_sh), gate_up_task, &c);
-    halo_threadpool_run(pool, pairs, h_act_task, &c);
-    halo_threadpool_run(pool, plan_tasks(&c, c.n_embd, c.n_embd), down_task, &c);
-    halo_threadpool_run(pool, c.n_tok, sum_task, &c);
+    bool ok = c.sel && c.weight && c.x_act && c.xs_act && c.h && c.h_act && c.y && c.first &&
+              c.pairs && c.tasks && (c.bias || !a->probs_bias);
+    if (ok) memset(c.h, 0, (size_t)(pairs * c.n_h) * sizeof *c.h);
+    halo_threadpool *pool = cb->pool;
+    if (ok) halo_threadpool_run(pool, c.n_tok, route_task, &c);
+    ok = ok && !atomic_load(&cb->failed); /* routing needs its scratch too */
+    if (ok) {
+        halo_threadpool_run(pool, plan_tasks(&c, c.n_ff, c.n_ff_sh), gate_up_task, &c);
+        halo_threadpool_run(pool, pairs, h_act_task, &c);
+        halo_threadpool_run(pool, plan_tasks(&c, c.n_embd, c.n_embd), down_task, &c);
+        halo_threadpool_run(pool, c.n_tok, sum_task, &c);
+    }
     free(c.bias);
     free(c.sel);
     free(c.weight);

@@ -22,10 +22,16 @@ typedef struct halo_engine_params {
     /* Keep activations f32 for quantized weights (slower; the reference for comparisons).
      * Off: activations are quantized for integer dot products, as ggml's CPU backend does. */
     bool precise;
+    /* The largest context the sessions will use, for the admission check: before anything is
+     * allocated, the model and that much session state are planned on this machine's memory
+     * (src/mem), and a model that does not fit is refused with the reason. 0: 4096, or the
+     * model's trained context if smaller. */
+    uint32_t n_ctx;
 } halo_engine_params;
 
-/* Opens the model: reads and checks hyperparameters and every tensor's shape, then loads the
- * weights into the backend. */
+/* Opens the model: reads and checks hyperparameters and every tensor's shape, plans the
+ * weights and session state on this machine's memory (refusing, before allocating anything,
+ * what does not fit), then loads the weights into the backend. */
 halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out, halo_error *err);
 void halo_engine_close(halo_engine *e);
 uint32_t halo_engine_n_vocab(const halo_engine *e);

@@ -97,7 +97,8 @@ int cli_logits(int argc, char **argv) {
     halo_engine *e = NULL;
     halo_session *s = NULL;
     halo_error err;
-    halo_engine_params p = {.model_path = model, .threads = threads, .precise = precise};
+    halo_engine_params p = {.model_path = model, .threads = threads, .precise = precise,
+                            .n_ctx = ctx};
     int rc = 1;
     FILE *f = NULL;
     if (halo_engine_open(&p, &e, &err) || halo_session_create(e, ctx, &s, &err)) {

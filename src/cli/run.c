@@ -207,7 +207,7 @@ int cli_open(const char *cmd, cli_common *c, cli_model *m) {
 
 int cli_load(const char *cmd, cli_common *c, cli_model *m) {
     halo_error err = {0};
-    halo_engine_params ep = {.model_path = c->model, .threads = c->threads};
+    halo_engine_params ep = {.model_path = c->model, .threads = c->threads, .n_ctx = m->n_ctx};
     if (halo_engine_open(&ep, &m->engine, &err)) {
         fprintf(stderr, "halo %s: %s\n", cmd, err.message);
         return 1;

@@ -36,6 +36,43 @@ struct halo_snapshot {
     uint32_t n_tokens;
 };
 
+/* Admission: plan the model and n_ctx positions of state on this machine before allocating
+ * anything, so a model that cannot fit is refused with the planner's reason instead of being
+ * killed by the OOM killer halfway through loading. */
+static halo_status admit(const halo_engine_params *params, const halo_gguf *g,
+                         const halo_hparams *hp, halo_error *err) {
+    /* HALO_PROFILE plans against a machine profile instead of this machine (as `halo plan
+     * --profile` does): for trying a model's fit elsewhere, and for tests. */
+    halo_machine m;
+    const char *profile = getenv("HALO_PROFILE");
+    halo_status st = profile && *profile ? halo_machine_load_profile(profile, &m, err)
+                                         : halo_machine_probe("/", params->model_path, &m, err);
+    if (st) return halo_error_prefix(err, "cannot check memory before loading: ");
+    uint32_t n_ctx = params->n_ctx ? params->n_ctx : 4096;
+    if (!params->n_ctx && hp->n_ctx_train && n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
+    halo_plan_options o = {.n_ctx = n_ctx,
+                           .backend = HALO_BACKEND_CPU,
+                           .weights = HALO_WEIGHTS_AUTO};
+    halo_plan *plan = NULL;
+    st = halo_plan_build(g, &m, &o, &plan, err);
+    if (st) return st;
+    bool streams = false;
+    for (uint64_t i = 0; i < plan->n_tensors; i++) streams |= plan->tensor_pool[i] == HALO_POOL_DISK;
+    if (plan->refused)
+        st = halo_fail(err, HALO_E_NOMEM, "%s: refused before loading: %s%s%s",
+                       params->model_path, plan->reason, plan->n_fixes ? "; fix: " : "",
+                       plan->n_fixes ? plan->fixes[0] : "");
+    else if (streams)
+        st = halo_fail(err, HALO_E_UNSUPPORTED,
+                       "%s: %.2f GiB of weights do not fit in memory here (machine: %s) and "
+                       "would have to stream from disk, which halo does not do yet (`halo plan "
+                       "-m %s` shows the plan)", params->model_path,
+                       (double)plan->weight_bytes / (double)(1ull << 30), m.name,
+                       params->model_path);
+    halo_plan_free(plan);
+    return st;
+}
+
 /* Points one bound weight at its bytes in the arena through a wrapped backend buffer. */
 static halo_status place_one(halo_weight *w, void *user, halo_error *err) {
     halo_engine *e = user;
@@ -65,6 +102,7 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
         if (!st) st = halo_weights_bind(e->gguf, &e->hp, &e->w, err);
         if (st) halo_error_prefix(err, "%s: ", params->model_path);
     }
+    if (!st) st = admit(params, e->gguf, &e->hp, err);
     if (!st) st = halo_backend_cpu_create(params->threads, params->precise, &e->be, err);
     /* The CPU backend computes on host memory, so the loader's host arena is the weights'
      * final place: each tensor is read once, with no staging copy. */

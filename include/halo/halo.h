@@ -48,6 +48,15 @@ void halo_session_free(halo_session *s);
  * token are kept (n rows), else only the last token's (1 row). */
 halo_status halo_session_eval(halo_session *s, const int32_t *tokens, uint32_t n,
                               bool all_logits, halo_error *err);
+/* Evaluates tokens for several sessions of one engine in one step, so a server's concurrent
+ * requests read the weights once per step (projections and experts batched over every
+ * session's tokens; attention per session). Item i evaluates n[i] tokens in sessions[i] as
+ * halo_session_eval(sessions[i], tokens[i], n[i], false) would, with the same logits (the last
+ * token's row). A session appears at most once. On failure the first error is returned and
+ * each session is either advanced by its tokens or as before the call (halo_session_n_past
+ * tells which). */
+halo_status halo_session_eval_many(halo_session *const *sessions, const int32_t *const *tokens,
+                                   const uint32_t *n, uint32_t count, halo_error *err);
 /* Logits of the last eval: n_rows rows of n_vocab floats; valid until the next eval. */
 const float *halo_session_logits(const halo_session *s, uint32_t *n_rows);
 uint32_t halo_session_n_past(const halo_session *s);

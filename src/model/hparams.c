@@ -132,7 +132,7 @@ static void read_vocab(reader *r, halo_hparams *hp) {
 #define MAX_EXPERTS 4096u
 #define MAX_SHARED 64u
 #define MAX_FF (1u << 18)
-#define MAX_WINDOW (1u << 20)
+#define MAX_WINDOW (1u << 16)
 #define MAX_TOPK (1u << 20)
 #define MAX_CTX (1u << 30)
 #define MAX_HC 16u
@@ -171,7 +171,7 @@ static void check(reader *r, const halo_hparams *hp) {
     REQUIRE(hp->o_groups > 0 && hp->n_head % hp->o_groups == 0, "attention.output_group_count",
             hp->o_groups, "must divide the head count");
     REQUIRE(hp->sliding_window > 0 && hp->sliding_window <= MAX_WINDOW,
-            "attention.sliding_window", hp->sliding_window, "must be 1 to 2^20");
+            "attention.sliding_window", hp->sliding_window, "must be 1 to 65536");
     REQUIRE_F(finite_f(hp->norm_eps) && hp->norm_eps > 0, "attention.layer_norm_rms_epsilon",
               hp->norm_eps, "must be positive and finite");
     REQUIRE_F(finite_f(hp->rope_base) && hp->rope_base > 0, "rope.freq_base", hp->rope_base,

@@ -11,36 +11,55 @@
 
 #include "core/error.h"
 
-halo_status halo_tid2eid_check(const char *name, const int32_t *ids, int64_t n_used, int64_t n_rows,
-                               uint32_t n_expert, halo_error *err) {
+bool halo_tid2eid_scan(const int32_t *ids, int64_t n_used, int64_t n_rows, uint32_t n_expert,
+                       halo_ids_scan *out) {
+    *out = (halo_ids_scan){.first_row = -1, .first_entry = -1};
     /* seen[e] holds row + 1 when expert e was met in this row: one pass per row, no clearing. */
     int64_t *seen = calloc(n_expert ? n_expert : 1, sizeof *seen);
-    if (!seen) return halo_fail(err, HALO_E_NOMEM, "tensor '%s': out of memory", name);
-    halo_status st = HALO_OK;
-    for (int64_t r = 0; r < n_rows && !st; r++) {
+    if (!seen) return false;
+    for (int64_t r = 0; r < n_rows; r++) {
         const int32_t *row = ids + r * n_used;
+        bool dup = false;
         for (int64_t j = 0; j < n_used; j++) {
             int32_t id = row[j];
-            if (id < 0 || (uint32_t)id >= n_expert) {
-                st = halo_fail(err, HALO_E_BAD_VALUE,
-                               "tensor '%s' row %lld (token %lld) entry %lld: expert id %d is "
-                               "outside 0..%u (expert_count %u)",
-                               name, (long long)r, (long long)r, (long long)j, id,
-                               n_expert ? n_expert - 1 : 0, n_expert);
-                break;
+            bool bad = id < 0 || (uint32_t)id >= n_expert;
+            bool again = !bad && seen[id] == r + 1;
+            if ((bad || again) && out->first_row < 0) {
+                out->first_row = r;
+                out->first_entry = j;
+                out->first_value = id;
+                out->first_dup = again;
             }
-            if (seen[id] == r + 1) {
-                st = halo_fail(err, HALO_E_BAD_VALUE,
-                               "tensor '%s' row %lld (token %lld) entry %lld: expert id %d is "
-                               "already in this row; a token routes to distinct experts",
-                               name, (long long)r, (long long)r, (long long)j, id);
-                break;
-            }
-            seen[id] = r + 1;
+            if (bad)
+                out->bad_ids++;
+            else if (again)
+                dup = true;
+            else
+                seen[id] = r + 1;
         }
+        out->dup_rows += dup;
     }
     free(seen);
-    return st;
+    return true;
+}
+
+halo_status halo_tid2eid_check(const char *name, const int32_t *ids, int64_t n_used, int64_t n_rows,
+                               uint32_t n_expert, halo_error *err) {
+    halo_ids_scan s;
+    if (!halo_tid2eid_scan(ids, n_used, n_rows, n_expert, &s))
+        return halo_fail(err, HALO_E_NOMEM, "tensor '%s': out of memory", name);
+    if (s.first_row < 0) return HALO_OK;
+    if (s.first_dup)
+        return halo_fail(err, HALO_E_BAD_VALUE,
+                         "tensor '%s' row %lld (token %lld) entry %lld: expert id %d is already "
+                         "in this row; a token routes to distinct experts",
+                         name, (long long)s.first_row, (long long)s.first_row,
+                         (long long)s.first_entry, s.first_value);
+    return halo_fail(err, HALO_E_BAD_VALUE,
+                     "tensor '%s' row %lld (token %lld) entry %lld: expert id %d is outside "
+                     "0..%u (expert_count %u)",
+                     name, (long long)s.first_row, (long long)s.first_row, (long long)s.first_entry,
+                     s.first_value, n_expert ? n_expert - 1 : 0, n_expert);
 }
 
 static halo_status check_table(const halo_gguf *g, const halo_hparams *hp, const halo_weight *w,

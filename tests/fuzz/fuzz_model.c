@@ -11,8 +11,8 @@
  * hyperparameter checks, the weight binding, the tokenizer and the forward pass.
  *
  * Input: byte 0 picks the model (MODELS below; keep the order, the corpus depends on it),
- * byte 1 the run (bit 0: precise activations; bits 1-3: decode steps after the prompt; bits 4-7:
- * prompt length), then up to MAX_EDITS 16-byte records:
+ * byte 1 the run (bit 0: precise activations; bits 1-2: decode steps after the prompt; bits 4-6:
+ * prompt length - 1), then up to MAX_EDITS 16-byte records:
  *   [0] kind  [1..3] selector  [4..7] offset  [8..15] value (little-endian)
  * kinds: 0 raw value into a metadata value (scalar, array element or string byte); 1 boundary
  * value into the same; 2 raw bytes into tensor data; 3 boundary value into tensor data (an id,
@@ -22,6 +22,7 @@
  * The edited file is the base model written once to a scratch file; each run patches it in
  * place with pwrite and restores the bytes afterwards, so a 10 MB model costs no copy per run. */
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,15 +145,15 @@ static unsigned scalar_size(uint32_t t) {
 static uint64_t boundary_for(uint32_t type, uint64_t v) {
     if (type == 6) return SPECIAL_F32[v % N_SPECIAL]; /* f32 */
     if (type == 12) {                                 /* f64: the f32 specials widened */
-        static const double d[] = {0.0 / 0.0, 1.0 / 0.0, -1.0 / 0.0, 0,
-                                   -0.0,      1e300,     -1e300,     1e-310};
+        static const double d[] = {NAN, INFINITY, -INFINITY, 0, -0.0, 1e300, -1e300, 1e-310};
         double x = d[v % 8];
         uint64_t bits;
         memcpy(&bits, &x, 8);
         return bits;
     }
-    int64_t x = BOUNDARY[v % N_BOUNDARY];
-    return (uint64_t)(x + (int64_t)((v >> 8) % 3) - 1 * ((v >> 8) % 3 != 0)); /* x, x+1 or x */
+    /* x, x - 1 or x + 1, wrapping (unsigned) at the extremes */
+    uint64_t x = (uint64_t)BOUNDARY[v % N_BOUNDARY], d = (v >> 8) % 3;
+    return d == 0 ? x : d == 1 ? x - 1 : x + 1;
 }
 
 static void edit_kv(base *b, unsigned kind, uint32_t sel, uint32_t off, uint64_t value) {
@@ -228,7 +229,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!b->ok) return 0;
     unsigned flags = data[1];
     int32_t prompt[32];
-    unsigned n_prompt = 1 + (flags >> 4), n_fixed = 0;
+    unsigned n_prompt = 1 + ((flags >> 4) & 7), n_fixed = 0;
     for (unsigned i = 0; i < 32; i++)
         prompt[i] = (int32_t)(i * 37 % 200);
     for (size_t at = 2; at + 16 <= size && at < 2 + 16 * MAX_EDITS; at += 16) {
@@ -277,7 +278,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (i >= n_fixed || prompt[i] >= (int32_t)n_vocab + 2)
                     prompt[i] %= (int32_t)n_vocab;
             halo_status st = halo_session_eval(s, prompt, n_prompt, true, &err);
-            for (unsigned step = 0; !st && step < ((flags >> 1) & 7); step++) {
+            for (unsigned step = 0; !st && step < ((flags >> 1) & 3); step++) {
                 uint32_t rows = 0;
                 const float *l = halo_session_logits(s, &rows);
                 int32_t next = 0;

@@ -145,12 +145,18 @@ halo_status halo_synth_fill(const halo_synth_spec *s, const halo_gguf_tensor *t,
         }
         return HALO_OK;
     }
-    case HALO_TYPE_F16:
+    case HALO_TYPE_F16: {
+        /* four 16-bit lanes of one word per four elements: the embedding alone is 0.5 G */
+        uint64_t e0 = off / 2, w = rnd(key, e0 / 4);
         for (uint64_t i = 0; i < n / 2; i++) {
-            uint16_t h = halo_f32_to_f16(0.02f * uniform(rnd(key, off / 2 + i)));
+            uint64_t e = e0 + i;
+            if (e % 4 == 0) w = rnd(key, e / 4);
+            int16_t lane = (int16_t)(uint16_t)(w >> (16 * (e % 4)));
+            uint16_t h = halo_f32_to_f16(0.02f / 32768.0f * (float)lane);
             memcpy(p + 2 * i, &h, 2);
         }
         return HALO_OK;
+    }
     case HALO_TYPE_I32:
         if (t->ne[0] < 1 || t->ne[0] > N_EXPERT)
             return halo_fail(err, HALO_E_INVALID_ARG, "synthetic fill of %s: rows of %lld ids",

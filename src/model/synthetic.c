@@ -52,40 +52,67 @@ bool halo_synth_is_path(const char *path) {
     return path && strncmp(path, HALO_SYNTH_PREFIX, strlen(HALO_SYNTH_PREFIX)) == 0;
 }
 
+uint32_t halo_synth_n_expert(const halo_synth_spec *s) {
+    return s->n_expert ? s->n_expert : N_EXPERT;
+}
+
+uint32_t halo_synth_n_vocab(const halo_synth_spec *s) {
+    return s->n_vocab ? s->n_vocab : N_VOCAB;
+}
+
+/* A decimal after a separator; *p is left after it. */
+static bool parse_num(const char **p, unsigned long long max, unsigned long long *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(*p, &end, 10);
+    if (end == *p || errno || v > max || **p == '-' || **p == '+') return false;
+    *p = end;
+    *out = v;
+    return true;
+}
+
 halo_status halo_synth_parse(const char *s, halo_synth_spec *out, halo_error *err) {
     const char *p = halo_synth_is_path(s) ? s + strlen(HALO_SYNTH_PREFIX) : s;
-    halo_synth_spec spec = {HALO_SYNTH_Q2, HALO_SYNTH_MAX_LAYER, 1};
-    size_t len = strcspn(p, ":@");
+    halo_synth_spec spec = {HALO_SYNTH_Q2, HALO_SYNTH_MAX_LAYER, 1, 0, 0};
+    size_t len = strcspn(p, ":/@");
     int mix = -1;
     for (int i = 0; i < HALO_SYNTH_MIX_COUNT; i++)
         if (strlen(mix_names[i]) == len && strncmp(p, mix_names[i], len) == 0) mix = i;
     if (mix < 0)
         return halo_fail(err, HALO_E_INVALID_ARG,
                          "synthetic model '%s': unknown kind (expected dsv4-flash-q2, "
-                         "dsv4-flash-q2q4 or dsv4-flash-mxfp4, then optionally :LAYERS and "
-                         "@SEED)",
+                         "dsv4-flash-q2q4 or dsv4-flash-mxfp4, then optionally :LAYERS, "
+                         "/eEXPERTS, /vVOCAB and @SEED)",
                          s);
     spec.mix = (halo_synth_mix)mix;
     p += len;
+    unsigned long long v;
     if (*p == ':') {
-        char *end;
-        errno = 0;
-        unsigned long n = strtoul(p + 1, &end, 10);
-        if (end == p + 1 || errno || n < 1 || n > HALO_SYNTH_MAX_LAYER || (*end && *end != '@'))
+        p++;
+        if (!parse_num(&p, HALO_SYNTH_MAX_LAYER, &v) || v < 1)
             return halo_fail(err, HALO_E_INVALID_ARG,
                              "synthetic model '%s': the layer count must be 1..%d", s,
                              HALO_SYNTH_MAX_LAYER);
-        spec.n_layer = (uint32_t)n;
-        p = end;
+        spec.n_layer = (uint32_t)v;
+    }
+    while (*p == '/') {
+        char what = p[1];
+        p += 2;
+        if (what == 'e' && parse_num(&p, N_EXPERT, &v) && v >= N_EXPERT_USED)
+            spec.n_expert = (uint32_t)v;
+        else if (what == 'v' && parse_num(&p, N_VOCAB, &v) && v >= 16)
+            spec.n_vocab = (uint32_t)v;
+        else
+            return halo_fail(err, HALO_E_INVALID_ARG,
+                             "synthetic model '%s': /eN takes %d..%d experts, /vN %d..%d "
+                             "vocabulary rows",
+                             s, N_EXPERT_USED, N_EXPERT, 16, N_VOCAB);
     }
     if (*p == '@') {
-        char *end;
-        errno = 0;
-        unsigned long long seed = strtoull(p + 1, &end, 10);
-        if (end == p + 1 || errno || *end)
+        p++;
+        if (!parse_num(&p, ~0ull, &v))
             return halo_fail(err, HALO_E_INVALID_ARG, "synthetic model '%s': bad seed", s);
-        spec.seed = seed;
-        p = end;
+        spec.seed = v;
     }
     if (*p) return halo_fail(err, HALO_E_INVALID_ARG, "synthetic model '%s': trailing '%s'", s, p);
     *out = spec;
@@ -197,16 +224,17 @@ static void emit_layer(walker *wk, int il) {
         emit(wk, C_F16, il, "indexer_compressor_ape.weight", 2, 2 * IDX_DIM, ratio, 0);
         emit(wk, C_VEC, il, "indexer_compressor_norm.weight", 1, IDX_DIM, 0, 0);
     }
-    emit(wk, C_F16, il, "ffn_gate_inp.weight", 2, N_EMBD, N_EXPERT, 0);
+    const int64_t n_exp = halo_synth_n_expert(wk->s), n_vocab = halo_synth_n_vocab(wk->s);
+    emit(wk, C_F16, il, "ffn_gate_inp.weight", 2, N_EMBD, n_exp, 0);
     /* hash-routed layers pick experts by token id and have no score bias */
     if (il < N_HASH_LAYER)
-        emit(wk, C_HASH, il, "ffn_gate_tid2eid.weight", 2, N_EXPERT_USED, N_VOCAB, 0);
+        emit(wk, C_HASH, il, "ffn_gate_tid2eid.weight", 2, N_EXPERT_USED, n_vocab, 0);
     else
-        emit(wk, C_VEC, il, "exp_probs_b.bias", 1, N_EXPERT, 0, 0);
+        emit(wk, C_VEC, il, "exp_probs_b.bias", 1, n_exp, 0, 0);
     emit(wk, C_VEC, il, "ffn_norm.weight", 1, N_EMBD, 0, 0);
-    emit(wk, C_GATE_UP, il, "ffn_gate_exps.weight", 3, N_EMBD, N_FF_EXP, N_EXPERT);
-    emit(wk, C_DOWN, il, "ffn_down_exps.weight", 3, N_FF_EXP, N_EMBD, N_EXPERT);
-    emit(wk, C_GATE_UP, il, "ffn_up_exps.weight", 3, N_EMBD, N_FF_EXP, N_EXPERT);
+    emit(wk, C_GATE_UP, il, "ffn_gate_exps.weight", 3, N_EMBD, N_FF_EXP, n_exp);
+    emit(wk, C_DOWN, il, "ffn_down_exps.weight", 3, N_FF_EXP, N_EMBD, n_exp);
+    emit(wk, C_GATE_UP, il, "ffn_up_exps.weight", 3, N_EMBD, N_FF_EXP, n_exp);
     emit(wk, C_Q8, il, "ffn_gate_shexp.weight", 2, N_EMBD, N_FF_EXP, 0);
     emit(wk, C_Q8, il, "ffn_down_shexp.weight", 2, N_FF_EXP, N_EMBD, 0);
     emit(wk, C_Q8, il, "ffn_up_shexp.weight", 2, N_EMBD, N_FF_EXP, 0);
@@ -214,11 +242,12 @@ static void emit_layer(walker *wk, int il) {
 
 uint64_t halo_synth_for_each_tensor(const halo_synth_spec *s, halo_synth_tensor_fn fn, void *user) {
     walker wk = {s, fn, user, 0, false};
-    emit(&wk, C_EMBD, -1, "token_embd.weight", 2, N_EMBD, N_VOCAB, 0);
+    const int64_t n_vocab = halo_synth_n_vocab(s);
+    emit(&wk, C_EMBD, -1, "token_embd.weight", 2, N_EMBD, n_vocab, 0);
     for (uint32_t il = 0; il < s->n_layer && !wk.stop; il++)
         emit_layer(&wk, (int)il);
     emit(&wk, C_VEC, -1, "output_norm.weight", 1, N_EMBD, 0, 0);
-    emit(&wk, C_OUTPUT, -1, "output.weight", 2, N_EMBD, N_VOCAB, 0);
+    emit(&wk, C_OUTPUT, -1, "output.weight", 2, N_EMBD, n_vocab, 0);
     emit(&wk, C_F16, -1, "output_hc_fn.weight", 2, (int64_t)HC * N_EMBD, HC, 0);
     emit(&wk, C_VEC, -1, "output_hc_base.weight", 1, HC, 0, 0);
     emit(&wk, C_VEC, -1, "output_hc_scale.weight", 1, 1, 0, 0);
@@ -251,8 +280,11 @@ static halo_status add_metadata(const halo_synth_spec *s, halo_gguf_writer *w) {
     for (uint32_t i = 0; i < n_ratios; i++)
         ratios[i] = i < n ? (int32_t)layer_ratio(i) : 0;
     char name[96];
-    snprintf(name, sizeof name, "DeepSeek V4 Flash (synthetic %s, %u layers, seed %llu)",
-             halo_synth_mix_name(s->mix), n, (unsigned long long)s->seed);
+    snprintf(name, sizeof name,
+             "DeepSeek V4 Flash (synthetic %s, %u layers, %u experts, %u "
+             "vocab, seed %llu)",
+             halo_synth_mix_name(s->mix), n, halo_synth_n_expert(s), halo_synth_n_vocab(s),
+             (unsigned long long)s->seed);
 
     /* Setters record the first failure in the writer, reported once by the caller. */
     halo_gguf_writer_set_str(w, "general.architecture", "deepseek4");
@@ -264,7 +296,7 @@ static halo_status add_metadata(const halo_synth_spec *s, halo_gguf_writer *w) {
     halo_gguf_writer_set_u32(w, KEY("embedding_length"), N_EMBD);
     halo_gguf_writer_set_u32(w, KEY("embedding_length_out"), N_EMBD * HC);
     halo_gguf_writer_set_u32(w, KEY("block_count"), n);
-    halo_gguf_writer_set_u32(w, KEY("vocab_size"), N_VOCAB);
+    halo_gguf_writer_set_u32(w, KEY("vocab_size"), halo_synth_n_vocab(s));
     halo_gguf_writer_set_u32(w, KEY("attention.head_count"), N_HEAD);
     halo_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), 1);
     halo_gguf_writer_set_u32(w, KEY("attention.key_length"), HEAD_DIM);
@@ -287,7 +319,7 @@ static halo_status add_metadata(const halo_synth_spec *s, halo_gguf_writer *w) {
     halo_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 65536);
     halo_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), 32.0f);
     halo_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), 1.0f);
-    halo_gguf_writer_set_u32(w, KEY("expert_count"), N_EXPERT);
+    halo_gguf_writer_set_u32(w, KEY("expert_count"), halo_synth_n_expert(s));
     halo_gguf_writer_set_u32(w, KEY("expert_used_count"), N_EXPERT_USED);
     halo_gguf_writer_set_u32(w, KEY("expert_shared_count"), 1);
     halo_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), N_FF_EXP);

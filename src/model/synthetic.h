@@ -37,13 +37,21 @@ typedef struct halo_synth_spec {
     halo_synth_mix mix;
     uint32_t n_layer; /* 1..43 */
     uint64_t seed;
+    /* Reduced sizes for fast tests, every other shape real: routed experts per layer (6..256)
+     * and vocabulary rows (>= 16); 0 = the real 256 and 129,280. */
+    uint32_t n_expert, n_vocab;
 } halo_synth_spec;
+
+/* The spec's expert count and vocabulary size (the real ones unless reduced). */
+uint32_t halo_synth_n_expert(const halo_synth_spec *s);
+uint32_t halo_synth_n_vocab(const halo_synth_spec *s);
 
 /* True when a model path names a synthetic model ("synthetic:dsv4-flash-q2:4"). */
 bool halo_synth_is_path(const char *path);
 
-/* Parses "dsv4-flash-q2|q2q4|mxfp4[:LAYERS][@SEED]", with or without the "synthetic:" prefix.
- * LAYERS defaults to 43, SEED to 1. */
+/* Parses "dsv4-flash-q2|q2q4|mxfp4[:LAYERS][/eEXPERTS][/vVOCAB][@SEED]", with or without the
+ * "synthetic:" prefix. LAYERS defaults to 43, SEED to 1; /e and /v reduce the expert count and
+ * the vocabulary (a 1-layer "/e8/v1024" model is 250 MB instead of 3.3 GB). */
 halo_status halo_synth_parse(const char *s, halo_synth_spec *out, halo_error *err);
 
 /* "dsv4-flash-q2" ... */

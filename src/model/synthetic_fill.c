@@ -24,7 +24,6 @@
 #define GOLDEN 0x9e3779b97f4a7c15ull
 #define CHUNK_BYTES ((uint64_t)8 << 20)
 #define MAX_THREADS 256
-#define N_EXPERT 256
 
 static inline uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -110,12 +109,13 @@ static void fill_blocks(uint32_t type, uint64_t key, uint8_t *dst, uint64_t b0, 
 }
 
 /* Row r of a hash table: k distinct experts, drawn without replacement (rejection of repeats). */
-static void fill_hash_rows(uint64_t key, int32_t *dst, uint64_t r0, uint64_t nr, uint32_t k) {
+static void fill_hash_rows(uint64_t key, int32_t *dst, uint64_t r0, uint64_t nr, uint32_t k,
+                           uint32_t n_expert) {
     for (uint64_t r = 0; r < nr; r++) {
         int32_t *row = dst + r * k;
         uint64_t draw = (r0 + r) * 1024;
         for (uint32_t j = 0; j < k;) {
-            int32_t e = (int32_t)(rnd(key, draw++) % N_EXPERT);
+            int32_t e = (int32_t)(rnd(key, draw++) % n_expert);
             bool seen = false;
             for (uint32_t i = 0; i < j; i++)
                 seen |= row[i] == e;
@@ -158,10 +158,11 @@ halo_status halo_synth_fill(const halo_synth_spec *s, const halo_gguf_tensor *t,
         return HALO_OK;
     }
     case HALO_TYPE_I32:
-        if (t->ne[0] < 1 || t->ne[0] > N_EXPERT)
+        if (t->ne[0] < 1 || t->ne[0] > halo_synth_n_expert(s))
             return halo_fail(err, HALO_E_INVALID_ARG, "synthetic fill of %s: rows of %lld ids",
                              t->name, (long long)t->ne[0]);
-        fill_hash_rows(key, (int32_t *)dst, off / unit, n / unit, (uint32_t)t->ne[0]);
+        fill_hash_rows(key, (int32_t *)dst, off / unit, n / unit, (uint32_t)t->ne[0],
+                       halo_synth_n_expert(s));
         return HALO_OK;
     default:
         if (scale_fields(t->type, (scale_field[2]){{0, 0}, {0, 0}}) < 0)

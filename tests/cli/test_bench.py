@@ -171,21 +171,37 @@ def test_bad_values_are_usage_errors():
         check("halo bench" in p.stderr, f"{args}: message {p.stderr}")
 
 
-def test_synthetic_full_width_model():
+def synthetic_bytes(experts, vocab):
+    """Bytes of a 1-layer synthetic q2 model from the real table (docs/dsv4-flash-table.md):
+    the global tensors and layer 0 (window-only, hash-routed)."""
+    q8, f16, f32, E, V, X = (lambda n: n // 32 * 34), (lambda n: 2 * n), (lambda n: 4 * n), \
+        4096, vocab, experts
+    glob = f16(E * V) + q8(E * V) + f16(4 * E * 4) + f32(E) + f32(4) + f32(1)
+    hc = 2 * (f16(4 * E * 24) + f32(24) + f32(3))
+    exps = 2 * (E * 2048 * X // 256 * 66) + E * 2048 * X // 256 * 84
+    layer0 = (f32(E) + f32(64) + q8(E * 1024) + f32(1024) + q8(1024 * 64 * 512) + q8(E * 512) +
+              f32(512) + q8(4096 * 8192) + q8(8192 * E) + hc + f16(E * X) + 4 * 6 * V + f32(E) +
+              exps + 3 * q8(E * 2048))
+    return glob + layer0
+
+
+def test_synthetic_model():
+    # full width but 8 experts and 1,024 vocabulary rows: 250 MB, made in place
+    p = bench("--synthetic", "dsv4-flash-q2:1/e8/v1024", "-p", "4", "-n", "2", "-r", "2",
+              "-o", "json")
+    rows = json.loads(p.stdout)
+    check([(r["n_prompt"], r["n_gen"]) for r in rows] == [(4, 0), (0, 2)], "two tests")
+    for r in rows:
+        check(r["model_size"] == synthetic_bytes(8, 1024), f"bytes: {r['model_size']}")
+        check(r["model_filename"] == "synthetic:dsv4-flash-q2:1/e8/v1024", r["model_filename"])
+        check(r["avg_ts"] > 0, "measured")
     if not os.environ.get("HALO_TEST_FULL_WIDTH"):
         print("  skipped: HALO_TEST_FULL_WIDTH=1 runs a 1-layer full-width synthetic model")
         return
     p = bench("--synthetic", "dsv4-flash-q2:1", "-p", "4", "-n", "2", "-r", "2", "-o", "json")
     rows = json.loads(p.stdout)
     check(len(rows) == 2, "two tests")
-    # the real table's bytes (docs/dsv4-flash-table.md) for the global tensors and layer 0
-    q8, f16, f32, E, V = (lambda n: n // 32 * 34), (lambda n: 2 * n), (lambda n: 4 * n), 4096, 129280
-    glob = f16(E * V) + q8(E * V) + f16(4 * E * 4) + f32(E) + f32(4) + f32(1)
-    hc = 2 * (f16(4 * E * 24) + f32(24) + f32(3))
-    layer0 = (f32(E) + f32(64) + q8(E * 1024) + f32(1024) + q8(1024 * 64 * 512) + q8(E * 512) +
-              f32(512) + q8(4096 * 8192) + q8(8192 * E) + hc + f16(E * 256) + 4 * 6 * V + f32(E) +
-              2 * (2**31 // 256 * 66) + 2**31 // 256 * 84 + 3 * q8(E * 2048))
-    check(rows[0]["model_size"] == glob + layer0, f"1-layer q2 bytes: {rows[0]['model_size']}")
+    check(rows[0]["model_size"] == synthetic_bytes(256, 129280), f"1-layer q2 bytes: {rows[0]}")
 
 
 TESTS = [v for k, v in list(globals().items()) if k.startswith("test_")]

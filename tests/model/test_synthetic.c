@@ -71,7 +71,7 @@ static void check_same_table(const table *ref, const table *got, uint32_t n_laye
 static void q2_table_is_the_real_one(void) {
     table ref = {0}, got = {0};
     dsv4_flash_for_each_tensor(DSV4_MIX_DS4_Q2, collect_ref, &ref);
-    halo_synth_spec s = {HALO_SYNTH_Q2, 43, 1};
+    halo_synth_spec s = {.mix = HALO_SYNTH_Q2, .n_layer = 43, .seed = 1};
     CHECK_INT(halo_synth_for_each_tensor(&s, collect_synth, &got), 1328);
     check_same_table(&ref, &got, 43);
     /* docs/dsv4-flash-table.md: 86,714,775,900 bytes = 80.76 GiB */
@@ -89,7 +89,7 @@ static void q2_table_is_the_real_one(void) {
 static void q2q4_table_is_the_seeds_variant(void) {
     table ref = {0}, got = {0};
     dsv4_flash_variant_for_each_tensor(DSV4_VARIANT_Q2_Q4K_L37_42, collect_ref, &ref);
-    halo_synth_spec s = {HALO_SYNTH_Q2Q4, 43, 1};
+    halo_synth_spec s = {.mix = HALO_SYNTH_Q2Q4, .n_layer = 43, .seed = 1};
     halo_synth_for_each_tensor(&s, collect_synth, &got);
     check_same_table(&ref, &got, 43);
     CHECK_INT(halo_synth_tensor_bytes(&s), 97586411868ll); /* the seeds' 90.88 GiB */
@@ -109,7 +109,7 @@ static void mxfp4_table_retypes_only_the_routed_experts(void) {
             ref.t[i].n_bytes =
                 (uint64_t)(ref.t[i].ne[0] * ref.t[i].ne[1] * ref.t[i].ne[2]) / 32 * 17;
         }
-    halo_synth_spec s = {HALO_SYNTH_MXFP4, 43, 1};
+    halo_synth_spec s = {.mix = HALO_SYNTH_MXFP4, .n_layer = 43, .seed = 1};
     halo_synth_for_each_tensor(&s, collect_synth, &got);
     check_same_table(&ref, &got, 43);
     /* q2 total - 43 x (IQ2_XXS gate+up + Q2_K down) + 43 x 3 MXFP4 experts tensors */
@@ -117,6 +117,31 @@ static void mxfp4_table_retypes_only_the_routed_experts(void) {
     uint64_t q2_exp = 2 * (n / 256 * 66) + n / 256 * 84, mx_exp = 3 * (n / 32 * 17);
     CHECK_INT(halo_synth_tensor_bytes(&s),
               86714775900ll - 43 * (long long)q2_exp + 43 * (long long)mx_exp);
+    free(ref.t);
+    free(got.t);
+}
+
+/* /e8/v1024: the real table with 8 experts per routed tensor, router and bias, and 1,024 rows
+ * in the embedding, output head and hash tables; nothing else changes. */
+static void reduced_table_changes_only_experts_and_vocab(void) {
+    table ref = {0}, got = {0};
+    dsv4_flash_for_each_tensor(DSV4_MIX_DS4_Q2, collect_ref, &ref);
+    for (size_t i = 0; i < ref.n; i++) {
+        dsv4_tensor *t = &ref.t[i];
+        uint64_t old = (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2]), now = old;
+        if (strstr(t->name, "_exps.")) t->ne[2] = 8;
+        if (strstr(t->name, "ffn_gate_inp")) t->ne[1] = 8;
+        if (strstr(t->name, "exp_probs_b")) t->ne[0] = 8;
+        if (!strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "output.weight") ||
+            strstr(t->name, "tid2eid"))
+            t->ne[1] = 1024;
+        now = (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2]);
+        t->n_bytes = t->n_bytes * now / old; /* whole blocks in every case */
+    }
+    halo_synth_spec s = {
+        .mix = HALO_SYNTH_Q2, .n_layer = 4, .seed = 1, .n_expert = 8, .n_vocab = 1024};
+    halo_synth_for_each_tensor(&s, collect_synth, &got);
+    check_same_table(&ref, &got, 4);
     free(ref.t);
     free(got.t);
 }
@@ -136,6 +161,14 @@ static void specs_parse_and_bad_ones_are_named(void) {
     CHECK_CONTAINS(err.message, "1..43");
     CHECK(halo_synth_parse("dsv4-flash-q2:0", &s, &err) != HALO_OK);
     CHECK(halo_synth_parse("dsv4-flash-q2:4x", &s, &err) != HALO_OK);
+    CHECK_INT(halo_synth_parse("dsv4-flash-q2:2/e8/v1024@3", &s, &err), HALO_OK);
+    CHECK_INT(s.n_layer, 2);
+    CHECK_INT(s.n_expert, 8);
+    CHECK_INT(s.n_vocab, 1024);
+    CHECK_INT(s.seed, 3);
+    CHECK(halo_synth_parse("dsv4-flash-q2:2/e5", &s, &err) != HALO_OK); /* < 6 used */
+    CHECK_CONTAINS(err.message, "/eN");
+    CHECK(halo_synth_parse("dsv4-flash-q2:2/x5", &s, &err) != HALO_OK);
     CHECK(halo_synth_is_path("synthetic:dsv4-flash-q2"));
     CHECK(!halo_synth_is_path("models/x.gguf"));
 }
@@ -146,7 +179,7 @@ static void specs_parse_and_bad_ones_are_named(void) {
  * tensor (small tensors whole), dequantizes them and checks every value is finite and the
  * quant module's scale validation accepts them. */
 static void every_block_decodes_finite(halo_synth_mix mix, uint32_t layers, uint64_t limit) {
-    halo_synth_spec s = {mix, layers, 7};
+    halo_synth_spec s = {.mix = mix, .n_layer = layers, .seed = 7};
     halo_gguf *g = NULL;
     halo_mem_arena *a = NULL;
     halo_error err = {0};
@@ -197,7 +230,7 @@ static void mxfp4_blocks_decode_finite(void) {
 
 /* Q4_K appears only in layers 37-42 of q2q4: check the type's blocks directly. */
 static void q2q4_late_layer_blocks_decode_finite(void) {
-    halo_synth_spec s = {HALO_SYNTH_Q2Q4, 43, 3};
+    halo_synth_spec s = {.mix = HALO_SYNTH_Q2Q4, .n_layer = 43, .seed = 3};
     halo_gguf_tensor t = {.name = "blk.40.ffn_down_exps.weight",
                           .type = HALO_TYPE_Q4_K,
                           .n_dims = 3,
@@ -223,7 +256,7 @@ static void q2q4_late_layer_blocks_decode_finite(void) {
 }
 
 static void hash_rows_are_distinct_and_in_range(void) {
-    halo_synth_spec s = {HALO_SYNTH_Q2, 4, 11};
+    halo_synth_spec s = {.mix = HALO_SYNTH_Q2, .n_layer = 4, .seed = 11};
     halo_gguf_tensor t = {.name = "blk.0.ffn_gate_tid2eid.weight",
                           .type = HALO_TYPE_I32,
                           .n_dims = 2,
@@ -255,7 +288,7 @@ static void hash_rows_are_distinct_and_in_range(void) {
 }
 
 static void ranges_equal_whole_fills_and_seeds_differ(void) {
-    halo_synth_spec s = {HALO_SYNTH_Q2, 4, 1};
+    halo_synth_spec s = {.mix = HALO_SYNTH_Q2, .n_layer = 4, .seed = 1};
     halo_gguf_tensor t = {.name = "blk.3.ffn_gate_exps.weight",
                           .type = HALO_TYPE_IQ2_XXS,
                           .n_dims = 3,
@@ -292,10 +325,12 @@ static void engine_refuses_full_model_on_a_small_profile(void) {
 }
 
 static void gguf_round_trips_through_the_reader(void) {
-    /* One layer: 3.3 GB written to a temporary directory, then removed. */
+    /* One layer with 8 experts and 1,024 vocabulary rows (250 MB; full width otherwise),
+     * written to a temporary directory, then removed. */
     char *dir = tmpdir_make(), path[600];
     snprintf(path, sizeof path, "%s/synth.gguf", dir);
-    halo_synth_spec s = {HALO_SYNTH_Q2, 1, 5};
+    halo_synth_spec s = {
+        .mix = HALO_SYNTH_Q2, .n_layer = 1, .seed = 5, .n_expert = 8, .n_vocab = 1024};
     halo_error err = {0};
     CHECK_INT(halo_synth_write_gguf(&s, path, 0, NULL, NULL, &err), HALO_OK);
     halo_gguf *g = NULL;
@@ -307,6 +342,10 @@ static void gguf_round_trips_through_the_reader(void) {
         uint32_t u = 0;
         CHECK_INT(halo_gguf_get_u32(g, "deepseek4.block_count", &u, &err), HALO_OK);
         CHECK_INT(u, 1);
+        CHECK_INT(halo_gguf_get_u32(g, "deepseek4.expert_count", &u, &err), HALO_OK);
+        CHECK_INT(u, 8);
+        CHECK_INT(halo_gguf_get_u32(g, "deepseek4.vocab_size", &u, &err), HALO_OK);
+        CHECK_INT(u, 1024);
         /* every tensor's bytes as the generator makes them: first and last few KiB */
         uint8_t *want = malloc(1 << 16), *have = malloc(1 << 20);
         for (uint64_t i = 0; i < got.n; i++) {
@@ -336,12 +375,8 @@ static void gguf_round_trips_through_the_reader(void) {
     tmpdir_remove(dir);
 }
 
-static void four_layer_model_evaluates_without_nan(void) {
-    if (!getenv("HALO_TEST_FULL_WIDTH")) {
-        printf("  skipped: set HALO_TEST_FULL_WIDTH=1 (about 9 GiB of memory, a minute)\n");
-        return;
-    }
-    halo_engine_params p = {.model_path = "synthetic:dsv4-flash-q2:4", .n_ctx = 64};
+static void evaluate_without_nan(const char *path) {
+    halo_engine_params p = {.model_path = path, .n_ctx = 64};
     halo_engine *e = NULL;
     halo_session *sess = NULL;
     halo_error err = {0};
@@ -352,7 +387,7 @@ static void four_layer_model_evaluates_without_nan(void) {
         halo_engine_close(e);
         return;
     }
-    int32_t toks[3] = {0, 1000, 129279};
+    int32_t toks[3] = {0, 1000, (int32_t)halo_engine_n_vocab(e) - 1};
     CHECK_INT(halo_session_eval(sess, toks, 2, true, &err), HALO_OK);
     CHECK_INT(halo_session_eval(sess, toks + 2, 1, false, &err), HALO_OK);
     uint32_t rows = 0;
@@ -365,15 +400,30 @@ static void four_layer_model_evaluates_without_nan(void) {
     }
     CHECK_INT(bad, 0);
     CHECK(mx > 0);
-    printf("  4 layers: logits finite, max |logit| %.3g\n", mx);
+    printf("  %s: logits finite, max |logit| %.3g\n", path, mx);
     halo_session_free(sess);
     halo_engine_close(e);
+}
+
+/* Every layer kind (window-only, ratio 4 with the indexer, ratio 128, hash-routed) at full
+ * width, with 8 experts and 1,024 vocabulary rows: about 1 GB. */
+static void reduced_four_layer_model_evaluates_without_nan(void) {
+    evaluate_without_nan("synthetic:dsv4-flash-q2:4/e8/v1024");
+}
+
+static void four_layer_model_evaluates_without_nan(void) {
+    if (!getenv("HALO_TEST_FULL_WIDTH")) {
+        printf("  skipped: set HALO_TEST_FULL_WIDTH=1 (about 9 GiB of memory, a minute)\n");
+        return;
+    }
+    evaluate_without_nan("synthetic:dsv4-flash-q2:4");
 }
 
 int main(void) {
     RUN(q2_table_is_the_real_one);
     RUN(q2q4_table_is_the_seeds_variant);
     RUN(mxfp4_table_retypes_only_the_routed_experts);
+    RUN(reduced_table_changes_only_experts_and_vocab);
     RUN(specs_parse_and_bad_ones_are_named);
     RUN(q2_blocks_decode_finite);
     RUN(mxfp4_blocks_decode_finite);
@@ -382,6 +432,7 @@ int main(void) {
     RUN(ranges_equal_whole_fills_and_seeds_differ);
     RUN(engine_refuses_full_model_on_a_small_profile);
     RUN(gguf_round_trips_through_the_reader);
+    RUN(reduced_four_layer_model_evaluates_without_nan);
     RUN(four_layer_model_evaluates_without_nan);
     return check_report();
 }

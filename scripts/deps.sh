@@ -25,3 +25,4 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 "$here/fetch-ggml.sh"
+"$here/fetch-sdks.sh"

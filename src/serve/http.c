@@ -23,6 +23,7 @@ struct serve_http {
     serve_http_params p;
     struct MHD_Daemon *d;
     _Atomic(serve_sched *) sched;
+    atomic_uint active; /* requests being handled, for --max-conn */
     long started;
 };
 
@@ -58,6 +59,7 @@ static double now_s(void) {
 
 static void conn_unref(conn *c) {
     if (atomic_fetch_sub(&c->refs, 1) != 1) return;
+    atomic_fetch_sub(&c->h->active, 1);
     serve_job_release(c->job);
     serve_stream_free(&c->stream);
     sbuf_free(&c->body);
@@ -406,6 +408,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->mc = mc;
         atomic_init(&c->refs, 1);
         *con_cls = c;
+        /* Past --max-conn, an answer in the API's shape (the listener's own limit, a little
+         * higher, drops connections without one). */
+        if (atomic_fetch_add(&c->h->active, 1) >= c->h->p.max_conn) {
+            serve_fail f;
+            route(c, url, method, &(bool){true});
+            serve_failf(&f, 429, "rate_limit_error", "too many connections (--max-conn %u)",
+                        c->h->p.max_conn);
+            return send_error(c, &f, 1);
+        }
         return first_call(c, url, method);
     }
     if (c->responded) {
@@ -449,6 +460,7 @@ halo_status serve_http_start(const serve_http_params *p, serve_http **out, uint1
     h->p = *p;
     h->started = (long)time(NULL);
     atomic_init(&h->sched, NULL);
+    atomic_init(&h->active, 0);
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
@@ -464,7 +476,7 @@ halo_status serve_http_start(const serve_http_params *p, serve_http **out, uint1
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     h->d = MHD_start_daemon(flags, p->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
-                            ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)p->max_conn,
+                            ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)p->max_conn + 64,
                             /* request line + headers: agents' headers are small; 64 KiB */
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,

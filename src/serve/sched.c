@@ -135,7 +135,11 @@ static void job_finish_locked(serve_job *j, serve_finish fin, const char *error)
 
 serve_job *serve_sched_submit(serve_sched *s, serve_request *req, unsigned *retry_after) {
     pthread_mutex_lock(&s->mu);
-    if (s->queued >= s->p.queue_max) {
+    /* Free slots take requests at the next step: only what waits beyond them counts. */
+    uint32_t free_slots = 0;
+    for (uint32_t i = 0; i < s->p.n_slots; i++)
+        free_slots += s->slots[i].job == NULL;
+    if (s->queued >= s->p.queue_max + free_slots) {
         s->rejected++;
         /* Roughly one slot's turn: a few seconds on a small model, more on a big one. */
         *retry_after = 1 + s->queued / (s->p.n_slots ? s->p.n_slots : 1);

@@ -43,7 +43,7 @@ export function startServer(args = []) {
           stop: () =>
             new Promise((res) => {
               if (proc.exitCode !== null) return res(proc.exitCode);
-              proc.on('exit', (code) => res(code));
+              proc.on('exit', (code, sig) => res(code ?? sig));
               proc.kill('SIGTERM');
             }),
         });
@@ -109,7 +109,12 @@ export async function run(checks, cleanup) {
       console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
     }
   }
-  if (cleanup) await cleanup();
+  // The servers must stop cleanly on SIGTERM: exit status 0 (under ASan: no leaks either).
+  const rc = cleanup ? await cleanup() : 0;
+  if (rc) {
+    failed++;
+    console.log(`FAIL server_exits_cleanly: exit status ${rc}`);
+  }
   console.log(failed ? `${failed} of ${checks.length} failed` : `all ${checks.length} passed`);
   process.exit(failed ? 1 : 0);
 }

@@ -117,5 +117,9 @@ await run(
       eq(m.usage.input_tokens, 1, 'only the last prompt token evaluated');
     }],
   ],
-  () => srv.stop(),
+  async () => {
+    const rc = await srv.stop();
+    if (rc) console.log(srv.log());
+    return rc;
+  },
 );

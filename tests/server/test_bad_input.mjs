@@ -134,5 +134,9 @@ await run(
       eq(r.choices.length, 1, 'still answering');
     }],
   ],
-  () => srv.stop(),
+  async () => {
+    const rc = await srv.stop();
+    if (rc) console.log(srv.log());
+    return rc;
+  },
 );

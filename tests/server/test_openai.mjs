@@ -155,5 +155,9 @@ await run(
         'metrics counter');
     }],
   ],
-  () => srv.stop(),
+  async () => {
+    const rc = await srv.stop();
+    if (rc) console.log(srv.log());
+    return rc;
+  },
 );

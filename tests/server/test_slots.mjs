@@ -122,7 +122,9 @@ await run(
     }],
   ],
   async () => {
-    await wide.stop();
-    await narrow.stop();
+    const a = await wide.stop();
+    const b = await narrow.stop();
+    if (a || b) console.log(wide.log(), narrow.log());
+    return a || b;
   },
 );

@@ -135,5 +135,9 @@ await run(
       assert(!banned.choices[0].message.content.includes(one), 'banned token appeared');
     }],
   ],
-  () => srv.stop(),
+  async () => {
+    const rc = await srv.stop();
+    if (rc) console.log(srv.log());
+    return rc;
+  },
 );

@@ -120,7 +120,8 @@ static bool scan(serve_output *o) {
     return true;
 }
 
-bool serve_output_text(serve_output *o, const char *text, size_t len) {
+/* Text in whole UTF-8 characters to the current part of the reply. */
+static bool route(serve_output *o, const char *text, size_t len) {
     switch (o->state) {
     case OUT_REASONING:
         emit(o, SERVE_EV_REASONING, text, len);
@@ -152,13 +153,17 @@ bool serve_output_token(serve_output *o, int32_t id) {
         }
         if (!memmem(piece, len, "DSML", 4)) return true;
     }
+    return serve_output_text(o, piece, len);
+}
+
+bool serve_output_text(serve_output *o, const char *text, size_t len) {
     char buf[512], *out = len + 4 <= sizeof buf ? buf : malloc(len + 4);
     if (!out) {
         o->oom = true;
         return true;
     }
-    size_t n = halo_utf8_stream_push(&o->u, piece, len, out);
-    bool go = serve_output_text(o, out, n);
+    size_t n = halo_utf8_stream_push(&o->u, text, len, out);
+    bool go = route(o, out, n);
     if (out != buf) free(out);
     return go;
 }
@@ -166,7 +171,7 @@ bool serve_output_token(serve_output *o, int32_t id) {
 void serve_output_finish(serve_output *o) {
     char tail[4];
     size_t n = halo_utf8_stream_flush(&o->u, tail);
-    if (n && o->state != OUT_AFTER) serve_output_text(o, tail, n);
+    if (n && o->state != OUT_AFTER) route(o, tail, n);
     if (o->state == OUT_CONTENT) {
         emit(o, SERVE_EV_CONTENT, o->pend.p, o->pend.n);
         o->pend.n = 0;

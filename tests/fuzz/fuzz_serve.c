@@ -35,9 +35,8 @@ static const halo_tokenizer *tokenizer(void) {
 static void check_utf8(const char *s) {
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
-        unsigned k = (unsigned char)s[i] < 0x80
-                         ? 1
-                         : halo_utf8_seq_len((const unsigned char *)s + i, n - i);
+        unsigned k =
+            (unsigned char)s[i] < 0x80 ? 1 : halo_utf8_seq_len((const unsigned char *)s + i, n - i);
         if (!k) abort();
         i += k;
     }
@@ -124,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                          .started = true,
                          .done = true,
                          .finish = ev.n && ev.e[ev.n - 1].kind == SERVE_EV_TOOL ? SERVE_FIN_TOOLS
-                                                                               : SERVE_FIN_STOP,
+                                                                                : SERVE_FIN_STOP,
                          .usage = {.prompt = (uint32_t)r.prompt.n, .completion = 3}};
     serve_format_reply(api, &r, &reply, &out);
     check_json(&out);

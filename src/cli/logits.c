@@ -16,7 +16,8 @@ static void usage(FILE *out) {
                  "  --ctx N      context size (default: the number of tokens)\n"
                  "  --chunk N    evaluate N tokens per step (default: all at once)\n"
                  "  --threads N  CPU threads (default: one per core)\n"
-                 "  --precise    f32 activations for quantized weights (no integer dots)\n");
+                 "  --precise    f32 activations for quantized weights (no integer dots)\n"
+                 "  --backend B  cpu|cuda|auto (default cpu)   --weights W  auto|device|host|managed\n");
 }
 
 /* Strict unsigned parse: digits only, no overflow. */
@@ -57,7 +58,7 @@ static int32_t *read_tokens(const char *path, uint32_t *n) {
 }
 
 int cli_logits(int argc, char **argv) {
-    const char *model = NULL, *in = NULL, *outp = NULL;
+    const char *model = NULL, *in = NULL, *outp = NULL, *backend = NULL, *weights = NULL;
     uint32_t ctx = 0, chunk = 0, threads = 0;
     bool precise = false;
     for (int i = 1; i < argc; i++) {
@@ -73,6 +74,8 @@ int cli_logits(int argc, char **argv) {
         else if (!strcmp(a, "--chunk")) ok = parse_u32(v, &chunk), i++;
         else if (!strcmp(a, "--threads")) ok = parse_u32(v, &threads), i++;
         else if (!strcmp(a, "--precise")) precise = true;
+        else if (!strcmp(a, "--backend")) ok = (backend = v) != NULL, i++;
+        else if (!strcmp(a, "--weights")) ok = (weights = v) != NULL, i++;
         else {
             fprintf(stderr, "halo logits: unknown option '%s'\n", a);
             usage(stderr);
@@ -81,7 +84,8 @@ int cli_logits(int argc, char **argv) {
         if (!ok) {
             fprintf(stderr, "halo logits: option '%s' needs a %s\n", a,
                     strcmp(a, "-m") && strcmp(a, "--model") && strcmp(a, "--tokens") &&
-                            strcmp(a, "--out") ? "non-negative integer" : "path");
+                            strcmp(a, "--out") && strcmp(a, "--backend") &&
+                            strcmp(a, "--weights") ? "non-negative integer" : "value");
             return 2;
         }
     }
@@ -98,7 +102,7 @@ int cli_logits(int argc, char **argv) {
     halo_session *s = NULL;
     halo_error err;
     halo_engine_params p = {.model_path = model, .threads = threads, .precise = precise,
-                            .n_ctx = ctx};
+                            .n_ctx = ctx, .backend = backend, .weights = weights};
     int rc = 1;
     FILE *f = NULL;
     if (halo_engine_open(&p, &e, &err) || halo_session_create(e, ctx, &s, &err)) {

@@ -39,7 +39,9 @@ static void usage(FILE *out) {
             "  --seed S             sampling seed (default: from the clock)\n"
             "  --ignore-eos         keep generating past the end-of-turn token\n"
             "  --ctx N              context size (default: %d or the model's, if smaller)\n"
-            "  --threads N          CPU threads (default: one per core)\n",
+            "  --threads N          CPU threads (default: one per core)\n"
+            "  --backend B          cpu|cuda|auto (default cpu; auto: the GPU when usable)\n"
+            "  --weights W          GPU backend: auto|device|host|managed (as halo plan)\n",
             DEFAULT_CTX);
 }
 
@@ -115,6 +117,10 @@ int cli_common_option(const char *cmd, int argc, char **argv, int *i, cli_common
         ok = cli_parse_u32(v, &c->ctx) && c->ctx > 0, want = "positive integer";
     else if (!strcmp(a, "--threads"))
         ok = cli_parse_u32(v, &c->threads), want = "non-negative integer";
+    else if (!strcmp(a, "--backend"))
+        ok = (c->backend = v) != NULL, want = "backend name";
+    else if (!strcmp(a, "--weights"))
+        ok = (c->weights = v) != NULL, want = "weights policy";
     else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
         ok = cli_parse_u32(v, &c->n_predict), want = "non-negative integer";
     else if (!strcmp(a, "--system"))
@@ -207,7 +213,8 @@ int cli_open(const char *cmd, cli_common *c, cli_model *m) {
 
 int cli_load(const char *cmd, cli_common *c, cli_model *m) {
     halo_error err = {0};
-    halo_engine_params ep = {.model_path = c->model, .threads = c->threads, .n_ctx = m->n_ctx};
+    halo_engine_params ep = {.model_path = c->model, .threads = c->threads, .n_ctx = m->n_ctx,
+                             .backend = c->backend, .weights = c->weights};
     if (halo_engine_open(&ep, &m->engine, &err)) {
         fprintf(stderr, "halo %s: %s\n", cmd, err.message);
         return 1;

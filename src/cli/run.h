@@ -12,6 +12,7 @@
 
 typedef struct cli_common {
     const char *model, *system;
+    const char *backend, *weights; /* --backend, --weights (NULL: cpu, auto) */
     halo_sampler_params sp;
     bool seed_set, ignore_eos;
     uint32_t ctx, threads, n_predict;

@@ -312,14 +312,15 @@ static void attention_matches_the_cpu(void) {
 static void pool_matches_the_cpu(void) {
     halo_rope yarn = {.n_rot = 64, .base = 160000.0f, .yarn = true, .yarn_factor = 16.0f,
                       .yarn_beta_fast = 32.0f, .yarn_beta_slow = 1.0f, .yarn_orig_ctx = 65536};
-    const struct { uint32_t ratio, dim; bool overlap, prev; int64_t n_win; } cases[] = {
-        {4, 512, true, false, 3}, {4, 512, true, true, 2}, {4, 128, true, true, 5},
-        {128, 512, false, false, 2}};
+    /* ape in the types the mixes store it in (F16, F32; Q8_0 and Q5_0 after llama-quantize) */
+    const struct { uint32_t ratio, dim; bool overlap, prev; int64_t n_win; uint32_t ape; } cases[] = {
+        {4, 512, true, false, 3, HALO_TYPE_F16}, {4, 512, true, true, 2, HALO_TYPE_Q8_0},
+        {4, 128, true, true, 5, HALO_TYPE_Q5_0}, {128, 512, false, false, 2, HALO_TYPE_F32}};
     for (size_t i = 0; i < 4; i++) {
         uint32_t r = cases[i].ratio, dim = cases[i].dim, width = cases[i].overlap ? 2 * dim : dim;
         int64_t nw = cases[i].n_win;
         both kv = rand_f32(width, nw * r, 1, 1.0f), gate = rand_f32(width, nw * r, 1, 2.0f);
-        both ape = rand_w(HALO_TYPE_F16, width, r, 1, 1.0f), norm = rand_f32(dim, 1, 1, 1.0f);
+        both ape = rand_w(cases[i].ape, width, r, 1, 1.0f), norm = rand_f32(dim, 1, 1, 1.0f);
         both pk = rand_f32(dim, r, 1, 1.0f), pg = rand_f32(dim, r, 1, 1.0f);
         both out = make(HALO_TYPE_F32, dim, nw, 1, NULL);
         halo_pool_args a = {.kv = &kv.c, .gate = &gate.c, .ape = &ape.c, .norm = &norm.c,
@@ -331,9 +332,9 @@ static void pool_matches_the_cpu(void) {
         a.prev_gate = &pg.g, a.out = &out.g;
         gpu->ops->pool(gpu, &a);
         char what[80];
-        snprintf(what, sizeof what, "pool ratio %u dim %u%s%s, %lld windows", r, dim,
+        snprintf(what, sizeof what, "pool ratio %u dim %u%s%s, %lld windows, ape %s", r, dim,
                  cases[i].overlap ? " overlap" : "", cases[i].prev ? " +prev" : "",
-                 (long long)nw);
+                 (long long)nw, halo_type_name(cases[i].ape));
         compare(what, &out, 1e-5);
         if (cases[i].overlap) {
             compare("  saved series (kv)", &pk, 0);

@@ -91,7 +91,8 @@ __global__ void attention_kernel(attn_params a) {
 void cu_attention(halo_backend *hbe, const halo_attn_args *a) {
     cu_backend *be = cu_of(hbe);
     const int64_t hd = a->q->ne[0], n_head = a->q->ne[1], n_tok = a->q->ne[2];
-    if (be->failed || n_tok <= 0) return;
+    if (be->failed || n_tok <= 0 || !cu_float_only(be, a->sinks->type, "attention", "sinks"))
+        return;
     if (hd % WARP || hd > ATT_MAX_J * WARP) {
         cu_check(be, "attention", "head_dim not a multiple of 32 up to 1024",
                  cudaErrorInvalidValue);

@@ -60,8 +60,24 @@ bool cu_type_supported(cu_backend *be, uint32_t type, const char *op) {
     }
 }
 
+bool cu_float_only(cu_backend *be, uint32_t type, const char *op, const char *what) {
+    if (type == HALO_TYPE_F32 || type == HALO_TYPE_F16 || type == HALO_TYPE_BF16) return true;
+    if (!be->failed) {
+        be->failed = true;
+        snprintf(be->fail, sizeof be->fail, "%s: %s of type %s is not supported on the "
+                 GPU_RUNTIME " backend (f32, f16 or bf16 only)", op, what, halo_type_name(type));
+    }
+    return false;
+}
+
 char *cu_scratch(cu_backend *be, uint64_t bytes, const char *op) {
     if (be->failed) return NULL;
+    if (be->fail_at && ++be->n_scratch == be->fail_at) {
+        be->failed = true;
+        snprintf(be->fail, sizeof be->fail, "%s: out of memory for %s's scratch (injected)", op,
+                 op);
+        return NULL;
+    }
     if (bytes <= be->scratch_cap) return be->scratch;
     /* Grow between ops: the stream must be done with the old scratch before it is freed. */
     uint64_t cap = bytes > 2 * be->scratch_cap ? bytes : 2 * be->scratch_cap;
@@ -103,6 +119,7 @@ static halo_status fail_call(halo_error *err, halo_status st, const char *what, 
 
 static halo_status buf_alloc_pool(halo_backend *hbe, uint32_t pool, uint64_t bytes,
                                   halo_buf **out, halo_error *err) {
+    cudaStream_t stream = cu_of(hbe)->stream;
     halo_buf *b = (halo_buf *)calloc(1, sizeof *b);
     if (!b) return halo_fail(err, HALO_E_NOMEM, "out of memory");
     uint64_t n = bytes ? (bytes + 255) & ~255ull : 256;
@@ -113,13 +130,17 @@ static halo_status buf_alloc_pool(halo_backend *hbe, uint32_t pool, uint64_t byt
         what = "cudaMalloc";
         b->kind = CU_DEVICE;
         e = cudaMalloc((void **)&b->dev, n);
-        if (e == cudaSuccess) e = cudaMemset(b->dev, 0, n);
+        /* On the backend's stream: our stream does not wait for the legacy default stream, so
+         * a plain cudaMemset could land after the first write to the buffer. */
+        if (e == cudaSuccess) e = cudaMemsetAsync(b->dev, 0, n, stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
         break;
     case HALO_POOL_MANAGED:
         what = "cudaMallocManaged";
         b->kind = CU_MANAGED;
         e = cudaMallocManaged((void **)&b->dev, n, cudaMemAttachGlobal);
-        if (e == cudaSuccess) e = cudaMemset(b->dev, 0, n);
+        if (e == cudaSuccess) e = cudaMemsetAsync(b->dev, 0, n, stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
         break;
     case HALO_POOL_GPU_HOST:
 #ifdef HALO_HIP
@@ -305,9 +326,12 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out,
         e = cudaDeviceGetAttribute(&be->sm_count, cudaDevAttrMultiProcessorCount, device);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaMalloc((void **)&full->grids, g2 + g3);
-    if (e == cudaSuccess) e = cudaMemcpy(full->grids, halo_iq2xxs_grid, g2, cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
-        e = cudaMemcpy(full->grids + g2, halo_iq3xxs_grid, g3, cudaMemcpyHostToDevice);
+        e = cudaMemcpyAsync(full->grids, halo_iq2xxs_grid, g2, cudaMemcpyHostToDevice, be->stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(full->grids + g2, halo_iq3xxs_grid, g3, cudaMemcpyHostToDevice,
+                            be->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
     if (e != cudaSuccess) {
         cudaGetLastError();
         if (full->grids) cudaFree(full->grids);
@@ -316,6 +340,8 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out,
         return halo_fail(err, HALO_E_UNSUPPORTED, GPU_RUNTIME " device %d: cannot start: %s",
                          device, cudaGetErrorString(e));
     }
+    const char *fail = getenv("HALO_TEST_FAIL_SCRATCH");
+    be->fail_at = fail ? strtoll(fail, NULL, 10) : 0;
     *out = &be->base;
     return HALO_OK;
 }

@@ -37,7 +37,8 @@ typedef struct cu_backend {
     uint64_t scratch_cap;
     bool failed;
     char fail[400];       /* "op: call: error" of the first failure since the last sync */
-    bool sticky;          /* a device error that poisons the context (illegal address, ...) */
+    /* Fault injection for tests (HALO_TEST_FAIL_SCRATCH=N): the N-th scratch request fails. */
+    int64_t fail_at, n_scratch;
 } cu_backend;
 
 static inline cu_backend *cu_of(halo_backend *be) { return (cu_backend *)be; }
@@ -53,6 +54,10 @@ bool cu_check(cu_backend *be, const char *op, const char *call, cudaError_t e);
 char *cu_scratch(cu_backend *be, uint64_t bytes, const char *op);
 /* Copies n host ints into device memory at dst (part of an op's scratch). */
 bool cu_upload(cu_backend *be, void *dst, const void *src, uint64_t bytes, const char *op);
+
+/* A small vector read element by element (sinks, biases, hc scales) must be a float type;
+ * false after recording the failure otherwise. */
+bool cu_float_only(cu_backend *be, uint32_t type, const char *op, const char *what);
 
 /* A type the kernels decode, or false after recording the failure for `op`. */
 bool cu_type_supported(cu_backend *be, uint32_t type, const char *op);
@@ -71,6 +76,10 @@ static inline unsigned cu_blocks(int64_t n, unsigned per) {
 void cu_matmul_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
                       uint32_t groups, const float *x, int64_t x_stride, int64_t n_tok, float *out,
                       const char *op);
+
+/* dst[0..n) = the n elements at src (any supported type) as f32. */
+void cu_to_f32(cu_backend *be, uint32_t type, const char *src, int64_t n, float *dst,
+               const char *op);
 
 /* The ops (backend.h). */
 void cu_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens,

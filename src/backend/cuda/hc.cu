@@ -92,7 +92,9 @@ void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
     const int64_t width = (int64_t)a->hc * n_embd;
     const bool head = a->post == NULL;
     const uint32_t n_mix = head ? a->hc : (2 + a->hc) * a->hc;
-    if (be->failed || n_tok <= 0) return;
+    if (be->failed || n_tok <= 0 || !cu_float_only(be, a->base->type, "hc_pre", "base") ||
+        !cu_float_only(be, a->scale->type, "hc_pre", "scale"))
+        return;
     if (a->hc > HC_MAX) {
         cu_check(be, "hc_pre", "hc count above 16", cudaErrorInvalidValue);
         return;

@@ -71,3 +71,26 @@ void cu_embed(halo_backend *hbe, const halo_tensor *table, const int32_t *tokens
                                                          cu_f32(out), cu_grids_get(hbe));
     CU_LAUNCHED(be, "embed", "embed_kernel");
 }
+
+/* n elements of any supported type (whole blocks, contiguous) to f32: for small weights an op
+ * reads element by element, such as a compressor's ape, which quantized mixes store in a block
+ * format. */
+__global__ void to_f32_kernel(uint32_t type, const char *src, int64_t n, float *dst, cu_grids g) {
+    int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (is_float_type(type)) {
+        if (id < n) dst[id] = load_float(type, src, id);
+        return;
+    }
+    if (id >= n / 32) return;
+    float v[32];
+    deq32(type, (const uint8_t *)src, id, v, g);
+    for (int j = 0; j < 32; j++) dst[32 * id + j] = v[j];
+}
+
+void cu_to_f32(cu_backend *be, uint32_t type, const char *src, int64_t n, float *dst,
+               const char *op) {
+    if (be->failed || !cu_type_supported(be, type, op) || n <= 0) return;
+    to_f32_kernel<<<cu_blocks(n, 256), 256, 0, be->stream>>>(type, src, n, dst,
+                                                             cu_grids_get(&be->base));
+    CU_LAUNCHED(be, op, "to_f32_kernel");
+}

@@ -211,6 +211,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                         a->down_sh ? a->down_sh->type : (uint32_t)HALO_TYPE_F32};
     for (int i = 0; i < 6; i++)
         if (!cu_type_supported(be, types[i], op)) return;
+    if (a->probs_bias && !cu_float_only(be, a->probs_bias->type, op, "expert bias")) return;
     /* Scratch, in order: tokens, router scores, choice, weights, grouping, h, y. */
     const uint64_t sizes[] = {(uint64_t)n_tok * 4,         (uint64_t)(n_tok * n_expert) * 4,
                               (uint64_t)(n_tok * k) * 4,   (uint64_t)n_pairs * 4,

@@ -109,6 +109,16 @@ void cu_pool(halo_backend *hbe, const halo_pool_args *a) {
     p.norm = cu_f32(a->norm);
     p.ape = cu_ptr(a->ape);
     p.ape_type = a->ape->type;
+    if (a->ape->type != HALO_TYPE_F32 && a->ape->type != HALO_TYPE_F16 &&
+        a->ape->type != HALO_TYPE_BF16) {
+        /* A block format (quantized mixes store ape as Q8_0, Q5_0, ...): decode it first. */
+        int64_t n = (int64_t)width * a->ratio;
+        float *f = (float *)cu_scratch(be, (uint64_t)n * sizeof(float), "pool");
+        if (!f) return;
+        cu_to_f32(be, a->ape->type, p.ape, n, f, "pool");
+        p.ape = (const char *)f;
+        p.ape_type = HALO_TYPE_F32;
+    }
     p.prev_kv = a->overlap && a->have_prev ? cu_f32(a->prev_kv) : NULL;
     p.prev_gate = a->overlap && a->have_prev ? cu_f32(a->prev_gate) : NULL;
     p.ratio = a->ratio;

@@ -32,7 +32,7 @@ bool cu_check(cu_backend *be, const char *op, const char *call, cudaError_t e) {
         snprintf(be->fail, sizeof be->fail, "%s: %s: %s (%s)", op, call, cudaGetErrorString(e),
                  cudaGetErrorName(e));
     }
-    cudaGetLastError(); /* clear a non-sticky error so the next op starts clean */
+    (void)cudaGetLastError(); /* clear a non-sticky error so the next op starts clean */
     return false;
 }
 
@@ -160,9 +160,9 @@ static halo_status buf_alloc_pool(halo_backend *hbe, uint32_t pool, uint64_t byt
                          halo_pool_name((halo_pool_kind)pool));
     }
     if (e != cudaSuccess) {
-        cudaGetLastError();
-        if (b->kind == CU_HOST_ALLOC && b->host) cudaFreeHost(b->host);
-        else if (b->dev) cudaFree(b->dev);
+        (void)cudaGetLastError();
+        if (b->kind == CU_HOST_ALLOC && b->host) (void)cudaFreeHost(b->host);
+        else if (b->dev) (void)cudaFree(b->dev);
         free(b);
         return fail_call(err, e == cudaErrorMemoryAllocation ? HALO_E_NOMEM : HALO_E_IO, what,
                          bytes, e);
@@ -180,12 +180,12 @@ static void buf_free(halo_backend *hbe, halo_buf *b) {
     if (!b) return;
     cu_backend *be = cu_of(hbe);
     /* Frees wait for the device; a buffer may be freed right after the ops that used it. */
-    cudaStreamSynchronize(be->stream);
+    (void)cudaStreamSynchronize(be->stream);
     switch (b->kind) {
     case CU_DEVICE:
-    case CU_MANAGED: cudaFree(b->dev); break;
-    case CU_HOST_ALLOC: cudaFreeHost(b->host); break;
-    case CU_REGISTERED: cudaHostUnregister(b->host); break;
+    case CU_MANAGED: (void)cudaFree(b->dev); break;
+    case CU_HOST_ALLOC: (void)cudaFreeHost(b->host); break;
+    case CU_REGISTERED: (void)cudaHostUnregister(b->host); break;
     }
     free(b);
 }
@@ -202,8 +202,8 @@ static halo_status buf_wrap_host(halo_backend *hbe, void *data, uint64_t bytes, 
     cudaError_t e = cudaHostRegister((void *)p0, p1 - p0, cudaHostRegisterMapped);
     if (e == cudaSuccess) e = cudaHostGetDevicePointer(&dev, (void *)p0, 0);
     if (e != cudaSuccess) {
-        cudaGetLastError();
-        if (dev) cudaHostUnregister((void *)p0);
+        (void)cudaGetLastError();
+        if (dev) (void)cudaHostUnregister((void *)p0);
         free(b);
         return fail_call(err, HALO_E_NOMEM, "cudaHostRegister (GPU-visible host memory)", bytes, e);
     }
@@ -263,10 +263,10 @@ static halo_status sync(halo_backend *hbe, halo_error *err) {
 static void destroy(halo_backend *hbe) {
     if (!hbe) return;
     cu_backend *be = cu_of(hbe);
-    cudaStreamSynchronize(be->stream);
-    cudaFree(be->scratch);
-    cudaFree(((cu_backend_full *)be)->grids);
-    cudaStreamDestroy(be->stream);
+    (void)cudaStreamSynchronize(be->stream);
+    (void)cudaFree(be->scratch);
+    (void)cudaFree(((cu_backend_full *)be)->grids);
+    (void)cudaStreamDestroy(be->stream);
     free(be);
 }
 
@@ -308,9 +308,12 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out,
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
-        cudaGetLastError();
-        return halo_fail(err, HALO_E_UNSUPPORTED, "no usable " GPU_RUNTIME " GPU (cudaGetDeviceCount: %s)",
-                         e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+        (void)cudaGetLastError();
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "no usable " GPU_RUNTIME " GPU: %s (" GPU_RUNTIME "GetDeviceCount: %s)",
+                         e == cudaSuccess ? "the driver sees none"
+                                          : "no GPU driver here, or one older than this runtime",
+                         e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     }
     if (device < 0 || device >= count)
         return halo_fail(err, HALO_E_INVALID_ARG, GPU_RUNTIME " device %d: only %d present",
@@ -333,9 +336,9 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out,
                             be->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
     if (e != cudaSuccess) {
-        cudaGetLastError();
-        if (full->grids) cudaFree(full->grids);
-        if (be->stream) cudaStreamDestroy(be->stream);
+        (void)cudaGetLastError();
+        if (full->grids) (void)cudaFree(full->grids);
+        if (be->stream) (void)cudaStreamDestroy(be->stream);
         free(full);
         return halo_fail(err, HALO_E_UNSUPPORTED, GPU_RUNTIME " device %d: cannot start: %s",
                          device, cudaGetErrorString(e));

@@ -130,8 +130,14 @@ static __device__ __forceinline__ float block_sum(float v, float *smem32) {
     return warp_sum(v);
 }
 
+/* IEEE half to f32, exact (subnormals, infinities, NaN payloads), from the bits: the same on
+ * CUDA and HIP without either's half type. */
 static __device__ __forceinline__ float f16_to_f32(uint16_t h) {
-    return __half2float(__ushort_as_half(h));
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | (man << 13));
+    if (exp != 0) return __uint_as_float(sign | ((exp + 112) << 23) | (man << 13));
+    float v = (float)man * 5.9604644775390625e-8f; /* man · 2^-24, exact */
+    return sign ? -v : v;
 }
 static __device__ __forceinline__ float bf16_to_f32(uint16_t h) {
     return __uint_as_float((uint32_t)h << 16);

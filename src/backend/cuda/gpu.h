@@ -12,6 +12,8 @@
 #define cudaError_t hipError_t
 #define cudaSuccess hipSuccess
 #define cudaErrorMemoryAllocation hipErrorOutOfMemory
+#define cudaErrorInvalidValue hipErrorInvalidValue
+#define cudaMemcpyKind hipMemcpyKind
 #define cudaGetErrorString hipGetErrorString
 #define cudaGetErrorName hipGetErrorName
 #define cudaGetLastError hipGetLastError
@@ -54,7 +56,6 @@ static __device__ __forceinline__ int gpu_shfl_xor_i(int v, int m) { return __sh
 static __device__ __forceinline__ float gpu_shfl(float v, int l) { return __shfl(v, l, 32); }
 static __device__ __forceinline__ int gpu_shfl_up_i(int v, int d) { return __shfl_up(v, d, 32); }
 #else
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #define GPU_RUNTIME "cuda"

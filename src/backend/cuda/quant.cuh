@@ -77,7 +77,7 @@ static __constant__ const signed char cu_kvalues_mxfp4[16] = {0, 1,  2,  3,  4, 
                                                              0, -1, -2, -3, -4, -6, -8, -12};
 
 /* Decodes elements [32c, 32c + 32) of a row of block format t into v. */
-static __device__ __noinline__ void deq32(uint32_t t, const uint8_t *row, int64_t c, float v[32],
+static inline __device__ __noinline__ void deq32(uint32_t t, const uint8_t *row, int64_t c, float v[32],
                                           cu_grids g) {
     int bytes, elems;
     block_shape(t, &bytes, &elems);
@@ -256,12 +256,13 @@ static __device__ __forceinline__ void warp_dot_rows(uint32_t t, const char *wro
             deq32(t, (const uint8_t *)wrow, c, v, g);
 #pragma unroll
             for (int k = 0; k < NT; k++) {
-                if (k >= nt) break;
-                const float *xx = x + k * x_stride + 32 * c;
-                float s = 0.0f;
+                if (k < nt) {
+                    const float *xx = x + k * x_stride + 32 * c;
+                    float s = 0.0f;
 #pragma unroll
-                for (int j = 0; j < 32; j++) s += v[j] * xx[j];
-                acc[k] += s;
+                    for (int j = 0; j < 32; j++) s += v[j] * xx[j];
+                    acc[k] += s;
+                }
             }
         }
     }
@@ -289,12 +290,13 @@ static __device__ __forceinline__ void warp_dot_gather(uint32_t t, const char *w
             deq32(t, (const uint8_t *)wrow, c, v, g);
 #pragma unroll
             for (int k = 0; k < NT; k++) {
-                if (k >= nt) break;
-                const float *xx = x[k] + 32 * c;
-                float s = 0.0f;
+                if (k < nt) {
+                    const float *xx = x[k] + 32 * c;
+                    float s = 0.0f;
 #pragma unroll
-                for (int j = 0; j < 32; j++) s += v[j] * xx[j];
-                acc[k] += s;
+                    for (int j = 0; j < 32; j++) s += v[j] * xx[j];
+                    acc[k] += s;
+                }
             }
         }
     }

@@ -1,8 +1,9 @@
 /* Robustness of the text layer on arbitrary bytes: the tokenizer (with and without special
  * tokens) must round-trip any input exactly, UTF-8 sanitizing must give valid UTF-8, the streaming
  * hold-back must pass every byte through once, and the chat JSON reader / renderer must fail
- * cleanly or render (and tokenize to ids that decode to the rendering). A libFuzzer target (`fuzz_text`, built with -DHALO_FUZZ=ON) and, without
- * libFuzzer, a deterministic replay (`test_text_fuzz_replay`) of mutated corpus lines for CI. */
+ * cleanly or render (and tokenize to ids that decode to the rendering). A libFuzzer target
+ * (`fuzz_text`, built with -DHALO_FUZZ=ON) and, without libFuzzer, a deterministic replay
+ * (`test_text_fuzz_replay`) of mutated corpus lines for CI. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -231,6 +231,10 @@ typedef struct halo_mem_arena halo_mem_arena;
 halo_status halo_mem_arena_load(const halo_gguf *g, const uint8_t *tensor_pool,
                                 const halo_load_options *o, halo_mem_arena **out,
                                 halo_load_stats *stats, halo_error *err);
+/* An arena over a GGUF image already in memory (a synthetic model made in place): tensor i
+ * lives at base + its file offset. The arena takes the mapping (munmap(base, size) on free). */
+halo_status halo_mem_arena_adopt(const halo_gguf *g, void *base, size_t size,
+                                 halo_mem_arena **out, halo_error *err);
 /* The bytes of tensor i (gguf order), or NULL when it was not loaded. */
 const void *halo_mem_arena_tensor(const halo_mem_arena *a, uint64_t i);
 void halo_mem_arena_free(halo_mem_arena *a);

@@ -66,6 +66,7 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
                          params->backend);
     halo_engine *e = calloc(1, sizeof *e);
     if (!e) return halo_fail(err, HALO_E_NOMEM, "out of memory");
+    pthread_mutex_init(&e->step_lock, NULL);
     halo_status st = halo_gguf_open(params->model_path, &e->gguf, err);
     if (!st) {
         st = halo_hparams_load(e->gguf, &e->hp, err);
@@ -94,6 +95,8 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
 
 void halo_engine_close(halo_engine *e) {
     if (!e) return;
+    halo_engine_step_free(e);
+    pthread_mutex_destroy(&e->step_lock);
     for (uint32_t i = 0; i < e->n_bufs; i++) e->be->ops->buf_free(e->be, e->tensor_bufs[i]);
     free(e->tensor_bufs);
     if (e->be) e->be->ops->destroy(e->be);

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "model/engine_internal.h"
+#include "model/validate.h"
 #include "model/synthetic.h"
 
 /* Admission: plan the model and n_ctx positions of state on this machine before allocating
@@ -77,6 +78,8 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
         if (st) halo_error_prefix(err, "%s: ", params->model_path);
     }
     if (!st) st = admit(params, e->gguf, &e->hp, err);
+    if (!st && (st = halo_model_validate(e->gguf, &e->hp, &e->w, err))) /* ids, before any eval */
+        halo_error_prefix(err, "%s: ", params->model_path);
     if (!st) st = halo_backend_cpu_create(params->threads, params->precise, &e->be, err);
     /* The CPU backend computes on host memory, so the loader's host arena is the weights'
      * final place: each tensor is read once, with no staging copy. */

@@ -179,14 +179,15 @@ void bench_print_header(FILE *f, bench_format fmt) {
     case BENCH_JSONL:
         break;
     case BENCH_MD:
-        fprintf(f, "| %-30s | %10s | %9s | %7s | %7s | %7s | %16s | %20s | %10s | %8s |\n", "model",
+        fprintf(f, "| %-40s | %10s | %9s | %7s | %7s | %7s | %16s | %20s | %10s | %8s |\n", "model",
                 "size", "params", "backend", "weights", "threads", "test", "t/s", "B/token",
                 "roofline");
         fprintf(f,
-                "| %.30s | %.9s: | %.8s: | %.7s | %.7s | %.6s: | %.15s: | %.19s: | %.9s: "
+                "| %.40s | %.9s: | %.8s: | %.7s | %.7s | %.6s: | %.15s: | %.19s: | %.9s: "
                 "| %.7s: |\n",
-                "------------------------------", "----------", "---------", "-------", "-------",
-                "-------", "----------------", "--------------------", "----------", "--------");
+                "----------------------------------------", "----------", "---------", "-------",
+                "-------", "-------", "----------------", "--------------------", "----------",
+                "--------");
         break;
     }
     fflush(f);
@@ -228,7 +229,7 @@ void bench_print_result(FILE *f, bench_format fmt, const bench_result *r, bool f
         else
             snprintf(roof, sizeof roof, "-");
         /* the ± sign is two bytes in UTF-8: one more column of padding, as llama-bench does */
-        fprintf(f, "| %-30.30s | %10s | %9s | %7s | %7s | %7u | %16s | %21s | %10s | %8s |\n",
+        fprintf(f, "| %-40.40s | %10s | %9s | %7s | %7s | %7u | %16s | %21s | %10s | %8s |\n",
                 r->model_type, size, params, r->backend, r->weights, r->n_threads, test, ts, bpt,
                 roof);
         break;

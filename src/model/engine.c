@@ -5,6 +5,8 @@
 #include "core/error.h"
 #include "mem/stream.h"
 #include "model/engine_internal.h"
+#include "model/validate.h"
+#include "model/synthetic.h"
 
 /* Admission: plan the model and n_ctx positions of state on this machine before allocating
  * anything, so a model that cannot fit is refused with the planner's reason instead of being
@@ -72,7 +74,10 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
     halo_engine *e = calloc(1, sizeof *e);
     if (!e) return halo_fail(err, HALO_E_NOMEM, "out of memory");
     pthread_mutex_init(&e->step_lock, NULL);
-    halo_status st = halo_gguf_open(params->model_path, &e->gguf, err);
+    /* "synthetic:dsv4-flash-q2:4": the model is made in place (src/model/synthetic.c) */
+    const bool synth = halo_synth_is_path(params->model_path);
+    halo_status st = synth ? halo_synth_open(params->model_path, &e->gguf, &e->arena, err)
+                           : halo_gguf_open(params->model_path, &e->gguf, err);
     if (!st) {
         st = halo_hparams_load(e->gguf, &e->hp, err);
         if (!st) st = halo_weights_bind(e->gguf, &e->hp, &e->w, err);
@@ -80,12 +85,23 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
     }
     halo_plan *plan = NULL; /* kept only when routed experts stream */
     if (!st) st = admit(params, e->gguf, &e->hp, &plan, err);
+    if (!st && plan && synth)
+        st = halo_fail(err, HALO_E_UNSUPPORTED,
+                       "%s: a synthetic model has no file to stream experts from", params->model_path);
+    /* Index tensors are read from the file before any eval; a synthetic model has no file and
+     * its generator draws distinct in-range rows by construction (test_model_synthetic). */
+    if (!st && !synth && (st = halo_model_validate(e->gguf, &e->hp, &e->w, err)))
+        halo_error_prefix(err, "%s: ", params->model_path);
     if (!st) st = halo_backend_cpu_create(params->threads, params->precise, &e->be, err);
     /* The CPU backend computes on host memory, so the loader's host arena is the weights'
      * final place: each tensor is read once, with no staging copy. Streamed experts stay on
      * disk and go through the expert cache (src/mem/stream.c). */
-    if (!st) st = halo_mem_arena_load(e->gguf, plan ? plan->tensor_pool : NULL, NULL, &e->arena,
-                                      NULL, err);
+    if (!st && synth)
+        st = halo_synth_fill_arena(params->model_path, e->gguf, e->arena, params->threads, NULL,
+                                   NULL, err);
+    else if (!st)
+        st = halo_mem_arena_load(e->gguf, plan ? plan->tensor_pool : NULL, NULL, &e->arena,
+                                 NULL, err);
     if (!st && plan) st = halo_stream_create(e->gguf, &e->w, plan, e->be, &e->stream, err);
     halo_plan_free(plan);
     if (!st) {

@@ -51,6 +51,8 @@ struct halo_expert_cache {
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
     read_job *jobs;
+    uint64_t max_jobs;
+    uint64_t piece; /* largest single read */
     uint32_t n_jobs, next, n_done;
     bool stop;
 
@@ -137,23 +139,30 @@ static void run_jobs(halo_expert_cache *c, uint32_t n) {
 
 /* ---- resolve ------------------------------------------------------------------------------ */
 
+/* One expert matrix's read, split into pieces of at most c->piece bytes (1 MiB) so that even a
+ * single miss keeps several reads in flight (an NVMe reaches its bandwidth only with queue depth).
+ */
 static void add_job(halo_expert_cache *c, uint32_t *n, int32_t slot, uint32_t layer,
                     uint32_t expert, int mat) {
     const halo_expert_layer *L = &c->layers[layer];
     const halo_gguf_tensor *t = mat == 0 ? L->gate : mat == 1 ? L->up : L->down;
     uint64_t per = t->n_bytes / (uint64_t)t->ne[2];
     uint64_t off = t->file_offset + (uint64_t)expert * per;
-    read_job *j = &c->jobs[(*n)++];
-    memset(j, 0, sizeof *j);
-    j->slot = slot;
-    j->layer = layer;
-    j->expert = expert;
-    j->shard = t->shard;
-    j->tensor = t->name;
-    j->off = off / BLOCK * BLOCK;
-    j->len = align_up(off + per) - j->off;
-    j->need = off + per;
-    j->dst = c->mem + (uint64_t)slot * c->slot_bytes + c->region[mat];
+    uint64_t start = off / BLOCK * BLOCK, end = align_up(off + per);
+    uint8_t *dst = c->mem + (uint64_t)slot * c->slot_bytes + c->region[mat];
+    for (uint64_t at = start; at < end; at += c->piece) {
+        read_job *j = &c->jobs[(*n)++];
+        memset(j, 0, sizeof *j);
+        j->slot = slot;
+        j->layer = layer;
+        j->expert = expert;
+        j->shard = t->shard;
+        j->tensor = t->name;
+        j->off = at;
+        j->len = end - at < c->piece ? end - at : c->piece;
+        j->need = off + per < at + j->len ? off + per : at + j->len;
+        j->dst = dst + (at - start);
+    }
 }
 
 static halo_tensor view_of(const halo_expert_cache *c, int32_t slot, uint32_t layer,
@@ -222,7 +231,7 @@ static halo_status resolve(const halo_expert_source *src, int32_t *ids, uint32_t
         if (bad) {
             /* Nothing half-read stays in the cache: every slot of this round's misses is
              * emptied, so a retry reads them again. */
-            for (uint32_t i = 0; i < n_jobs; i += 3)
+            for (uint32_t i = 0; i < n_jobs; i++)
                 halo_expert_slots_drop(s, c->jobs[i].slot);
             const char *path = halo_gguf_shard_path(c->g, bad->shard);
             if (bad->error < 0)
@@ -298,6 +307,10 @@ halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer
             st = halo_fail(err, HALO_E_BAD_VALUE, "expert cache: layers differ in expert count");
         c->n_expert = (uint32_t)m[0]->ne[2];
     }
+    /* HALO_TEST_READ_PIECE (a multiple of 4 KiB) makes tests split tiny experts too. */
+    const char *piece = getenv("HALO_TEST_READ_PIECE");
+    c->piece = piece && *piece ? strtoull(piece, NULL, 10) / BLOCK * BLOCK : 0;
+    if (!c->piece) c->piece = (uint64_t)1 << 20;
     c->region[0] = 0;
     c->region[1] = cap[0];
     c->region[2] = cap[0] + cap[1];
@@ -313,7 +326,11 @@ halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer
         !halo_expert_slots_init(&c->slots, n_layer, c->n_expert, (uint32_t)n_slots, o->policy))
         st = halo_fail(err, HALO_E_NOMEM, "expert cache: out of memory");
     if (!st) {
-        c->jobs = malloc((size_t)n_slots * 3 * sizeof *c->jobs);
+        uint64_t pieces = 0;
+        for (int k = 0; k < 3; k++)
+            pieces += (cap[k] + c->piece - 1) / c->piece;
+        c->max_jobs = n_slots * pieces;
+        c->jobs = malloc((size_t)c->max_jobs * sizeof *c->jobs);
         if (!c->jobs) st = halo_fail(err, HALO_E_NOMEM, "expert cache: out of memory");
     }
     if (!st) {

@@ -101,11 +101,11 @@ int main(int argc, char **argv) {
         uint64_t req = b.requests - a.requests, hits = b.hits - a.hits;
         uint64_t bytes = b.bytes_read - a.bytes_read;
         double rs = b.read_seconds - a.read_seconds;
-        printf("cache %.2f GiB = %.1f%% of %.2f GiB experts, %u experts, policy %s, %s\n",
+        printf("cache %.2f GiB = %.1f%% of %.2f GiB experts, %u experts, policy %s, %s, %s\n",
                (double)b.cache_admitted / (1 << 30),
                100.0 * (double)b.cache_admitted / (double)b.expert_bytes,
                (double)b.expert_bytes / (1 << 30), b.slots, b.policy,
-               b.direct ? "O_DIRECT" : "buffered");
+               b.direct ? "O_DIRECT" : "buffered", b.reader);
         printf("decode hit %.1f%% (%llu of %llu)\nread per token %.1f MiB\nread %.3f GB/s "
                "(%.2f s of %.2f s waiting for reads)\n",
                req ? 100.0 * (double)hits / (double)req : 0, (unsigned long long)hits,

@@ -15,6 +15,11 @@
 
 #include "core/error.h"
 
+#ifdef HALO_HAVE_URING
+#include <liburing.h>
+#define RING_DEPTH 64
+#endif
+
 #define BLOCK 4096u
 #define MAX_READERS 64
 
@@ -26,6 +31,7 @@ typedef struct read_job {
     uint64_t off, len; /* block-aligned file range */
     uint64_t need;     /* the expert's bytes end here (file offset) */
     int error;         /* errno, or -1 for a short read */
+    bool done;
     uint64_t got;
 } read_job;
 
@@ -57,6 +63,10 @@ struct halo_expert_cache {
     bool stop;
 
     atomic_uint_fast64_t reads_issued, fail_at;
+#ifdef HALO_HAVE_URING
+    struct io_uring ring;
+    bool have_ring;
+#endif
     halo_expert_stats st;
     FILE *trace;
 };
@@ -73,12 +83,26 @@ static uint64_t align_up(uint64_t v) {
 
 /* ---- reads -------------------------------------------------------------------------------- */
 
-static void do_read(halo_expert_cache *c, read_job *j) {
+/* Counts a read and applies the test fault: true when this read is to fail. */
+static bool injected_fault(halo_expert_cache *c, read_job *j) {
     uint64_t idx = atomic_fetch_add(&c->reads_issued, 1) + 1;
-    if (idx == atomic_load(&c->fail_at)) {
-        j->error = EIO;
-        return;
-    }
+    if (idx != atomic_load(&c->fail_at)) return false;
+    j->error = EIO;
+    j->done = true;
+    return true;
+}
+
+/* A read's end: short reads past the expert's bytes are errors; buffered reads drop their
+ * pages (keeps the page cache from holding streamed experts). */
+static void finish_read(halo_expert_cache *c, read_job *j, int fd) {
+    j->done = true;
+    if (!j->error && j->off + j->got < j->need) j->error = -1;
+    if (fd == c->fd_buf[j->shard])
+        posix_fadvise(fd, (off_t)j->off, (off_t)j->len, POSIX_FADV_DONTNEED);
+}
+
+static void do_read(halo_expert_cache *c, read_job *j) {
+    if (injected_fault(c, j)) return;
     int fd = c->fd_direct[j->shard] >= 0 && !atomic_load(&c->direct_failed) ? c->fd_direct[j->shard]
                                                                             : c->fd_buf[j->shard];
     uint64_t got = 0;
@@ -98,9 +122,7 @@ static void do_read(halo_expert_cache *c, read_job *j) {
         got += (uint64_t)n;
     }
     j->got = got;
-    if (j->off + got < j->need) j->error = -1;
-    if (fd == c->fd_buf[j->shard]) /* keep the page cache from holding streamed experts */
-        posix_fadvise(fd, (off_t)j->off, (off_t)j->len, POSIX_FADV_DONTNEED);
+    finish_read(c, j, fd);
 }
 
 /* Takes and runs waiting jobs; the caller holds c->mu and keeps it on return. */
@@ -125,7 +147,81 @@ static void *reader(void *arg) {
     return NULL;
 }
 
+#ifdef HALO_HAVE_URING
+/* io_uring: the calling thread queues every read of the round (up to RING_DEPTH in flight) and
+ * reaps completions, with no thread to wake: on a busy machine, waking reader threads cost tens
+ * of milliseconds per round (bench/stream/RESULTS.md). */
+static int job_fd(halo_expert_cache *c, const read_job *j) {
+    return c->fd_direct[j->shard] >= 0 && !atomic_load(&c->direct_failed) ? c->fd_direct[j->shard]
+                                                                          : c->fd_buf[j->shard];
+}
+
+static bool queue_read(halo_expert_cache *c, read_job *j, uint32_t index) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+    if (!sqe) return false;
+    io_uring_prep_read(sqe, job_fd(c, j), j->dst + j->got, (unsigned)(j->len - j->got),
+                       j->off + j->got);
+    io_uring_sqe_set_data64(sqe, index);
+    return true;
+}
+
+static void run_jobs_ring(halo_expert_cache *c, uint32_t n) {
+    uint32_t next = 0, in_flight = 0;
+    while (next < n || in_flight) {
+        while (next < n && in_flight < RING_DEPTH) {
+            read_job *j = &c->jobs[next];
+            if (injected_fault(c, j)) {
+                next++;
+                continue;
+            }
+            if (!queue_read(c, j, next)) break;
+            next++;
+            in_flight++;
+        }
+        if (io_uring_submit(&c->ring) < 0 && !in_flight) break;
+        if (!in_flight) continue;
+        struct io_uring_cqe *cqe;
+        int r = io_uring_wait_cqe(&c->ring, &cqe);
+        if (r == -EINTR) continue;
+        if (r < 0) { /* the ring broke: every unfinished read fails (its slot is dropped) */
+            for (uint32_t i = 0; i < n; i++)
+                if (!c->jobs[i].done) c->jobs[i].error = -r;
+            return;
+        }
+        read_job *j = &c->jobs[io_uring_cqe_get_data64(cqe)];
+        int res = cqe->res;
+        io_uring_cqe_seen(&c->ring, cqe);
+        in_flight--;
+        int fd = job_fd(c, j);
+        if (res == -EINVAL && fd == c->fd_direct[j->shard]) {
+            atomic_store(&c->direct_failed, true); /* O_DIRECT refused: buffered from now */
+            res = -EAGAIN;
+        }
+        if (res == -EAGAIN || res == -EINTR || (res > 0 && j->got + (uint64_t)res < j->len)) {
+            if (res > 0) j->got += (uint64_t)res;
+            if (queue_read(c, j, (uint32_t)(j - c->jobs))) {
+                in_flight++;
+                continue;
+            }
+            do_read(c, j); /* no queue entry free: read the rest here */
+            continue;
+        }
+        if (res < 0)
+            j->error = -res;
+        else
+            j->got += (uint64_t)res; /* res == 0: end of file */
+        finish_read(c, j, job_fd(c, j));
+    }
+}
+#endif
+
 static void run_jobs(halo_expert_cache *c, uint32_t n) {
+#ifdef HALO_HAVE_URING
+    if (c->have_ring) {
+        run_jobs_ring(c, n);
+        return;
+    }
+#endif
     pthread_mutex_lock(&c->mu);
     c->n_jobs = n;
     c->next = c->n_done = 0;
@@ -359,7 +455,17 @@ halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer
         if (c->fd_direct[s] < 0) c->direct = false;
         posix_fadvise(c->fd_buf[s], 0, 0, POSIX_FADV_RANDOM);
     }
+#ifdef HALO_HAVE_URING
+    /* io_uring unless refused (a seccomp filter, an old kernel) or HALO_STREAM_READER=threads. */
+    const char *rd = getenv("HALO_STREAM_READER");
+    if (!st && !(rd && !strcmp(rd, "threads")))
+        c->have_ring = io_uring_queue_init(RING_DEPTH, &c->ring, 0) == 0;
+    c->st.reader = c->have_ring ? "io_uring" : "threads";
+    uint32_t readers = c->have_ring ? 1 : o->readers ? o->readers : 8;
+#else
+    c->st.reader = "threads";
     uint32_t readers = o->readers ? o->readers : 8;
+#endif
     if (readers > MAX_READERS) readers = MAX_READERS;
     /* The calling thread reads too: readers - 1 helpers. */
     for (uint32_t i = 1; !st && i < readers; i++)
@@ -393,6 +499,9 @@ void halo_expert_cache_free(halo_expert_cache *c) {
         if (c->fd_direct[s] >= 0) close(c->fd_direct[s]);
     }
     if (c->trace) fclose(c->trace);
+#ifdef HALO_HAVE_URING
+    if (c->have_ring) io_uring_queue_exit(&c->ring);
+#endif
     if (c->mem) munmap(c->mem, c->mem_bytes);
     halo_expert_slots_free(&c->slots);
     pthread_mutex_destroy(&c->mu);

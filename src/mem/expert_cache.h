@@ -3,9 +3,10 @@
  *
  * Each slot holds one expert of one layer: its gate, up and down matrices, each read with one
  * O_DIRECT read of the expert's contiguous bytes in the stacked [.., .., n_expert] tensor
- * (widened to 4 KiB blocks). The misses of a batch are read together by a pool of reader
- * threads (many reads in flight: an NVMe needs queue depth to reach its bandwidth). When the
- * filesystem refuses O_DIRECT, reads are buffered and their pages dropped right after
+ * (widened to 4 KiB blocks, in 1 MiB pieces). The misses of a batch are read together, many
+ * reads in flight (an NVMe needs queue depth to reach its bandwidth): through io_uring when
+ * halo is built with liburing and the kernel allows it, else by a pool of reader threads.
+ * When the filesystem refuses O_DIRECT, reads are buffered and their pages dropped right after
  * (POSIX_FADV_DONTNEED), so the page cache never holds the model twice.
  *
  * The cache's memory is a host mapping of exactly the size the plan admitted; the caller wraps
@@ -40,7 +41,8 @@ typedef struct halo_expert_stats {
     uint64_t bytes_allocated;        /* the cache's memory (the plan's admitted size) */
     uint64_t slot_bytes;
     uint32_t slots;
-    bool direct; /* every read so far used O_DIRECT */
+    bool direct;        /* every read so far used O_DIRECT */
+    const char *reader; /* "io_uring" or "threads" (a pool of reader threads) */
     halo_expert_policy policy;
 } halo_expert_stats;
 

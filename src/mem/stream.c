@@ -88,7 +88,7 @@ void halo_stream_free(halo_engine_stream *s, halo_backend *be) {
 
 bool halo_engine_stream_stats(const halo_engine *e, halo_stream_stats *out) {
     memset(out, 0, sizeof *out);
-    out->policy = out->note = "";
+    out->policy = out->note = out->reader = "";
     const halo_engine_stream *s = e->stream;
     if (!s) return false;
     halo_expert_stats cs;
@@ -106,5 +106,6 @@ bool halo_engine_stream_stats(const halo_engine *e, halo_stream_stats *out) {
     out->bytes_read = cs.bytes_read;
     out->read_seconds = cs.read_seconds;
     out->direct = cs.direct;
+    out->reader = cs.reader;
     return true;
 }

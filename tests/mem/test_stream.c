@@ -3,8 +3,8 @@
  * token's experts per layer) to all of them, for a prefill and one-token decode steps; the
  * admitted cache size is what is mapped, and the loud line appears when it is less than asked;
  * a machine profile too small for the model makes `auto` stream; read errors injected at
- * random reads end the eval with an error naming the tensor and expert, and the session then
- * continues with the right logits. */
+ * random reads (io_uring and reader threads) end the eval with an error naming the tensor and
+ * expert, and the session then continues with the right logits. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,8 +213,10 @@ static void read_errors_are_named_and_the_session_recovers(void) {
         char at[32];
         snprintf(at, sizeof at, "%llu", (unsigned long long)(1 + (x >> 33) % 90));
         setenv("HALO_TEST_FAIL_READ", at, 1);
+        if (trial % 2) setenv("HALO_STREAM_READER", "threads", 1); /* both ways of reading */
         e = open_engine(model, "stream", small, &err);
         unsetenv("HALO_TEST_FAIL_READ");
+        unsetenv("HALO_STREAM_READER");
         CHECK(e != NULL);
         if (!e) continue;
         halo_session *s = NULL;

@@ -61,8 +61,9 @@ int main(int argc, char **argv) {
     halo_error err;
     halo_stream_stats a, b;
     if (pct > 0) {
-        /* The experts' size first (a cache of every expert is mapped, never touched). */
+        /* The experts' size first (with a small cache: the cache is committed at open). */
         p.weights = "stream";
+        p.expert_cache_bytes = (uint64_t)256 << 20;
         if (halo_engine_open(&p, &e, &err)) goto fail;
         halo_engine_stream_stats(e, &a);
         halo_engine_close(e);

@@ -9,7 +9,8 @@
  * When the filesystem refuses O_DIRECT, reads are buffered and their pages dropped right after
  * (POSIX_FADV_DONTNEED), so the page cache never holds the model twice.
  *
- * The cache's memory is a host mapping of exactly the size the plan admitted; the caller wraps
+ * The cache's memory is a host mapping of exactly the size the plan admitted, committed when the
+ * cache is created (not under the first reads); the caller wraps
  * it in a backend buffer (halo_expert_cache_bind) so views are ordinary tensors. A GPU backend
  * will give device or GPU-visible host memory instead (a staging copy for device memory). */
 #ifndef HALO_MEM_EXPERT_CACHE_H
@@ -46,8 +47,8 @@ typedef struct halo_expert_stats {
     halo_expert_policy policy;
 } halo_expert_stats;
 
-/* Sets up the cache for the layers of g (n_layer entries of `layers`). The memory is mapped but
- * not touched; errors: a cache too small for one expert, a shard that cannot be opened. */
+/* Sets up the cache for the layers of g (n_layer entries of `layers`), its memory mapped and
+ * committed; errors: a cache too small for one expert, a shard that cannot be opened. */
 halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer *layers,
                                      uint32_t n_layer, const halo_expert_cache_options *o,
                                      halo_expert_cache **out, halo_error *err);

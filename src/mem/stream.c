@@ -28,7 +28,7 @@ static halo_expert_policy policy_from_env(void) {
     for (int k = 0; p && k < HALO_EXPERT_POLICY_COUNT; k++)
         if (!strcmp(p, halo_expert_policy_name((halo_expert_policy)k)))
             return (halo_expert_policy)k;
-    return HALO_EXPERT_LRU;
+    return HALO_EXPERT_LRU_LAYER; /* measured best: bench/stream/RESULTS.md */
 }
 
 halo_status halo_stream_create(const halo_gguf *g, halo_weights *w, const halo_plan *plan,

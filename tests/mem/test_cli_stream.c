@@ -88,10 +88,6 @@ static void logits_stream_on_a_small_machine_and_say_so(void) {
     CHECK_CONTAINS(out, "the room left");
     printf("  %s", out);
     free(out);
-    /* resident only: refused, naming the reason */
-    out = run_logits(env, "host.f32", "--weights host", &st);
-    CHECK(st != 0);
-    free(out);
 
     char *a = NULL, *b = NULL, *c = NULL;
     long na = file_bytes("resident.f32", &a), nb = file_bytes("auto.f32", &b),

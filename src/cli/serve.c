@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/run.h"
+#include "cli/stream_opts.h"
 #include "serve/serve.h"
 
 static void usage(FILE *out) {
@@ -29,7 +30,7 @@ static void usage(FILE *out) {
                  "  --max-conn N          concurrent connections (default 256)\n"
                  "  --keepalive S         SSE comment after S idle seconds (default 5)\n"
                  "  --alias NAME          the model id /v1/models lists (default: file name)\n"
-                 "  --threads N           CPU threads (default: one per core)\n"
+                 "  --threads N           CPU threads (default: one per core)\n" CLI_STREAM_USAGE
                  "  --test-hooks          accept \"halo_test_reply\" in requests (tests only)\n");
 }
 
@@ -87,6 +88,12 @@ int cli_serve(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
+        int sr = cli_stream_option("serve", argc, argv, &i, &c.stream);
+        if (sr < 0) {
+            free(key);
+            return 2;
+        }
+        if (sr > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model"))
             ok = (c.model = v) != NULL;
         else if (!strcmp(a, "--host"))
@@ -172,10 +179,12 @@ int cli_serve(int argc, char **argv) {
     fprintf(stderr, "halo serve: listening on http://%s:%u (loading %s)\n", hp.host, bound,
             c.model);
     halo_engine_params ep = {.model_path = c.model, .threads = c.threads, .n_ctx = m.n_ctx};
+    cli_stream_params(&c.stream, &ep);
     if (halo_engine_open(&ep, &m.engine, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);
         goto done;
     }
+    cli_stream_report("serve", m.engine, false);
     if (halo_tokenizer_n_vocab(m.tok) > halo_engine_n_vocab(m.engine)) {
         fprintf(stderr, "halo serve: %s: the tokenizer has more tokens than the model\n", c.model);
         goto done;

@@ -21,7 +21,9 @@ if [ ! -f "$model" ]; then
 fi
 
 log=$(mktemp)
-build/src/cli/halo serve -m "$model" --port 0 -np 8 --queue 16 --ctx 1024 2>"$log" &
+# Synthetic models have no vocabulary: the embedded model's tokenizer stands in.
+build/src/cli/halo serve -m "$model" --tokenizer models/kjv-tiny.gguf --port 0 -np 8 --queue 16 \
+    --ctx 1024 2>"$log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -f "$log"' EXIT
 for _ in $(seq 600); do grep -q "ready:" "$log" && break; sleep 1; done

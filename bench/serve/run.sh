@@ -32,3 +32,4 @@ port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$log")
 echo "model $model, -np 8, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 node bench/serve/bench.mjs "http://127.0.0.1:$port" streams "$tokens"
 [ "$load_s" = 0 ] || node bench/serve/bench.mjs "http://127.0.0.1:$port" load 64 "$load_s" "$pid"
+grep -v "listening on" "$log" | sed 's/^/server: /' # the weights' placement (streamed experts?)

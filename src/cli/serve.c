@@ -13,28 +13,30 @@
 #include "serve/serve.h"
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: halo serve [-m MODEL] [options]\n"
-            "  Serves the model over HTTP: OpenAI (/v1/chat/completions, /v1/completions,\n"
-            "  /v1/responses, /v1/models) and Anthropic (/v1/messages,\n"
-            "  /v1/messages/count_tokens) APIs, /health and /metrics. See docs/serve.md.\n"
-            "  -m, --model PATH      GGUF model (default: $HALO_MODEL, else models/*.gguf)\n"
-            "  --host ADDR           address to listen on (default 127.0.0.1)\n"
-            "  --port N              port (default 8080; 0 picks a free one)\n"
-            "  -np, --parallel N     requests run at once, each in its own slot (default 1)\n"
-            "  --ctx N               context size of each slot (default 4096 or the model's)\n"
-            "  --api-key KEY         require this key (Authorization: Bearer or x-api-key)\n"
-            "  --api-key-file F      read the key from the file's first line\n"
-            "  --cors ORIGIN         allow browser requests from ORIGIN ('*' for any)\n"
-            "  --queue N             requests waiting for a slot before 429 (default 64)\n"
-            "  --max-body BYTES      largest request body (default 33554432)\n"
-            "  --max-conn N          concurrent connections (default 256)\n"
-            "  --keepalive S         SSE comment after S idle seconds (default 5)\n"
-            "  --alias NAME          the model id /v1/models lists (default: file name)\n"
-            "  --threads N           CPU threads (default: one per core)\n" CLI_STREAM_USAGE
-            "  --tokenizer GGUF      take the tokenizer and chat format from another GGUF (for\n"
-            "                        synthetic models without a vocabulary, in benchmarks)\n"
-            "  --test-hooks          accept \"halo_test_reply\" in requests (tests only)\n");
+    fprintf(
+        out,
+        "usage: halo serve [-m MODEL] [options]\n"
+        "  Serves the model over HTTP: OpenAI (/v1/chat/completions, /v1/completions,\n"
+        "  /v1/responses, /v1/models) and Anthropic (/v1/messages,\n"
+        "  /v1/messages/count_tokens) APIs, /health and /metrics. See docs/serve.md.\n"
+        "  -m, --model PATH      GGUF model (default: $HALO_MODEL, else models/*.gguf)\n"
+        "  --host ADDR           address to listen on (default 127.0.0.1)\n"
+        "  --port N              port (default 8080; 0 picks a free one)\n"
+        "  -np, --parallel N     requests run at once, each in its own slot (default 1)\n"
+        "  --ctx N               context size of each slot (default 4096 or the model's)\n"
+        "  --api-key KEY         require this key (Authorization: Bearer or x-api-key)\n"
+        "  --api-key-file F      read the key from the file's first line\n"
+        "  --cors ORIGIN         allow browser requests from ORIGIN ('*' for any)\n"
+        "  --queue N             requests waiting for a slot before 429 (default 64)\n"
+        "  --max-body BYTES      largest request body (default 33554432)\n"
+        "  --max-conn N          concurrent connections (default 256)\n"
+        "  --keepalive S         SSE comment after S idle seconds (default 5)\n"
+        "  --alias NAME          the model id /v1/models lists (default: file name)\n"
+        "  --threads N           CPU threads (default: one per core)\n"
+        "  --backend B           cpu|cuda|auto, as for halo run (default cpu)\n" CLI_STREAM_USAGE
+        "  --tokenizer GGUF      take the tokenizer and chat format from another GGUF (for\n"
+        "                        synthetic models without a vocabulary, in benchmarks)\n"
+        "  --test-hooks          accept \"halo_test_reply\" in requests (tests only)\n");
 }
 
 static bool parse_size(const char *s, size_t *out) {
@@ -109,6 +111,8 @@ int cli_serve(int argc, char **argv) {
             ok = cli_parse_u32(v, &c.ctx) && c.ctx > 0;
         else if (!strcmp(a, "--threads"))
             ok = cli_parse_u32(v, &c.threads);
+        else if (!strcmp(a, "--backend"))
+            ok = (c.backend = v) != NULL;
         else if (!strcmp(a, "--api-key"))
             ok = v && *v && (key = strdup(v)) != NULL;
         else if (!strcmp(a, "--api-key-file"))
@@ -194,7 +198,8 @@ int cli_serve(int argc, char **argv) {
     }
     fprintf(stderr, "halo serve: listening on http://%s:%u (loading %s)\n", hp.host, bound,
             c.model);
-    halo_engine_params ep = {.model_path = c.model, .threads = c.threads, .n_ctx = m.n_ctx};
+    halo_engine_params ep = {
+        .model_path = c.model, .threads = c.threads, .n_ctx = m.n_ctx, .backend = c.backend};
     cli_stream_params(&c.stream, &ep);
     if (halo_engine_open(&ep, &m.engine, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);

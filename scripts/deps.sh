@@ -9,7 +9,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-packages=(build-essential cmake pkg-config libcjson-dev libpcre2-dev libedit-dev)
+packages=(build-essential cmake pkg-config libcjson-dev libpcre2-dev libedit-dev python3
+          libmicrohttpd-dev)
 [ "${1:-}" = fuzz ] && packages+=(clang)
 [ "${1:-}" = gpu ] && packages+=(hipcc libamdhip64-dev rocm-device-libs)
 command -v node >/dev/null || packages+=(nodejs)
@@ -29,3 +30,4 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 "$here/fetch-ggml.sh"
+"$here/fetch-sdks.sh"

@@ -5,16 +5,19 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "mem/stream.h"
 #include "model/engine_internal.h"
+#include "model/validate.h"
+#include "model/synthetic.h"
 
 /* Admission: plan the model and n_ctx positions of state on this machine before allocating
  * anything, so a model that cannot fit is refused with the planner's reason instead of being
  * killed by the OOM killer halfway through loading. The plan (caller frees) says which pool
- * each tensor goes to. */
+ * each tensor goes to: kept for a GPU backend, and for the CPU when routed experts stream. */
 static halo_status admit(const halo_engine_params *params, const halo_gguf *g,
-                         const halo_hparams *hp, halo_backend_kind backend, halo_plan **out,
+                         const halo_hparams *hp, halo_backend_kind backend, halo_plan **kept,
                          halo_error *err) {
-    *out = NULL;
+    *kept = NULL;
     /* HALO_PROFILE plans against a machine profile instead of this machine (as `halo plan
      * --profile` does): for trying a model's fit elsewhere, and for tests. */
     halo_machine m;
@@ -24,37 +27,51 @@ static halo_status admit(const halo_engine_params *params, const halo_gguf *g,
     if (st) return halo_error_prefix(err, "cannot check memory before loading: ");
     uint32_t n_ctx = params->n_ctx ? params->n_ctx : 4096;
     if (!params->n_ctx && hp->n_ctx_train && n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
-    halo_plan_options o = {.n_ctx = n_ctx, .backend = backend, .weights = HALO_WEIGHTS_AUTO};
-    st = halo_plan_options_from_env(&o, err);
-    if (!st && params->weights) st = halo_weights_parse(params->weights, &o.weights, err);
-    if (st) return halo_error_prefix(err, "%s: ", params->model_path);
-    if (backend == HALO_BACKEND_CPU && o.weights == HALO_WEIGHTS_HOST) o.weights = HALO_WEIGHTS_AUTO;
+    halo_plan_options o = {.n_ctx = n_ctx,
+                           .backend = backend,
+                           .weights = HALO_WEIGHTS_AUTO,
+                           .expert_cache = params->expert_cache_bytes};
+    /* weights NULL: HALO_WEIGHTS / HALO_FORCE_DEVICE_MEM (as halo plan), else resident only (a
+     * plan that streams is refused, as before streaming). */
+    bool chosen = params->weights != NULL;
+    if (!chosen && backend != HALO_BACKEND_CPU) {
+        if ((st = halo_plan_options_from_env(&o, err))) return st;
+        chosen = o.weights != HALO_WEIGHTS_AUTO;
+    }
+    if (params->weights && (st = halo_weights_parse(params->weights, &o.weights, err)))
+        return st;
     halo_plan *plan = NULL;
     st = halo_plan_build(g, &m, &o, &plan, err);
-    if (st) return halo_error_prefix(err, "%s: ", params->model_path);
-    bool streams = false;
-    for (uint64_t i = 0; i < plan->n_tensors; i++) streams |= plan->tensor_pool[i] == HALO_POOL_DISK;
+    if (st) return st;
+    bool streams = halo_stream_planned(plan);
     if (plan->refused)
         st = halo_fail(err, HALO_E_NOMEM, "%s: refused before loading: %s%s%s",
                        params->model_path, plan->reason, plan->n_fixes ? "; fix: " : "",
                        plan->n_fixes ? plan->fixes[0] : "");
-    else if (streams)
+    else if (streams && backend != HALO_BACKEND_CPU)
+        st = halo_fail(err, HALO_E_UNSUPPORTED,
+                       "%s: %.2f GiB of weights do not fit in the GPU's memory pools here "
+                       "(machine: %s) and routed experts would stream from disk, which the %s "
+                       "backend does not do yet (`halo plan -m %s --backend %s` shows the plan)",
+                       params->model_path, (double)plan->weight_bytes / (double)(1ull << 30),
+                       m.name, halo_backend_name(backend), params->model_path,
+                       halo_backend_name(backend));
+    else if (streams && !chosen)
         st = halo_fail(err, HALO_E_UNSUPPORTED,
                        "%s: %.2f GiB of weights do not fit in memory here (machine: %s) and "
                        "would have to stream from disk, which halo does not do yet (`halo plan "
                        "-m %s` shows the plan)", params->model_path,
                        (double)plan->weight_bytes / (double)(1ull << 30), m.name,
                        params->model_path);
-    if (st) {
-        halo_plan_free(plan);
-        return st;
-    }
-    *out = plan;
-    return HALO_OK;
+    if (!st && (streams || backend != HALO_BACKEND_CPU)) *kept = plan;
+    else halo_plan_free(plan);
+    return st;
 }
 
-/* The backend the parameters ask for. "auto" takes the GPU backend when it starts and says why
- * not otherwise (one line on stderr: a fallback is not an error, but must not be silent). */
+/* The backend the parameters ask for, started before the model file is opened, so a backend
+ * this build lacks or this machine cannot run is named at once ("backend 'X' ..."). "auto"
+ * takes the GPU backend when it starts and says why not otherwise (one line on stderr: a
+ * fallback is not an error, but must not be silent). */
 static halo_status pick_backend(const halo_engine_params *params, halo_backend **be,
                                 halo_backend_kind *kind, halo_error *err) {
     /* HALO_BACKEND applies when the caller names none, so a test suite or a script runs on
@@ -62,24 +79,20 @@ static halo_status pick_backend(const halo_engine_params *params, halo_backend *
     const char *env = getenv("HALO_BACKEND");
     const char *name = params->backend ? params->backend : env && *env ? env : "cpu";
     const char *gpu = halo_backend_cuda_flavor(); /* "cuda", "hip" or NULL */
-    bool want_gpu = strcmp(name, "cuda") == 0 || strcmp(name, "hip") == 0;
     bool is_auto = strcmp(name, "auto") == 0;
+    bool want_gpu = gpu && strcmp(name, gpu) == 0;
     if (!want_gpu && !is_auto && strcmp(name, "cpu") != 0)
-        return halo_fail(err, HALO_E_UNSUPPORTED, "backend '%s' is not known; available: cpu%s%s, "
+        return halo_fail(err, HALO_E_UNSUPPORTED, "backend '%s' is not built; available: cpu%s%s, "
                          "auto", name, gpu ? ", " : "", gpu ? gpu : "");
-    if (want_gpu && gpu && strcmp(name, gpu) != 0)
-        return halo_fail(err, HALO_E_UNSUPPORTED, "backend '%s': this halo was built for %s",
-                         name, gpu);
-    if (want_gpu || is_auto) {
+    if (want_gpu || (is_auto && gpu)) {
         halo_error why = {0};
         if (halo_backend_cuda_create(0, be, &why) == HALO_OK) {
-            *kind = gpu && strcmp(gpu, "hip") == 0 ? HALO_BACKEND_HIP : HALO_BACKEND_CUDA;
+            *kind = strcmp(gpu, "hip") == 0 ? HALO_BACKEND_HIP : HALO_BACKEND_CUDA;
             return HALO_OK;
         }
-        if (want_gpu) {
-            *err = why;
-            return halo_error_prefix(err, "backend %s: ", name);
-        }
+        if (want_gpu)
+            return halo_fail(err, why.status, "backend '%s' cannot start here: %s", name,
+                             why.message);
         fprintf(stderr, "halo: running on the CPU: %s\n", why.message);
     }
     *kind = HALO_BACKEND_CPU;
@@ -91,6 +104,7 @@ static halo_status place_one(halo_weight *w, void *user, halo_error *err) {
     halo_engine *e = user;
     uint64_t index = (uint64_t)(w->src - halo_gguf_tensor_at(e->gguf, 0));
     void *data = (void *)halo_mem_arena_tensor(e->arena, index);
+    if (!data && e->stream) return HALO_OK; /* a streamed expert tensor: no resident bytes */
     if (!data) return halo_fail(err, HALO_E_NOT_FOUND, "tensor '%s' was not loaded", w->src->name);
     halo_buf *buf = NULL;
     halo_status st = e->be->ops->buf_wrap_host(e->be, data, w->src->n_bytes, &buf, err);
@@ -186,25 +200,41 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
     *out = NULL;
     halo_engine *e = calloc(1, sizeof *e);
     if (!e) return halo_fail(err, HALO_E_NOMEM, "out of memory");
+    pthread_mutex_init(&e->step_lock, NULL);
     halo_backend_kind kind = HALO_BACKEND_CPU;
-    halo_plan *plan = NULL;
-    halo_status st = halo_gguf_open(params->model_path, &e->gguf, err);
+    /* The backend first (it allocates nothing big: a refused model costs no GPU memory). */
+    halo_status st = pick_backend(params, &e->be, &kind, err);
+    /* "synthetic:dsv4-flash-q2:4": the model is made in place (src/model/synthetic.c) */
+    const bool synth = halo_synth_is_path(params->model_path);
+    if (!st)
+        st = synth ? halo_synth_open(params->model_path, &e->gguf, &e->arena, err)
+                   : halo_gguf_open(params->model_path, &e->gguf, err);
     if (!st) {
         st = halo_hparams_load(e->gguf, &e->hp, err);
         if (!st) st = halo_weights_bind(e->gguf, &e->hp, &e->w, err);
         if (st) halo_error_prefix(err, "%s: ", params->model_path);
     }
-    /* The backend starts before admission (it decides which memory is planned) but allocates
-     * nothing big: a refused model costs no GPU memory. */
-    if (!st) st = pick_backend(params, &e->be, &kind, err);
+    halo_plan *plan = NULL; /* kept for a GPU backend, or when routed experts stream */
     if (!st) st = admit(params, e->gguf, &e->hp, kind, &plan, err);
-    /* Each tensor is read once into the host arena: the CPU backend computes there; a GPU
-     * backend copies what the plan puts in its memory and maps the rest. */
-    if (!st) st = halo_mem_arena_load(e->gguf, NULL, NULL, &e->arena, NULL, err);
+    /* Index tensors are read from the file before any eval; a synthetic model has no file and
+     * its generator draws distinct in-range rows by construction (test_model_synthetic). */
+    if (!st && !synth && (st = halo_model_validate(e->gguf, &e->hp, &e->w, err)))
+        halo_error_prefix(err, "%s: ", params->model_path);
+    /* Each tensor is read once into the host arena: the CPU backend computes there (streamed
+     * experts stay on disk and go through the expert cache, src/mem/stream.c); a GPU backend
+     * copies what the plan puts in its memory and maps the rest. */
+    bool cpu = kind == HALO_BACKEND_CPU;
+    if (!st && synth)
+        st = halo_synth_fill_arena(params->model_path, e->gguf, e->arena, params->threads, NULL,
+                                   NULL, err);
+    else if (!st)
+        st = halo_mem_arena_load(e->gguf, plan && cpu ? plan->tensor_pool : NULL, NULL,
+                                 &e->arena, NULL, err);
+    if (!st && plan && cpu) st = halo_stream_create(e->gguf, &e->w, plan, e->be, &e->stream, err);
     if (!st) {
         e->tensor_bufs = calloc(halo_gguf_tensor_count(e->gguf) + 8, sizeof *e->tensor_bufs);
         if (!e->tensor_bufs) st = halo_fail(err, HALO_E_NOMEM, "out of memory");
-        else if (kind == HALO_BACKEND_CPU) st = halo_weights_for_each(&e->w, place_one, e, err);
+        else if (cpu) st = halo_weights_for_each(&e->w, place_one, e, err);
         else st = place_on_gpu(e, plan, err);
     }
     halo_plan_free(plan);
@@ -218,8 +248,11 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
 
 void halo_engine_close(halo_engine *e) {
     if (!e) return;
+    halo_engine_step_free(e);
+    pthread_mutex_destroy(&e->step_lock);
     for (uint32_t i = 0; i < e->n_bufs; i++) e->be->ops->buf_free(e->be, e->tensor_bufs[i]);
     free(e->tensor_bufs);
+    halo_stream_free(e->stream, e->be);
     if (e->be) e->be->ops->destroy(e->be);
     halo_mem_arena_free(e->arena);
     halo_gguf_close(e->gguf);

@@ -38,33 +38,34 @@ static halo_status admit(const halo_engine_params *params, const halo_gguf *g,
         if ((st = halo_plan_options_from_env(&o, err))) return st;
         chosen = o.weights != HALO_WEIGHTS_AUTO;
     }
-    if (params->weights && (st = halo_weights_parse(params->weights, &o.weights, err)))
-        return st;
+    if (params->weights && (st = halo_weights_parse(params->weights, &o.weights, err))) return st;
     halo_plan *plan = NULL;
     st = halo_plan_build(g, &m, &o, &plan, err);
     if (st) return st;
     bool streams = halo_stream_planned(plan);
     if (plan->refused)
-        st = halo_fail(err, HALO_E_NOMEM, "%s: refused before loading: %s%s%s",
-                       params->model_path, plan->reason, plan->n_fixes ? "; fix: " : "",
+        st = halo_fail(err, HALO_E_NOMEM, "%s: refused before loading: %s%s%s", params->model_path,
+                       plan->reason, plan->n_fixes ? "; fix: " : "",
                        plan->n_fixes ? plan->fixes[0] : "");
     else if (streams && backend != HALO_BACKEND_CPU)
-        st = halo_fail(err, HALO_E_UNSUPPORTED,
-                       "%s: %.2f GiB of weights do not fit in the GPU's memory pools here "
-                       "(machine: %s) and routed experts would stream from disk, which the %s "
-                       "backend does not do yet (`halo plan -m %s --backend %s` shows the plan)",
-                       params->model_path, (double)plan->weight_bytes / (double)(1ull << 30),
-                       m.name, halo_backend_name(backend), params->model_path,
-                       halo_backend_name(backend));
+        st =
+            halo_fail(err, HALO_E_UNSUPPORTED,
+                      "%s: %.2f GiB of weights do not fit in the GPU's memory pools here "
+                      "(machine: %s) and routed experts would stream from disk, which the %s "
+                      "backend does not do yet (`halo plan -m %s --backend %s` shows the plan)",
+                      params->model_path, (double)plan->weight_bytes / (double)(1ull << 30), m.name,
+                      halo_backend_name(backend), params->model_path, halo_backend_name(backend));
     else if (streams && !chosen)
         st = halo_fail(err, HALO_E_UNSUPPORTED,
                        "%s: %.2f GiB of weights do not fit in memory here (machine: %s) and "
                        "would have to stream from disk, which halo does not do yet (`halo plan "
-                       "-m %s` shows the plan)", params->model_path,
-                       (double)plan->weight_bytes / (double)(1ull << 30), m.name,
-                       params->model_path);
-    if (!st && (streams || backend != HALO_BACKEND_CPU)) *kept = plan;
-    else halo_plan_free(plan);
+                       "-m %s` shows the plan)",
+                       params->model_path, (double)plan->weight_bytes / (double)(1ull << 30),
+                       m.name, params->model_path);
+    if (!st && (streams || backend != HALO_BACKEND_CPU))
+        *kept = plan;
+    else
+        halo_plan_free(plan);
     return st;
 }
 
@@ -82,8 +83,10 @@ static halo_status pick_backend(const halo_engine_params *params, halo_backend *
     bool is_auto = strcmp(name, "auto") == 0;
     bool want_gpu = gpu && strcmp(name, gpu) == 0;
     if (!want_gpu && !is_auto && strcmp(name, "cpu") != 0)
-        return halo_fail(err, HALO_E_UNSUPPORTED, "backend '%s' is not built; available: cpu%s%s, "
-                         "auto", name, gpu ? ", " : "", gpu ? gpu : "");
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "backend '%s' is not built; available: cpu%s%s, "
+                         "auto",
+                         name, gpu ? ", " : "", gpu ? gpu : "");
     if (want_gpu || (is_auto && gpu)) {
         halo_error why = {0};
         if (halo_backend_cuda_create(0, be, &why) == HALO_OK) {
@@ -123,14 +126,15 @@ static halo_status place_one(halo_weight *w, void *user, halo_error *err) {
 
 typedef struct gpu_place {
     halo_engine *e;
-    halo_buf **buf;  /* per tensor (gguf order) */
+    halo_buf **buf; /* per tensor (gguf order) */
     uint64_t *off;
 } gpu_place;
 
 static halo_status bind_one(halo_weight *w, void *user, halo_error *err) {
     gpu_place *g = user;
     uint64_t i = (uint64_t)(w->src - halo_gguf_tensor_at(g->e->gguf, 0));
-    if (!g->buf[i]) return halo_fail(err, HALO_E_NOT_FOUND, "tensor '%s' was not placed", w->src->name);
+    if (!g->buf[i])
+        return halo_fail(err, HALO_E_NOT_FOUND, "tensor '%s' was not placed", w->src->name);
     w->t.buf = g->buf[i];
     w->t.offset = g->off[i];
     return HALO_OK;
@@ -139,7 +143,8 @@ static halo_status bind_one(halo_weight *w, void *user, halo_error *err) {
 static halo_status place_on_gpu(halo_engine *e, const halo_plan *plan, halo_error *err) {
     const halo_backend_ops *op = e->be->ops;
     uint64_t n = halo_gguf_tensor_count(e->gguf), used[HALO_POOL_COUNT] = {0};
-    gpu_place g = {.e = e, .buf = calloc(n + 1, sizeof *g.buf), .off = calloc(n + 1, sizeof *g.off)};
+    gpu_place g = {
+        .e = e, .buf = calloc(n + 1, sizeof *g.buf), .off = calloc(n + 1, sizeof *g.off)};
     halo_buf *pool_buf[HALO_POOL_COUNT] = {0};
     const unsigned char *lo = NULL, *hi = NULL; /* the gpu-host tensors' range in the arena */
     halo_status st = g.buf && g.off ? HALO_OK : halo_fail(err, HALO_E_NOMEM, "out of memory");
@@ -159,16 +164,20 @@ static halo_status place_on_gpu(halo_engine *e, const halo_plan *plan, halo_erro
     for (int k = 0; !st && k < HALO_POOL_COUNT; k++) {
         if (!used[k]) continue;
         st = op->buf_alloc_pool(e->be, (uint32_t)k, used[k], &pool_buf[k], err);
-        if (st) halo_error_prefix(err, "weights in the %s pool (%.2f GiB): ",
-                                  halo_pool_name((halo_pool_kind)k),
-                                  (double)used[k] / (double)(1ull << 30));
-        else e->tensor_bufs[e->n_bufs++] = pool_buf[k];
+        if (st)
+            halo_error_prefix(
+                err, "weights in the %s pool (%.2f GiB): ", halo_pool_name((halo_pool_kind)k),
+                (double)used[k] / (double)(1ull << 30));
+        else
+            e->tensor_bufs[e->n_bufs++] = pool_buf[k];
     }
     halo_buf *arena_buf = NULL;
     if (!st && lo) {
         st = op->buf_wrap_host(e->be, (void *)lo, (uint64_t)(hi - lo), &arena_buf, err);
-        if (st) halo_error_prefix(err, "weights in GPU-visible host memory: ");
-        else e->tensor_bufs[e->n_bufs++] = arena_buf;
+        if (st)
+            halo_error_prefix(err, "weights in GPU-visible host memory: ");
+        else
+            e->tensor_bufs[e->n_bufs++] = arena_buf;
     }
     for (uint64_t i = 0; !st && i < n; i++) {
         const halo_gguf_tensor *t = halo_gguf_tensor_at(e->gguf, i);
@@ -195,8 +204,7 @@ static halo_status place_on_gpu(halo_engine *e, const halo_plan *plan, halo_erro
     return st;
 }
 
-halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out,
-                             halo_error *err) {
+halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out, halo_error *err) {
     *out = NULL;
     halo_engine *e = calloc(1, sizeof *e);
     if (!e) return halo_fail(err, HALO_E_NOMEM, "out of memory");
@@ -228,14 +236,17 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
         st = halo_synth_fill_arena(params->model_path, e->gguf, e->arena, params->threads, NULL,
                                    NULL, err);
     else if (!st)
-        st = halo_mem_arena_load(e->gguf, plan && cpu ? plan->tensor_pool : NULL, NULL,
-                                 &e->arena, NULL, err);
+        st = halo_mem_arena_load(e->gguf, plan && cpu ? plan->tensor_pool : NULL, NULL, &e->arena,
+                                 NULL, err);
     if (!st && plan && cpu) st = halo_stream_create(e->gguf, &e->w, plan, e->be, &e->stream, err);
     if (!st) {
         e->tensor_bufs = calloc(halo_gguf_tensor_count(e->gguf) + 8, sizeof *e->tensor_bufs);
-        if (!e->tensor_bufs) st = halo_fail(err, HALO_E_NOMEM, "out of memory");
-        else if (cpu) st = halo_weights_for_each(&e->w, place_one, e, err);
-        else st = place_on_gpu(e, plan, err);
+        if (!e->tensor_bufs)
+            st = halo_fail(err, HALO_E_NOMEM, "out of memory");
+        else if (cpu)
+            st = halo_weights_for_each(&e->w, place_one, e, err);
+        else
+            st = place_on_gpu(e, plan, err);
     }
     halo_plan_free(plan);
     if (st) {
@@ -250,7 +261,8 @@ void halo_engine_close(halo_engine *e) {
     if (!e) return;
     halo_engine_step_free(e);
     pthread_mutex_destroy(&e->step_lock);
-    for (uint32_t i = 0; i < e->n_bufs; i++) e->be->ops->buf_free(e->be, e->tensor_bufs[i]);
+    for (uint32_t i = 0; i < e->n_bufs; i++)
+        e->be->ops->buf_free(e->be, e->tensor_bufs[i]);
     free(e->tensor_bufs);
     halo_stream_free(e->stream, e->be);
     if (e->be) e->be->ops->destroy(e->be);
@@ -259,8 +271,12 @@ void halo_engine_close(halo_engine *e) {
     free(e);
 }
 
-uint32_t halo_engine_n_vocab(const halo_engine *e) { return e->hp.n_vocab; }
-uint32_t halo_engine_n_ctx_train(const halo_engine *e) { return e->hp.n_ctx_train; }
+uint32_t halo_engine_n_vocab(const halo_engine *e) {
+    return e->hp.n_vocab;
+}
+uint32_t halo_engine_n_ctx_train(const halo_engine *e) {
+    return e->hp.n_ctx_train;
+}
 
 uint64_t halo_engine_session_bytes(const halo_engine *e, uint32_t n_ctx) {
     return halo_kv_bytes(&e->hp, n_ctx);

@@ -7,17 +7,18 @@
 #include "core/error.h"
 #include "mem/stream.h"
 #include "model/engine_internal.h"
-#include "model/validate.h"
 #include "model/synthetic.h"
+#include "model/validate.h"
 
 /* Admission: plan the model and n_ctx positions of state on this machine before allocating
  * anything, so a model that cannot fit is refused with the planner's reason instead of being
  * killed by the OOM killer halfway through loading. The plan (caller frees) says which pool
- * each tensor goes to: kept for a GPU backend, and for the CPU when routed experts stream. */
+ * each tensor goes to; routed experts it leaves on disk stream through the expert cache (CPU
+ * backend only for now) when the caller allows it (weights "auto" or "stream"). */
 static halo_status admit(const halo_engine_params *params, const halo_gguf *g,
-                         const halo_hparams *hp, halo_backend_kind backend, halo_plan **kept,
+                         const halo_hparams *hp, halo_backend_kind backend, halo_plan **out,
                          halo_error *err) {
-    *kept = NULL;
+    *out = NULL;
     /* HALO_PROFILE plans against a machine profile instead of this machine (as `halo plan
      * --profile` does): for trying a model's fit elsewhere, and for tests. */
     halo_machine m;
@@ -31,71 +32,80 @@ static halo_status admit(const halo_engine_params *params, const halo_gguf *g,
                            .backend = backend,
                            .weights = HALO_WEIGHTS_AUTO,
                            .expert_cache = params->expert_cache_bytes};
-    /* weights NULL: HALO_WEIGHTS / HALO_FORCE_DEVICE_MEM (as halo plan), else resident only (a
-     * plan that streams is refused, as before streaming). */
-    bool chosen = params->weights != NULL;
-    if (!chosen && backend != HALO_BACKEND_CPU) {
-        if ((st = halo_plan_options_from_env(&o, err))) return st;
-        chosen = o.weights != HALO_WEIGHTS_AUTO;
-    }
-    if (params->weights && (st = halo_weights_parse(params->weights, &o.weights, err))) return st;
+    st = halo_plan_options_from_env(&o, err);
+    if (!st && params->weights) st = halo_weights_parse(params->weights, &o.weights, err);
+    if (st) return halo_error_prefix(err, "%s: ", params->model_path);
+    if (backend == HALO_BACKEND_CPU && o.weights == HALO_WEIGHTS_HOST)
+        o.weights = HALO_WEIGHTS_AUTO;
     halo_plan *plan = NULL;
     st = halo_plan_build(g, &m, &o, &plan, err);
-    if (st) return st;
+    if (st) return halo_error_prefix(err, "%s: ", params->model_path);
     bool streams = halo_stream_planned(plan);
+    /* weights NULL (and no HALO_WEIGHTS): resident only, as before streaming existed. */
+    bool may_stream = params->weights || getenv("HALO_WEIGHTS");
     if (plan->refused)
         st = halo_fail(err, HALO_E_NOMEM, "%s: refused before loading: %s%s%s", params->model_path,
                        plan->reason, plan->n_fixes ? "; fix: " : "",
                        plan->n_fixes ? plan->fixes[0] : "");
-    else if (streams && backend != HALO_BACKEND_CPU)
-        st =
-            halo_fail(err, HALO_E_UNSUPPORTED,
-                      "%s: %.2f GiB of weights do not fit in the GPU's memory pools here "
-                      "(machine: %s) and routed experts would stream from disk, which the %s "
-                      "backend does not do yet (`halo plan -m %s --backend %s` shows the plan)",
-                      params->model_path, (double)plan->weight_bytes / (double)(1ull << 30), m.name,
-                      halo_backend_name(backend), params->model_path, halo_backend_name(backend));
-    else if (streams && !chosen)
-        st = halo_fail(err, HALO_E_UNSUPPORTED,
-                       "%s: %.2f GiB of weights do not fit in memory here (machine: %s) and "
-                       "would have to stream from disk, which halo does not do yet (`halo plan "
-                       "-m %s` shows the plan)",
-                       params->model_path, (double)plan->weight_bytes / (double)(1ull << 30),
-                       m.name, params->model_path);
-    if (!st && (streams || backend != HALO_BACKEND_CPU))
-        *kept = plan;
-    else
+    else if (streams && (!may_stream || backend != HALO_BACKEND_CPU))
+        st = halo_fail(
+            err, HALO_E_UNSUPPORTED,
+            "%s: %.2f GiB of weights do not fit in memory here (machine: %s) and "
+            "would have to stream from disk, %s (`halo plan -m %s` shows the plan)",
+            params->model_path, (double)plan->weight_bytes / (double)(1ull << 30), m.name,
+            backend != HALO_BACKEND_CPU ? "which only the CPU backend does yet"
+                                        : "which needs weights \"auto\" or \"stream\" (--weights)",
+            params->model_path);
+    if (st) {
         halo_plan_free(plan);
-    return st;
+        return st;
+    }
+    *out = plan;
+    return HALO_OK;
 }
 
-/* The backend the parameters ask for, started before the model file is opened, so a backend
- * this build lacks or this machine cannot run is named at once ("backend 'X' ..."). "auto"
- * takes the GPU backend when it starts and says why not otherwise (one line on stderr: a
- * fallback is not an error, but must not be silent). */
+/* The backend the parameters name: HALO_BACKEND applies when the caller names none, so a test
+ * suite or a script runs on another backend unchanged. */
+static const char *backend_name(const halo_engine_params *params) {
+    const char *env = getenv("HALO_BACKEND");
+    return params->backend ? params->backend : env && *env ? env : "cpu";
+}
+
+/* A backend this build lacks is named before any file is opened (halo bench relies on it). */
+static halo_status check_backend(const halo_engine_params *params, halo_error *err) {
+    const char *name = backend_name(params), *gpu = halo_backend_cuda_flavor();
+    if (!strcmp(name, "cpu") || !strcmp(name, "auto") || (gpu && !strcmp(name, gpu)))
+        return HALO_OK;
+    if (!strcmp(name, "cuda") || !strcmp(name, "hip"))
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "backend '%s' is not built into this halo (%s; configure with "
+                         "-DHALO_CUDA=ON or -DHALO_HIP=ON)",
+                         name, gpu ? "it was built for the other GPU family" : "no GPU backend");
+    if (!strcmp(name, "vulkan"))
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "backend 'vulkan' is not built into this halo (configure with "
+                         "-DHALO_VULKAN=ON)");
+    return halo_fail(err, HALO_E_UNSUPPORTED, "backend '%s' is not known; available: cpu%s%s, auto",
+                     name, gpu ? ", " : "", gpu ? gpu : "");
+}
+
+/* Starts the backend check_backend accepted. "auto" takes the GPU backend when it starts and
+ * says why not otherwise (one line on stderr: a fallback is not an error, but must not be
+ * silent). */
 static halo_status pick_backend(const halo_engine_params *params, halo_backend **be,
                                 halo_backend_kind *kind, halo_error *err) {
-    /* HALO_BACKEND applies when the caller names none, so a test suite or a script runs on
-     * another backend unchanged. */
-    const char *env = getenv("HALO_BACKEND");
-    const char *name = params->backend ? params->backend : env && *env ? env : "cpu";
-    const char *gpu = halo_backend_cuda_flavor(); /* "cuda", "hip" or NULL */
-    bool is_auto = strcmp(name, "auto") == 0;
-    bool want_gpu = gpu && strcmp(name, gpu) == 0;
-    if (!want_gpu && !is_auto && strcmp(name, "cpu") != 0)
-        return halo_fail(err, HALO_E_UNSUPPORTED,
-                         "backend '%s' is not built; available: cpu%s%s, "
-                         "auto",
-                         name, gpu ? ", " : "", gpu ? gpu : "");
-    if (want_gpu || (is_auto && gpu)) {
+    const char *name = backend_name(params), *gpu = halo_backend_cuda_flavor();
+    bool want_gpu = gpu && !strcmp(name, gpu), is_auto = !strcmp(name, "auto");
+    if (want_gpu || is_auto) {
         halo_error why = {0};
         if (halo_backend_cuda_create(0, be, &why) == HALO_OK) {
-            *kind = strcmp(gpu, "hip") == 0 ? HALO_BACKEND_HIP : HALO_BACKEND_CUDA;
+            *kind = gpu && strcmp(gpu, "hip") == 0 ? HALO_BACKEND_HIP : HALO_BACKEND_CUDA;
             return HALO_OK;
         }
-        if (want_gpu)
-            return halo_fail(err, why.status, "backend '%s' cannot start here: %s", name,
-                             why.message);
+        if (want_gpu) {
+            *err = why;
+            return halo_error_prefix(err, "backend %s: ", name);
+        }
         fprintf(stderr, "halo: running on the CPU: %s\n", why.message);
     }
     *kind = HALO_BACKEND_CPU;
@@ -206,44 +216,46 @@ static halo_status place_on_gpu(halo_engine *e, const halo_plan *plan, halo_erro
 
 halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out, halo_error *err) {
     *out = NULL;
+    halo_status st = check_backend(params, err);
+    if (st) return st;
     halo_engine *e = calloc(1, sizeof *e);
     if (!e) return halo_fail(err, HALO_E_NOMEM, "out of memory");
     pthread_mutex_init(&e->step_lock, NULL);
     halo_backend_kind kind = HALO_BACKEND_CPU;
-    /* The backend first (it allocates nothing big: a refused model costs no GPU memory). */
-    halo_status st = pick_backend(params, &e->be, &kind, err);
+    halo_plan *plan = NULL;
     /* "synthetic:dsv4-flash-q2:4": the model is made in place (src/model/synthetic.c) */
     const bool synth = halo_synth_is_path(params->model_path);
-    if (!st)
-        st = synth ? halo_synth_open(params->model_path, &e->gguf, &e->arena, err)
-                   : halo_gguf_open(params->model_path, &e->gguf, err);
+    st = synth ? halo_synth_open(params->model_path, &e->gguf, &e->arena, err)
+               : halo_gguf_open(params->model_path, &e->gguf, err);
     if (!st) {
         st = halo_hparams_load(e->gguf, &e->hp, err);
         if (!st) st = halo_weights_bind(e->gguf, &e->hp, &e->w, err);
         if (st) halo_error_prefix(err, "%s: ", params->model_path);
     }
-    halo_plan *plan = NULL; /* kept for a GPU backend, or when routed experts stream */
+    /* The backend starts before admission (it decides which memory is planned) but allocates
+     * nothing big: a refused model costs no GPU memory. */
+    if (!st) st = pick_backend(params, &e->be, &kind, err);
     if (!st) st = admit(params, e->gguf, &e->hp, kind, &plan, err);
     /* Index tensors are read from the file before any eval; a synthetic model has no file and
      * its generator draws distinct in-range rows by construction (test_model_synthetic). */
     if (!st && !synth && (st = halo_model_validate(e->gguf, &e->hp, &e->w, err)))
         halo_error_prefix(err, "%s: ", params->model_path);
-    /* Each tensor is read once into the host arena: the CPU backend computes there (streamed
-     * experts stay on disk and go through the expert cache, src/mem/stream.c); a GPU backend
-     * copies what the plan puts in its memory and maps the rest. */
-    bool cpu = kind == HALO_BACKEND_CPU;
+    /* Each tensor is read once into the host arena: the CPU backend computes there; a GPU
+     * backend copies what the plan puts in its memory and maps the rest. Streamed experts stay
+     * on disk and go through the expert cache (src/mem/stream.c). */
+    bool streams = !st && halo_stream_planned(plan);
     if (!st && synth)
         st = halo_synth_fill_arena(params->model_path, e->gguf, e->arena, params->threads, NULL,
                                    NULL, err);
     else if (!st)
-        st = halo_mem_arena_load(e->gguf, plan && cpu ? plan->tensor_pool : NULL, NULL, &e->arena,
-                                 NULL, err);
-    if (!st && plan && cpu) st = halo_stream_create(e->gguf, &e->w, plan, e->be, &e->stream, err);
+        st = halo_mem_arena_load(e->gguf, streams ? plan->tensor_pool : NULL, NULL, &e->arena, NULL,
+                                 err);
+    if (!st && streams) st = halo_stream_create(e->gguf, &e->w, plan, e->be, &e->stream, err);
     if (!st) {
         e->tensor_bufs = calloc(halo_gguf_tensor_count(e->gguf) + 8, sizeof *e->tensor_bufs);
         if (!e->tensor_bufs)
             st = halo_fail(err, HALO_E_NOMEM, "out of memory");
-        else if (cpu)
+        else if (kind == HALO_BACKEND_CPU)
             st = halo_weights_for_each(&e->w, place_one, e, err);
         else
             st = place_on_gpu(e, plan, err);

@@ -23,7 +23,8 @@ halo_status halo_kv_image_capture(halo_kv *kv, const int32_t *tokens, const halo
                                   halo_kv_image **out, halo_error *err) {
     *out = NULL;
     uint32_t n_tokens = (uint32_t)kv->n_past, n_set = 0;
-    for (uint32_t i = 0; set && i < set->n; i++) n_set += set->c[i]->pos < kv->n_past;
+    for (uint32_t i = 0; set && i < set->n; i++)
+        n_set += set->c[i]->pos < kv->n_past;
     halo_kv_image *img = image_new(kv->n_layer, n_tokens, n_set + 1);
     if (!img) return halo_fail(err, HALO_E_NOMEM, "out of memory for a session image");
     memcpy(img->tokens, tokens, (size_t)n_tokens * sizeof *tokens);
@@ -59,10 +60,12 @@ halo_status halo_kv_image_apply(halo_kv *kv, const halo_kv_image *img, uint32_t 
         return halo_fail(err, HALO_E_INVALID_ARG, "no such checkpoint in the image");
     const halo_kv_ckpt *c = img->ckpt[at];
     if (c->pos > kv->n_ctx)
-        return halo_fail(err, HALO_E_INVALID_ARG, "the saved state holds %lld positions, the "
-                         "session's context %u", (long long)c->pos, kv->n_ctx);
-    halo_status st = halo_kv_rows_write(kv, img->ckpt[img->n_ckpt - 1]->count, c->count,
-                                        img->rows, err);
+        return halo_fail(err, HALO_E_INVALID_ARG,
+                         "the saved state holds %lld positions, the "
+                         "session's context %u",
+                         (long long)c->pos, kv->n_ctx);
+    halo_status st =
+        halo_kv_rows_write(kv, img->ckpt[img->n_ckpt - 1]->count, c->count, img->rows, err);
     if (!st) st = halo_kv_ckpt_restore(kv, c, err);
     if (st) return st;
     if (!set) return HALO_OK;
@@ -81,13 +84,15 @@ halo_status halo_kv_image_apply(halo_kv *kv, const halo_kv_image *img, uint32_t 
 
 uint64_t halo_kv_image_size(const halo_kv_image *img) {
     uint64_t n = sizeof *img + (uint64_t)img->n_tokens * sizeof *img->tokens + img->rows_bytes;
-    for (uint32_t i = 0; i < img->n_ckpt; i++) n += halo_kv_ckpt_size(img->ckpt[i]);
+    for (uint32_t i = 0; i < img->n_ckpt; i++)
+        n += halo_kv_ckpt_size(img->ckpt[i]);
     return n;
 }
 
 void halo_kv_image_free(halo_kv_image *img) {
     if (!img) return;
-    for (uint32_t i = 0; i < img->n_ckpt; i++) halo_kv_ckpt_free(img->ckpt[i]);
+    for (uint32_t i = 0; i < img->n_ckpt; i++)
+        halo_kv_ckpt_free(img->ckpt[i]);
     free(img->ckpt);
     free(img->tokens);
     free(img->rows);
@@ -104,7 +109,8 @@ static uint64_t ckpt_wire_bytes(const halo_kv_ckpt *c) {
 
 uint64_t halo_kv_image_payload_bytes(const halo_kv_image *img) {
     uint64_t n = 16 + img->rows_bytes;
-    for (uint32_t i = 0; i < img->n_ckpt; i++) n += ckpt_wire_bytes(img->ckpt[i]);
+    for (uint32_t i = 0; i < img->n_ckpt; i++)
+        n += ckpt_wire_bytes(img->ckpt[i]);
     return n;
 }
 
@@ -153,8 +159,7 @@ halo_status halo_kv_image_decode(const halo_kv *kv, const unsigned char *src, ui
         return halo_fail(err, HALO_E_BAD_VALUE, "state of %u layers, model of %u", n_layer,
                          kv->n_layer);
     if (n_ckpt == 0 || n_ckpt > n_tokens + 1u)
-        return halo_fail(err, HALO_E_BAD_VALUE, "%u checkpoints for %u tokens", n_ckpt,
-                         n_tokens);
+        return halo_fail(err, HALO_E_BAD_VALUE, "%u checkpoints for %u tokens", n_ckpt, n_tokens);
     halo_kv_image *img = image_new(n_layer, n_tokens, n_ckpt);
     if (!img) return halo_fail(err, HALO_E_NOMEM, "out of memory for a session image");
     memcpy(img->tokens, tokens, (size_t)n_tokens * sizeof *tokens);
@@ -172,8 +177,10 @@ halo_status halo_kv_image_decode(const halo_kv *kv, const unsigned char *src, ui
         }
         bool final = i == n_ckpt - 1;
         if (pos <= last || pos > n_tokens || (final && pos != n_tokens)) {
-            st = halo_fail(err, HALO_E_BAD_VALUE, "checkpoint %u at position %lld is out of "
-                           "order for %u tokens", i, (long long)pos, n_tokens);
+            st = halo_fail(err, HALO_E_BAD_VALUE,
+                           "checkpoint %u at position %lld is out of "
+                           "order for %u tokens",
+                           i, (long long)pos, n_tokens);
             break;
         }
         last = pos;
@@ -182,9 +189,10 @@ halo_status halo_kv_image_decode(const halo_kv *kv, const unsigned char *src, ui
         if (st) break;
         img->ckpt[img->n_ckpt++] = c;
         if (c->n_bytes != n_bytes)
-            st = halo_fail(err, HALO_E_BAD_VALUE, "checkpoint %u holds %llu bytes, its counts "
-                           "%llu", i, (unsigned long long)n_bytes,
-                           (unsigned long long)c->n_bytes);
+            st = halo_fail(err, HALO_E_BAD_VALUE,
+                           "checkpoint %u holds %llu bytes, its counts "
+                           "%llu",
+                           i, (unsigned long long)n_bytes, (unsigned long long)c->n_bytes);
         else if (!take(&r, c->bytes, n_bytes))
             st = halo_fail(err, HALO_E_TRUNCATED, "state ends inside checkpoint %u", i);
     }
@@ -193,8 +201,10 @@ halo_status halo_kv_image_decode(const halo_kv *kv, const unsigned char *src, ui
         img->rows_bytes = rows_bytes;
         img->rows = rows_bytes == want ? malloc(want ? want : 1) : NULL;
         if (rows_bytes != want)
-            st = halo_fail(err, HALO_E_BAD_VALUE, "state holds %llu bytes of rows, its counts "
-                           "%llu", (unsigned long long)rows_bytes, (unsigned long long)want);
+            st = halo_fail(err, HALO_E_BAD_VALUE,
+                           "state holds %llu bytes of rows, its counts "
+                           "%llu",
+                           (unsigned long long)rows_bytes, (unsigned long long)want);
         else if (!img->rows)
             st = halo_fail(err, HALO_E_NOMEM, "out of memory for %llu bytes of rows",
                            (unsigned long long)want);

@@ -11,9 +11,9 @@ typedef struct halo_kv_image {
     uint32_t n_layer;
     uint32_t n_tokens;
     int32_t *tokens;
-    unsigned char *rows;   /* every series' rows, laid out for the last checkpoint's counts */
+    unsigned char *rows; /* every series' rows, laid out for the last checkpoint's counts */
     uint64_t rows_bytes;
-    uint32_t n_ckpt;       /* >= 1; ascending positions; ckpt[n_ckpt-1]->pos == n_tokens */
+    uint32_t n_ckpt; /* >= 1; ascending positions; ckpt[n_ckpt-1]->pos == n_tokens */
     halo_kv_ckpt **ckpt;
 } halo_kv_image;
 

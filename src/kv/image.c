@@ -70,8 +70,11 @@ halo_status halo_kv_image_apply(halo_kv *kv, const halo_kv_image *img, uint32_t 
     if (st) return st;
     if (!set) return HALO_OK;
     halo_kv_ckset_clear(set);
+    /* Only checkpoints on the session's grid: others (ends of earlier sequences) would pile
+     * up in every state captured from this session later. */
     for (uint32_t i = 0; i <= at; i++) {
-        if (img->ckpt[i]->pos == 0) continue;
+        int64_t pos = img->ckpt[i]->pos;
+        if (pos == 0 || !set->interval || pos % set->interval != 0) continue;
         halo_kv_ckpt *d = halo_kv_ckpt_dup(img->ckpt[i]);
         /* A missing checkpoint only makes later rewinds longer. */
         if (!d || halo_kv_ckset_add(set, d, err)) {

@@ -15,6 +15,12 @@ const halo_kv *halo_session_kv(const halo_session *s) {
     return s->kv;
 }
 
+int64_t halo_session_resume_point(const halo_session *s, uint32_t p) {
+    if (p == s->kv->n_past && !s->broken) return p;
+    const halo_kv_ckpt *c = halo_kv_ckset_best(s->ckpts, p);
+    return c ? c->pos : 0;
+}
+
 halo_status halo_session_capture(halo_session *s, halo_kv_image **out, halo_error *err) {
     *out = NULL;
     if (s->broken) {

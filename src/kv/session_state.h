@@ -11,6 +11,8 @@ halo_status halo_session_capture(halo_session *s, halo_kv_image **out, halo_erro
  * failure the session is reset to position 0. */
 halo_status halo_session_apply(halo_session *s, const halo_kv_image *img, uint32_t at,
                                halo_error *err);
+/* Where a rewind of s to position p starts re-evaluating (p itself when nothing is redone). */
+int64_t halo_session_resume_point(const halo_session *s, uint32_t p);
 void halo_engine_identify(const halo_engine *e, halo_kv_file_id *id);
 /* The session's state buffer (for reading files against its shapes). */
 const halo_kv *halo_session_kv(const halo_session *s);

@@ -6,7 +6,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-packages=(build-essential cmake pkg-config libcjson-dev libpcre2-dev libedit-dev libxxhash-dev)
+packages=(build-essential cmake pkg-config libcjson-dev libpcre2-dev libedit-dev python3 libxxhash-dev)
 [ "${1:-}" = fuzz ] && packages+=(clang)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)

@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "model/engine_internal.h"
+#include "model/validate.h"
+#include "model/synthetic.h"
 
 /* Admission: plan the model and n_ctx positions of state on this machine before allocating
  * anything, so a model that cannot fit is refused with the planner's reason instead of being
@@ -65,17 +67,29 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
                          params->backend);
     halo_engine *e = calloc(1, sizeof *e);
     if (!e) return halo_fail(err, HALO_E_NOMEM, "out of memory");
-    halo_status st = halo_gguf_open(params->model_path, &e->gguf, err);
+    pthread_mutex_init(&e->step_lock, NULL);
+    /* "synthetic:dsv4-flash-q2:4": the model is made in place (src/model/synthetic.c) */
+    const bool synth = halo_synth_is_path(params->model_path);
+    halo_status st = synth ? halo_synth_open(params->model_path, &e->gguf, &e->arena, err)
+                           : halo_gguf_open(params->model_path, &e->gguf, err);
     if (!st) {
         st = halo_hparams_load(e->gguf, &e->hp, err);
         if (!st) st = halo_weights_bind(e->gguf, &e->hp, &e->w, err);
         if (st) halo_error_prefix(err, "%s: ", params->model_path);
     }
     if (!st) st = admit(params, e->gguf, &e->hp, err);
+    /* Index tensors are read from the file before any eval; a synthetic model has no file and
+     * its generator draws distinct in-range rows by construction (test_model_synthetic). */
+    if (!st && !synth && (st = halo_model_validate(e->gguf, &e->hp, &e->w, err)))
+        halo_error_prefix(err, "%s: ", params->model_path);
     if (!st) st = halo_backend_cpu_create(params->threads, params->precise, &e->be, err);
     /* The CPU backend computes on host memory, so the loader's host arena is the weights'
      * final place: each tensor is read once, with no staging copy. */
-    if (!st) st = halo_mem_arena_load(e->gguf, NULL, NULL, &e->arena, NULL, err);
+    if (!st && synth)
+        st = halo_synth_fill_arena(params->model_path, e->gguf, e->arena, params->threads, NULL,
+                                   NULL, err);
+    else if (!st)
+        st = halo_mem_arena_load(e->gguf, NULL, NULL, &e->arena, NULL, err);
     if (!st) {
         e->tensor_bufs = calloc(halo_gguf_tensor_count(e->gguf) + 1, sizeof *e->tensor_bufs);
         st = e->tensor_bufs ? halo_weights_for_each(&e->w, place_one, e, err)
@@ -91,6 +105,8 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
 
 void halo_engine_close(halo_engine *e) {
     if (!e) return;
+    halo_engine_step_free(e);
+    pthread_mutex_destroy(&e->step_lock);
     for (uint32_t i = 0; i < e->n_bufs; i++) e->be->ops->buf_free(e->be, e->tensor_bufs[i]);
     free(e->tensor_bufs);
     if (e->be) e->be->ops->destroy(e->be);

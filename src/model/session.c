@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "halo/cache.h"
 #include "kv/ckset.h"
+#include "kv/session_state.h"
 #include "model/engine_internal.h"
 
 enum { DEFAULT_CKPT_MIB = 1024 };
@@ -71,9 +72,14 @@ static halo_status check_input(const halo_session *s, const int32_t *tokens, uin
     return HALO_OK;
 }
 
+uint32_t halo_session_checkpoint_room(const halo_session *s) {
+    int64_t next = halo_kv_ckset_next(s->ckpts, s->kv->n_past) - s->kv->n_past;
+    return next > UINT32_MAX ? UINT32_MAX : (uint32_t)next;
+}
+
 /* Checkpoints when the state reached a checkpoint position. A checkpoint that cannot be
  * taken (memory) is counted, not fatal: rewinds past it only re-evaluate more. */
-static void maybe_checkpoint(halo_session *s) {
+void halo_session_checkpoint_if_due(halo_session *s) {
     halo_kv_ckset *set = s->ckpts;
     int64_t at = s->kv->n_past;
     if (!set->interval || at % set->interval != 0) return;
@@ -109,18 +115,19 @@ halo_status halo_session_eval(halo_session *s, const int32_t *tokens, uint32_t n
         int64_t at = s->kv->n_past, next = halo_kv_ckset_next(s->ckpts, at);
         uint32_t m = next - at < (int64_t)(n - done) ? (uint32_t)(next - at) : n - done;
         float *out = s->logits + (all_logits ? (size_t)done * V : 0);
-        st = halo_forward(s->e->be, &s->e->hp, &s->e->w, s->kv, tokens + done, m, all_logits, out,
-                          err);
+        halo_fwd_item item = {.kv = s->kv, .tokens = tokens + done, .n = m};
+        st = halo_engine_step(s->e, &item, 1, all_logits, out, NULL, err);
         if (st) break;
         memcpy(s->tokens + at, tokens + done, (size_t)m * sizeof *tokens);
         done += m;
-        maybe_checkpoint(s);
+        halo_session_checkpoint_if_due(s);
     }
     s->n_rows = st ? 0 : rows;
     /* A failure inside the forward (memory) may have left some layers a step ahead, after
      * some pieces were evaluated: go back to where the call started (from a checkpoint or the
      * token history), now or at the next eval, so a failed eval changes nothing. */
     if (st) {
+        s->kv->n_past = start; /* tokens[0..start) are the history to rebuild */
         s->broken = true;
         if (!s->replaying) {
             halo_error ignored;

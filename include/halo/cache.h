@@ -4,6 +4,7 @@
 #ifndef HALO_CACHE_H
 #define HALO_CACHE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "halo/halo.h"
@@ -55,6 +56,13 @@ const int32_t *halo_session_tokens(const halo_session *s);
  * session is left as it was. The session's context must hold the file's tokens. */
 halo_status halo_session_save_file(halo_session *s, const char *path, halo_error *err);
 halo_status halo_session_load_file(halo_session *s, const char *path, halo_error *err);
+/* The same with the caller's own bytes kept in the file next to the state (halo chat keeps
+ * the conversation there), covered by a checksum of their own. *user is NUL-terminated and
+ * the caller frees it. */
+halo_status halo_session_save_file_user(halo_session *s, const char *path, const void *user,
+                                        size_t user_len, halo_error *err);
+halo_status halo_session_load_file_user(halo_session *s, const char *path, char **user,
+                                        size_t *user_len, halo_error *err);
 
 /* ---- prefix cache -----------------------------------------------------------------------
  * States of earlier sequences kept by their tokens, in RAM (LRU within ram_bytes) and on disk

@@ -371,7 +371,7 @@ static char *file_name(const halo_cache *c, const int32_t *tokens, uint32_t n) {
 static halo_status disk_insert(halo_cache *c, const halo_kv_image *img, halo_error *err) {
     unsigned char *data = NULL;
     uint64_t n = 0;
-    halo_status st = halo_kv_file_encode(&c->id, img, &data, &n, err);
+    halo_status st = halo_kv_file_encode(&c->id, img, NULL, 0, &data, &n, err);
     if (st) return st;
     if (n > c->disk_max) {
         free(data);
@@ -449,7 +449,7 @@ static halo_kv_image *load_disk(halo_cache *c, halo_session *s, const char *name
     if (!path) return NULL;
     halo_kv_image *img = NULL;
     halo_error err = {0};
-    halo_status st = halo_kv_file_read(path, &c->id, halo_session_kv(s), &img, &err);
+    halo_status st = halo_kv_file_read(path, &c->id, halo_session_kv(s), &img, NULL, NULL, &err);
     if (st) {
         pthread_mutex_lock(&c->mu);
         int i = find_disk(c, name);

@@ -28,6 +28,8 @@ enum {
     OFF_PAYLOAD_BYTES = 56,
     OFF_TOKENS_HASH = 64,
     OFF_PAYLOAD_HASH = 72,
+    OFF_USER_BYTES = 80,
+    OFF_USER_HASH = 88,
     OFF_HEADER_HASH = 120
 };
 
@@ -130,9 +132,10 @@ uint64_t halo_kv_tokens_key(const int32_t *tokens, uint32_t n) {
 /* ---- writing --------------------------------------------------------------------------- */
 
 halo_status halo_kv_file_encode(const halo_kv_file_id *id, const halo_kv_image *img,
-                                unsigned char **out, uint64_t *n, halo_error *err) {
+                                const void *user, uint64_t user_len, unsigned char **out,
+                                uint64_t *n, halo_error *err) {
     uint64_t tok_bytes = (uint64_t)img->n_tokens * 4, payload = halo_kv_image_payload_bytes(img);
-    uint64_t total = HALO_KV_FILE_HEADER + tok_bytes + payload;
+    uint64_t total = HALO_KV_FILE_HEADER + tok_bytes + payload + user_len;
     unsigned char *buf = calloc(1, total);
     if (!buf)
         return halo_fail(err, HALO_E_NOMEM, "out of memory for a %llu-byte session file",
@@ -140,6 +143,7 @@ halo_status halo_kv_file_encode(const halo_kv_file_id *id, const halo_kv_image *
     unsigned char *tok = buf + HALO_KV_FILE_HEADER, *pay = tok + tok_bytes;
     memcpy(tok, img->tokens, tok_bytes);
     halo_kv_image_encode(img, pay);
+    if (user_len) memcpy(pay + payload, user, user_len);
     memcpy(buf, MAGIC, sizeof MAGIC);
     put32(buf, OFF_VERSION, HALO_KV_FILE_VERSION);
     put32(buf, OFF_ORDER, BYTE_ORDER_MARK);
@@ -153,6 +157,8 @@ halo_status halo_kv_file_encode(const halo_kv_file_id *id, const halo_kv_image *
     put64(buf, OFF_PAYLOAD_BYTES, payload);
     put64(buf, OFF_TOKENS_HASH, XXH3_64bits(tok, tok_bytes));
     put64(buf, OFF_PAYLOAD_HASH, XXH3_64bits(pay, payload));
+    put64(buf, OFF_USER_BYTES, user_len);
+    put64(buf, OFF_USER_HASH, XXH3_64bits(pay + payload, user_len));
     put64(buf, OFF_HEADER_HASH, XXH3_64bits(buf, OFF_HEADER_HASH));
     *out = buf;
     *n = total;
@@ -244,9 +250,10 @@ static halo_status check_header(const char *path, const unsigned char *h, uint64
                          "%016llx, this model %016llx)",
                          path, (unsigned long long)get64(h, OFF_MODEL),
                          (unsigned long long)id->model_id);
-    uint64_t want =
-        HALO_KV_FILE_HEADER + (uint64_t)get32(h, OFF_N_TOKENS) * 4 + get64(h, OFF_PAYLOAD_BYTES);
-    if (get64(h, OFF_PAYLOAD_BYTES) > file_bytes || file_bytes != want)
+    uint64_t want = HALO_KV_FILE_HEADER + (uint64_t)get32(h, OFF_N_TOKENS) * 4 +
+                    get64(h, OFF_PAYLOAD_BYTES) + get64(h, OFF_USER_BYTES);
+    if (get64(h, OFF_PAYLOAD_BYTES) > file_bytes || get64(h, OFF_USER_BYTES) > file_bytes ||
+        file_bytes != want)
         return halo_fail(err, file_bytes < want ? HALO_E_TRUNCATED : HALO_E_BAD_VALUE,
                          "%s: %llu bytes, its header says %llu", path,
                          (unsigned long long)file_bytes, (unsigned long long)want);
@@ -296,6 +303,11 @@ static halo_status read_file(const char *path, const halo_kv_file_id *id, bool h
                  XXH3_64bits(tok + (size_t)n_tokens * 4, get64(buf, OFF_PAYLOAD_BYTES)) !=
                      get64(buf, OFF_PAYLOAD_HASH))
             st = halo_fail(err, HALO_E_BAD_VALUE, "%s: state checksum mismatch", path);
+        else if (!header_only && XXH3_64bits(tok + (size_t)n_tokens * 4 +
+                                                 get64(buf, OFF_PAYLOAD_BYTES),
+                                             get64(buf, OFF_USER_BYTES)) !=
+                                     get64(buf, OFF_USER_HASH))
+            st = halo_fail(err, HALO_E_BAD_VALUE, "%s: user data checksum mismatch", path);
     }
     if (st) {
         free(buf);
@@ -307,8 +319,11 @@ static halo_status read_file(const char *path, const halo_kv_file_id *id, bool h
 }
 
 halo_status halo_kv_file_read(const char *path, const halo_kv_file_id *id, const halo_kv *kv,
-                              halo_kv_image **out, halo_error *err) {
+                              halo_kv_image **out, void **user, uint64_t *user_len,
+                              halo_error *err) {
     *out = NULL;
+    if (user) *user = NULL;
+    if (user_len) *user_len = 0;
     unsigned char *buf = NULL;
     uint64_t size = 0;
     halo_status st = read_file(path, id, false, &buf, &size, err);
@@ -323,6 +338,19 @@ halo_status halo_kv_file_read(const char *path, const halo_kv_file_id *id, const
         st = halo_kv_image_decode(kv, tok + (size_t)n_tokens * 4, get64(buf, OFF_PAYLOAD_BYTES),
                                   tokens, n_tokens, out, err);
         if (st) halo_error_prefix(err, "%s: ", path);
+    }
+    uint64_t n_user = get64(buf, OFF_USER_BYTES);
+    if (!st && user) {
+        *user = malloc(n_user + 1); /* NUL-terminated for text */
+        if (!*user) {
+            halo_kv_image_free(*out);
+            *out = NULL;
+            st = halo_fail(err, HALO_E_NOMEM, "out of memory");
+        } else {
+            memcpy(*user, tok + (size_t)n_tokens * 4 + get64(buf, OFF_PAYLOAD_BYTES), n_user);
+            ((char *)*user)[n_user] = '\0';
+            if (user_len) *user_len = n_user;
+        }
     }
     free(tokens);
     free(buf);

@@ -46,6 +46,15 @@ halo_status halo_session_apply(halo_session *s, const halo_kv_image *img, uint32
 }
 
 halo_status halo_session_save_file(halo_session *s, const char *path, halo_error *err) {
+    return halo_session_save_file_user(s, path, NULL, 0, err);
+}
+
+halo_status halo_session_load_file(halo_session *s, const char *path, halo_error *err) {
+    return halo_session_load_file_user(s, path, NULL, NULL, err);
+}
+
+halo_status halo_session_save_file_user(halo_session *s, const char *path, const void *user,
+                                        size_t user_len, halo_error *err) {
     halo_kv_image *img = NULL;
     halo_status st = halo_session_capture(s, &img, err);
     if (st) return halo_error_prefix(err, "%s: ", path);
@@ -53,21 +62,30 @@ halo_status halo_session_save_file(halo_session *s, const char *path, halo_error
     halo_engine_identify(s->e, &id);
     unsigned char *buf = NULL;
     uint64_t n = 0;
-    st = halo_kv_file_encode(&id, img, &buf, &n, err);
+    st = halo_kv_file_encode(&id, img, user, user_len, &buf, &n, err);
     halo_kv_image_free(img);
     if (!st) st = halo_kv_file_write_atomic(path, buf, n, err);
     free(buf);
     return st;
 }
 
-halo_status halo_session_load_file(halo_session *s, const char *path, halo_error *err) {
+halo_status halo_session_load_file_user(halo_session *s, const char *path, char **user,
+                                        size_t *user_len, halo_error *err) {
     halo_kv_file_id id;
     halo_engine_identify(s->e, &id);
     halo_kv_image *img = NULL;
-    halo_status st = halo_kv_file_read(path, &id, s->kv, &img, err);
+    void *blob = NULL;
+    uint64_t blob_len = 0;
+    halo_status st =
+        halo_kv_file_read(path, &id, s->kv, &img, user ? &blob : NULL, &blob_len, err);
     if (st) return st;
     st = halo_session_apply(s, img, img->n_ckpt - 1, err);
     halo_kv_image_free(img);
-    if (st) return halo_error_prefix(err, "%s: ", path);
+    if (st) {
+        free(blob);
+        return halo_error_prefix(err, "%s: ", path);
+    }
+    if (user) *user = blob;
+    if (user_len) *user_len = (size_t)blob_len;
     return HALO_OK;
 }

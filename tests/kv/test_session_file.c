@@ -303,6 +303,38 @@ static void killed_writer_never_leaves_a_loadable_bad_file(void) {
     halo_engine_close(e);
 }
 
+/* The caller's bytes travel with the state, under their own checksum. */
+static void user_bytes_round_trip_and_are_checked(void) {
+    halo_engine *e = fixture_engine("tiny-a", "f32");
+    const halo_golden_seq *seq = fixture_seq("L1100");
+    if (!e || !seq) return;
+    halo_session *s = NULL;
+    halo_error err = {0};
+    CHECK_INT(halo_session_create(e, 1100, &s, &err), HALO_OK);
+    CHECK_INT(halo_session_eval(s, seq->tokens, 40, false, &err), HALO_OK);
+    char *file = path_in("user.halokv");
+    const char note[] = "{\"messages\": []}";
+    CHECK_INT(halo_session_save_file_user(s, file, note, sizeof note - 1, &err), HALO_OK);
+    char *got = NULL;
+    size_t len = 0;
+    CHECK_INT(halo_session_rewind(s, 0, &err), HALO_OK);
+    CHECK_INT(halo_session_load_file_user(s, file, &got, &len, &err), HALO_OK);
+    CHECK_INT(len, sizeof note - 1);
+    CHECK_STR(got, note);
+    CHECK_INT(halo_session_n_past(s), 40);
+    free(got);
+    size_t n = 0;
+    unsigned char *b = slurp(file, &n);
+    if (b) {
+        b[n - 3] ^= 1; /* inside the user bytes */
+        spill(file, b, n);
+        expect_refused(s, file, HALO_E_BAD_VALUE, "user data checksum", "flipped user byte");
+        free(b);
+    }
+    halo_session_free(s);
+    halo_engine_close(e);
+}
+
 int main(int argc, char **argv) {
     if (argc == 6 && strcmp(argv[1], "--child") == 0)
         return child(argv[2], argv[3], argv[4], (uint32_t)atoi(argv[5]));
@@ -310,6 +342,7 @@ int main(int argc, char **argv) {
     if (!mkdtemp(dir)) return 1;
     saved_session_continues_in_a_fresh_process(argv[0]);
     damaged_files_are_refused();
+    user_bytes_round_trip_and_are_checked();
     killed_writer_never_leaves_a_loadable_bad_file();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

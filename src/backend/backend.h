@@ -91,6 +91,32 @@ typedef struct halo_topk_args {
     halo_tensor *out;          /* i32 [top_k, n_tok]; -1 pads when fewer rows are visible */
 } halo_topk_args;
 
+/* Routed experts that are not resident: streamed from the model file through an expert cache
+ * (src/mem/expert_cache.h), one source per layer. The cache's memory comes from the pool the
+ * plan names (host memory for the CPU; GPU-visible host or device memory for a GPU backend), so
+ * the views it returns are ordinary tensors of a backend buffer.
+ *
+ * resolve: the backend routes the batch, then asks for the distinct experts it chose,
+ * ids[0..n). The source reorders ids so that the first *n_ready (>= 1 on success) are
+ * available — those already cached first, then misses read together, as many as the cache
+ * holds at once — and fills views[i] for ids[i], i < *n_ready. The views stay valid until the
+ * next resolve on any layer of the same cache; the backend computes those experts for every
+ * token routed to them (expert-major: each expert is read at most once per batch) and calls
+ * again with the rest. A read failure is an error naming the tensor and the expert; a GPU
+ * backend reads its routing back and calls the same function. */
+typedef struct halo_expert_view {
+    halo_tensor gate, up; /* [n_embd, n_ff] */
+    halo_tensor down;     /* [n_ff, n_embd] */
+} halo_expert_view;
+
+typedef struct halo_expert_source halo_expert_source;
+struct halo_expert_source {
+    halo_status (*resolve)(const halo_expert_source *src, int32_t *ids, uint32_t n,
+                           halo_expert_view *views, uint32_t *n_ready, halo_error *err);
+    void *impl;
+    uint32_t layer;
+};
+
 /* Routed + shared experts for a token batch (DeepSeek V4 MoE). */
 typedef struct halo_moe_args {
     const halo_tensor *x;          /* [n_embd, n_tok] */
@@ -104,6 +130,9 @@ typedef struct halo_moe_args {
     bool norm_weights;
     float weights_scale, clamp_exp, clamp_shexp;        /* clamp 0 = none */
     halo_tensor *out;              /* [n_embd, n_tok] */
+    /* NULL: the routed experts are resident in gate_exps/up_exps/down_exps. Otherwise those
+     * three give only types and shapes, and each chosen expert's matrices come from here. */
+    const halo_expert_source *experts;
 } halo_moe_args;
 
 /* Hyper-connection mixing of hc residual streams (mHC): from the streams [n_embd, hc, n_tok]
@@ -123,11 +152,19 @@ typedef struct halo_backend_ops {
     const char *name;
     void (*destroy)(halo_backend *be);
 
+    /* The backend's working memory (device memory on a GPU): activations, KV state. */
     halo_status (*buf_alloc)(halo_backend *be, uint64_t bytes, halo_buf **out, halo_error *err);
+    /* Memory in one pool of the plan (halo_pool_kind: device, gpu-host, managed, host), for
+     * weights placed there: the backend never picks a pool itself. A pool the backend cannot
+     * use is HALO_E_UNSUPPORTED naming it (the CPU backend computes on host memory, so it takes
+     * host and gpu-host and refuses device and managed). */
+    halo_status (*buf_alloc_pool)(halo_backend *be, uint32_t pool, uint64_t bytes,
+                                  halo_buf **out, halo_error *err);
     void (*buf_free)(halo_backend *be, halo_buf *buf);
     /* A buffer over host memory the caller owns and keeps alive (e.g. the loader's arena), so
      * weights read once into their place are used there without a copy. Freeing the buffer
-     * leaves the memory alone. */
+     * leaves the memory alone. A GPU backend pins and maps the range (cudaHostRegister) so its
+     * kernels read it over the bus: the gpu-host pool made from the loader's arena. */
     halo_status (*buf_wrap_host)(halo_backend *be, void *data, uint64_t bytes, halo_buf **out,
                                  halo_error *err);
     halo_status (*buf_write)(halo_backend *be, halo_buf *buf, uint64_t offset, const void *src,
@@ -177,6 +214,14 @@ struct halo_backend {
  * quantized to the weight type's pair format for integer dot products, as ggml does. */
 halo_status halo_backend_cpu_create(uint32_t threads, bool precise, halo_backend **out,
                                     halo_error *err);
+
+/* Creates the CUDA backend (HIP when built with -DHALO_HIP=ON) on GPU `device`. Activations
+ * stay f32 for every weight type (the CPU's precise mode). HALO_E_UNSUPPORTED when halo was
+ * built without it, or when no usable GPU or driver is found (the message says which), so a
+ * caller can fall back to the CPU. */
+halo_status halo_backend_cuda_create(int device, halo_backend **out, halo_error *err);
+/* "cuda", "hip", or NULL when halo was built without a GPU backend of this family. */
+const char *halo_backend_cuda_flavor(void);
 
 /* Element count and byte size of a view. */
 int64_t halo_tensor_nelements(const halo_tensor *t);

@@ -41,6 +41,7 @@ static void usage(FILE *out) {
             "--nothink)\n"
             "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, --frequency-penalty,\n"
             "  --presence-penalty, --seed, --ignore-eos, --ctx N, --threads N   as for halo run\n"
+            "  --backend B, --weights POLICY, --expert-cache SIZE   as for halo run\n"
             "commands: /think  /nothink  /think-max  /reset  /ctx  /help  /quit\n");
 }
 
@@ -219,6 +220,7 @@ static void turn(chat *ch, const char *line) {
         ok = add_msg(ch, HALO_CHAT_ASSISTANT, "", 0, text, len);
     if (!ok) goto nomem;
     cli_print_stats(&stats);
+    cli_stream_report("chat", ch->m->engine, true);
     goto done;
 nomem:
     snprintf(err.message, sizeof err.message, "out of memory");

@@ -44,7 +44,9 @@ static void usage(FILE *out) {
             "  --seed S             sampling seed (default: from the clock)\n"
             "  --ignore-eos         keep generating past the end-of-turn token\n"
             "  --ctx N              context size (default: %d or the model's, if smaller)\n"
-            "  --threads N          CPU threads (default and most: the cores available)\n",
+            "  --threads N          CPU threads (default and most: the cores available)\n"
+            "  --backend B          cpu|cuda|auto (default cpu; auto: the GPU when usable)\n"
+            CLI_STREAM_USAGE,
             DEFAULT_CTX);
 }
 
@@ -98,6 +100,8 @@ int cli_common_option(const char *cmd, int argc, char **argv, int *i, cli_common
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     bool ok;
     const char *want = "number";
+    int sr = cli_stream_option(cmd, argc, argv, i, &c->stream);
+    if (sr) return sr;
     if (!strcmp(a, "-m") || !strcmp(a, "--model"))
         ok = (c->model = v) != NULL, want = "path";
     else if (!strcmp(a, "--temp"))
@@ -120,6 +124,8 @@ int cli_common_option(const char *cmd, int argc, char **argv, int *i, cli_common
         ok = cli_parse_u32(v, &c->ctx) && c->ctx > 0, want = "positive integer";
     else if (!strcmp(a, "--threads"))
         ok = cli_parse_u32(v, &c->threads), want = "non-negative integer";
+    else if (!strcmp(a, "--backend"))
+        ok = (c->backend = v) != NULL, want = "backend name";
     else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
         ok = cli_parse_u32(v, &c->n_predict), want = "non-negative integer";
     else if (!strcmp(a, "--system"))
@@ -222,11 +228,14 @@ int cli_open(const char *cmd, cli_common *c, cli_model *m) {
 
 int cli_load(const char *cmd, cli_common *c, cli_model *m) {
     halo_error err = {0};
-    halo_engine_params ep = {.model_path = c->model, .threads = c->threads, .n_ctx = m->n_ctx};
+    halo_engine_params ep = {.model_path = c->model, .threads = c->threads, .n_ctx = m->n_ctx,
+                             .backend = c->backend};
+    cli_stream_params(&c->stream, &ep);
     if (halo_engine_open(&ep, &m->engine, &err)) {
         fprintf(stderr, "halo %s: %s\n", cmd, err.message);
         return 1;
     }
+    cli_stream_report(cmd, m->engine, false);
     uint32_t n_vocab = halo_engine_n_vocab(m->engine), train = halo_engine_n_ctx_train(m->engine);
     if (halo_tokenizer_n_vocab(m->tok) > n_vocab) {
         fprintf(stderr,
@@ -432,6 +441,7 @@ int cli_run(int argc, char **argv) {
     if (why == HALO_GEN_CONTEXT_FULL)
         fprintf(stderr, "halo run: stopped: the context of %u tokens is full\n", m.n_ctx);
     cli_print_stats(&stats);
+    cli_stream_report("run", m.engine, true);
     rc = 0;
 done:
     halo_tokens_free(&ids);

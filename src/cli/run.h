@@ -9,13 +9,16 @@
 #include "halo/halo.h"
 #include "halo/sample.h"
 #include "halo/text.h"
+#include "cli/stream_opts.h"
 
 typedef struct cli_common {
     const char *model, *system;
+    const char *backend; /* --backend (NULL: cpu) */
     halo_sampler_params sp;
     bool seed_set, ignore_eos;
     uint32_t ctx, threads, n_predict;
     halo_chat_thinking thinking;
+    cli_stream_opts stream; /* --weights, --expert-cache */
 } cli_common;
 
 typedef struct cli_model {

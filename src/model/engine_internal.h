@@ -17,6 +17,7 @@ struct halo_engine {
     halo_mem_arena *arena;  /* every tensor, read once into its final place (src/mem) */
     halo_buf **tensor_bufs; /* backend buffers wrapping the arena, one per bound tensor */
     uint32_t n_bufs;
+    struct halo_engine_stream *stream; /* routed experts streamed from disk (NULL: resident) */
     /* Steps (session_batch.c): one at a time, with activations carved from one scratch buffer
      * sized for n_ubatch tokens on first use, so no step allocates. */
     pthread_mutex_t step_lock;

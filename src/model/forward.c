@@ -306,7 +306,8 @@ static void ffn_block(fwd *f, uint32_t il, halo_tensor *x, halo_tensor *y) {
                        .weights_scale = hp->expert_weights_scale,
                        .clamp_exp = hp->swiglu_clamp_exp[il],
                        .clamp_shexp = hp->swiglu_clamp_shexp[il],
-                       .out = y};
+                       .out = y,
+                       .experts = L->experts};
     f->op->moe(f->be, &a);
 }
 

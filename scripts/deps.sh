@@ -10,7 +10,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(build-essential cmake pkg-config libcjson-dev libpcre2-dev libedit-dev python3
-          libmicrohttpd-dev liburing-dev)
+          libmicrohttpd-dev liburing-dev libxxhash-dev)
 [ "${1:-}" = fuzz ] && packages+=(clang)
 [ "${1:-}" = gpu ] && packages+=(hipcc libamdhip64-dev rocm-device-libs)
 command -v node >/dev/null || packages+=(nodejs)

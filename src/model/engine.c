@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "backend/vulkan/vulkan.h"
 #include "model/engine_internal.h"
 
 /* Admission: plan the model and n_ctx positions of state on this machine before allocating
@@ -60,7 +61,8 @@ static halo_status place_one(halo_weight *w, void *user, halo_error *err) {
 halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out,
                              halo_error *err) {
     *out = NULL;
-    if (params->backend && strcmp(params->backend, "cpu") != 0)
+    bool vulkan = params->backend && strcmp(params->backend, "vulkan") == 0;
+    if (params->backend && strcmp(params->backend, "cpu") != 0 && !vulkan)
         return halo_fail(err, HALO_E_UNSUPPORTED, "backend '%s' is not built; available: cpu",
                          params->backend);
     halo_engine *e = calloc(1, sizeof *e);
@@ -72,7 +74,8 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
         if (st) halo_error_prefix(err, "%s: ", params->model_path);
     }
     if (!st) st = admit(params, e->gguf, &e->hp, err);
-    if (!st) st = halo_backend_cpu_create(params->threads, params->precise, &e->be, err);
+    if (!st && vulkan) st = halo_backend_vulkan_create(-1, &e->be, err);
+    if (!st && !vulkan) st = halo_backend_cpu_create(params->threads, params->precise, &e->be, err);
     /* The CPU backend computes on host memory, so the loader's host arena is the weights'
      * final place: each tensor is read once, with no staging copy. */
     if (!st) st = halo_mem_arena_load(e->gguf, NULL, NULL, &e->arena, NULL, err);

@@ -75,6 +75,8 @@ static float *eval(halo_engine *e, const int32_t *tokens, int32_t n, int32_t chu
 }
 
 static bool wanted(const halo_golden_seq *seq) {
+    const char *only = getenv("HALO_VK_TEST_ONLY"); /* one sequence, for diagnosis */
+    if (only && *only) return !strcmp(seq->name, only);
     if (all_seqs) return true;
     for (size_t i = 0; i < sizeof sampled / sizeof *sampled; i++)
         if (!strcmp(seq->name, sampled[i])) return true;

@@ -143,6 +143,9 @@ typedef struct vk_backend {
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout pipe_layout;
     VkPipeline pipes[VK_K_COUNT];
+    /* Shaders that decode weights (embed, matmul, hc_pre), specialised per weight type so only
+     * that type's decoder is compiled in; made on first use. */
+    VkPipeline typed[VK_K_COUNT][64];
     VkDescriptorPool *pools;
     uint32_t n_pools, cur_pool;
 
@@ -157,6 +160,12 @@ typedef struct vk_backend {
     vk_upload upload;
     halo_buf *scratch;  /* grown on demand; ops are serialised by barriers, so it is shared */
     halo_buf *grid;     /* IQ2_XXS codebook */
+
+    /* HALO_VK_PROFILE=1: wait after every dispatch and add its time to its kernel (a
+     * diagnostic: it serialises everything); printed to stderr when the backend is destroyed. */
+    bool profile;
+    double prof_s[VK_K_COUNT];
+    uint64_t prof_n[VK_K_COUNT];
 
     halo_status failed; /* first failure since the last sync */
     char failed_msg[400];
@@ -214,6 +223,14 @@ bool vk_op_begin(vk_backend *vb, uint64_t upload_bytes);
 bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *b, uint32_t n,
                  vk_bound *bound, const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
                  uint32_t gz);
+/* The same with an explicit pipeline (a specialised variant of kernel k). */
+bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *op,
+                      const vk_binding *b, uint32_t n, vk_bound *bound, const void *push,
+                      uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
+/* Kernel k's pipeline for weight type `type` (made on first use; VK_NULL_HANDLE on failure,
+ * recorded for sync). */
+VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type);
+
 /* Resolves bindings' offsets without recording (to fill push constants before dispatch). */
 bool vk_resolve(vk_backend *vb, const char *op, const vk_binding *b, uint32_t n, vk_bound *bound);
 

@@ -192,6 +192,10 @@ static halo_status sync(halo_backend *be, halo_error *err) {
 static void destroy(halo_backend *be) {
     if (!be) return;
     vk_backend *vb = vk_of(be);
+    for (int k = 0; vb->profile && k < VK_K_COUNT; k++)
+        if (vb->prof_n[k])
+            fprintf(stderr, "vulkan profile: kernel %2d: %8llu dispatches %9.3f s\n", k,
+                    (unsigned long long)vb->prof_n[k], vb->prof_s[k]);
     if (vb->device) {
         halo_error err;
         vk_flush(vb, &err);
@@ -457,6 +461,7 @@ halo_status halo_backend_vulkan_create(int device, halo_backend **out, halo_erro
     /* Submissions are split after this many dispatches so none runs long (docs/vulkan.md). */
     const char *md = getenv("HALO_VK_MAX_DISPATCH");
     vb->max_dispatch = md && atoi(md) > 0 ? (uint32_t)atoi(md) : 256;
+    vb->profile = getenv("HALO_VK_PROFILE") && atoi(getenv("HALO_VK_PROFILE")) > 0;
     halo_status st = open_instance(vb, err);
     if (!st) st = pick_device(vb, device, err);
     if (!st) st = make_device(vb, err);

@@ -2,6 +2,7 @@
  * resolves its bindings (to learn where each view starts inside its descriptor), fills the
  * shader's push constants and records one or more dispatches. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,11 @@ uint64_t vk_take(uint64_t *cursor, uint64_t bytes) {
     return off;
 }
 
+uint32_t vk_rows_per_wg(const vk_backend *vb) {
+    uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
+    return s >= 64 ? 1 : 64 / s;
+}
+
 bool vk_begin_uploads(vk_backend *vb, uint64_t bytes) {
     return !vb->failed && vk_op_begin(vb, bytes + 4096);
 }
@@ -48,7 +54,8 @@ static void embed_rows(vk_backend *vb, const char *op, const halo_tensor *table,
     if (!vk_resolve(vb, op, b, 3, bd)) return;
     embed_pc pc = {(uint32_t)table->ne[0], table->type, bd[0].rel, bd[0].chunk_rows,
                    (uint32_t)b[0].row_bytes, bd[1].rel / 4, bd[2].rel / 4, (uint32_t)n_rows};
-    vk_dispatch(vb, VK_K_EMBED, op, b, 3, NULL, &pc, sizeof pc, n_ids, 1, 1);
+    vk_dispatch_pipe(vb, VK_K_EMBED, vk_typed_pipeline(vb, VK_K_EMBED, table->type), op, b, 3,
+                     NULL, &pc, sizeof pc, n_ids, 1, 1);
 }
 
 vk_binding vk_as_f32(vk_backend *vb, const char *op, const halo_tensor *t, uint64_t scratch_off) {
@@ -85,6 +92,7 @@ typedef struct matmul_pc {
     uint32_t K, N, n_cols, groups, type, w_rel, w_chunk_rows, w_row_bytes;
     uint32_t x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off,
         n_expert;
+    uint32_t rows_per_wg, col_tile;
 } matmul_pc;
 
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m) {
@@ -97,11 +105,18 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
                     bd[0].rel, bd[0].chunk_rows, (uint32_t)b[0].row_bytes,
                     bd[1].rel / 4 + m->x_off, m->x_col_stride, m->x_col_div ? m->x_col_div : 1,
                     bd[2].rel / 4 + m->out_off, m->out_col_stride, m->sel.buf ? 1u : 0u,
-                    bd[3].rel / 4 + m->sel_off, m->n_expert};
-    /* Output rows fold into x and z so a vocabulary-sized projection stays within the
+                    bd[3].rel / 4 + m->sel_off, m->n_expert, vk_rows_per_wg(vb),
+                    m->sel.buf ? 1u : 8u};
+    /* Workgroups of rows fold into x and z so a vocabulary-sized projection stays within the
      * workgroup-count limit. */
-    uint32_t gx = m->N < 32768 ? m->N : 32768, gz = (m->N + gx - 1) / gx;
-    vk_dispatch(vb, VK_K_MATMUL, op, b, nb, NULL, &pc, sizeof pc, gx, m->n_cols, gz);
+    uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
+    uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;
+    double before = vb->prof_s[VK_K_MATMUL];
+    vk_dispatch_pipe(vb, VK_K_MATMUL, vk_typed_pipeline(vb, VK_K_MATMUL, w->type), op, b, nb, NULL, &pc,
+                     sizeof pc, gx, (m->n_cols + pc.col_tile - 1) / pc.col_tile, gz);
+    if (vb->profile && getenv("HALO_VK_PROFILE_MM"))
+        fprintf(stderr, "mm %s K %u N %u cols %u type %u sel %u: %.3f s\n", op, pc.K, pc.N,
+                m->n_cols, pc.type, pc.sel_mode, vb->prof_s[VK_K_MATMUL] - before);
 }
 
 void vk_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
@@ -218,8 +233,8 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                 bd[0].rel, bd[0].chunk_rows, (uint32_t)b[0].row_bytes, bd[1].rel / 4,
                 bd[2].rel / 4, bd[3].rel / 4, bd[4].rel / 4, bd[5].rel / 4, bd[6].rel / 4,
                 a->eps, a->norm_eps};
-    vk_dispatch(vb, VK_K_HC_PRE, "hc_pre", b, nb, NULL, &pc, sizeof pc,
-                (uint32_t)a->collapsed->ne[1], 1, 1);
+    vk_dispatch_pipe(vb, VK_K_HC_PRE, vk_typed_pipeline(vb, VK_K_HC_PRE, a->fn->type), "hc_pre",
+                     b, nb, NULL, &pc, sizeof pc, (uint32_t)a->collapsed->ne[1], 1, 1);
 }
 
 typedef struct post_pc {

@@ -15,6 +15,8 @@ typedef struct vk_mm_args {
 } vk_mm_args;
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m);
 
+/* Rows (or other units) a 64-wide workgroup handles with one subgroup each. */
+uint32_t vk_rows_per_wg(const vk_backend *vb);
 /* Checks the op may start (no earlier failure) and reserves room for its uploads. */
 bool vk_begin_uploads(vk_backend *vb, uint64_t bytes);
 bool vk_check_type(vk_backend *vb, const char *op, const halo_tensor *t);

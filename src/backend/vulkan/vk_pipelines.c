@@ -71,6 +71,40 @@ static const struct {
 #undef S
 };
 
+static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo *spec,
+                              VkPipeline *out) {
+    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                   .codeSize = shaders[k].bytes, .pCode = shaders[k].code};
+    VkShaderModule mod = VK_NULL_HANDLE;
+    VkResult r = vb->fn.vkCreateShaderModule(vb->device, &mi, NULL, &mod);
+    if (r != VK_SUCCESS) return r;
+    VkComputePipelineCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main",
+                  .pSpecializationInfo = spec},
+        .layout = vb->pipe_layout};
+    r = vb->fn.vkCreateComputePipelines(vb->device, VK_NULL_HANDLE, 1, &ci, NULL, out);
+    vb->fn.vkDestroyShaderModule(vb->device, mod, NULL);
+    return r;
+}
+
+static bool is_typed(int k) { return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_HC_PRE; }
+
+VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {
+    if (type >= 64) return VK_NULL_HANDLE;
+    if (vb->typed[k][type]) return vb->typed[k][type];
+    VkSpecializationMapEntry e = {0, 0, sizeof(uint32_t)};
+    VkSpecializationInfo spec = {1, &e, sizeof type, &type};
+    VkResult r = make_pipeline(vb, (int)k, &spec, &vb->typed[k][type]);
+    if (r != VK_SUCCESS) {
+        vk_fail(vb, HALO_E_UNSUPPORTED, "cannot create the pipeline of shader %s for type %u "
+                "(error %d)", shaders[k].name + 4, type, (int)r);
+        return VK_NULL_HANDLE;
+    }
+    return vb->typed[k][type];
+}
+
 halo_status vk_pipelines_create(vk_backend *vb, halo_error *err) {
     VkDescriptorSetLayoutBinding lb[VK_MAX_BINDINGS + 1];
     for (uint32_t i = 0; i <= VK_MAX_BINDINGS; i++)
@@ -91,20 +125,8 @@ halo_status vk_pipelines_create(vk_backend *vb, halo_error *err) {
         return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: cannot create the pipeline "
                          "layout (error %d)", (int)r);
     for (int k = 0; k < VK_K_COUNT; k++) {
-        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                       .codeSize = shaders[k].bytes, .pCode = shaders[k].code};
-        VkShaderModule mod = VK_NULL_HANDLE;
-        r = vb->fn.vkCreateShaderModule(vb->device, &mi, NULL, &mod);
-        if (r == VK_SUCCESS) {
-            VkComputePipelineCreateInfo ci = {
-                .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-                .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                          .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main"},
-                .layout = vb->pipe_layout};
-            r = vb->fn.vkCreateComputePipelines(vb->device, VK_NULL_HANDLE, 1, &ci, NULL,
-                                                &vb->pipes[k]);
-            vb->fn.vkDestroyShaderModule(vb->device, mod, NULL);
-        }
+        if (is_typed(k)) continue; /* specialised per type, on first use */
+        r = make_pipeline(vb, k, NULL, &vb->pipes[k]);
         if (r != VK_SUCCESS)
             return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: cannot create the "
                              "pipeline of shader %s (error %d)", shaders[k].name + 4, (int)r);
@@ -115,6 +137,9 @@ halo_status vk_pipelines_create(vk_backend *vb, halo_error *err) {
 void vk_pipelines_destroy(vk_backend *vb) {
     for (int k = 0; k < VK_K_COUNT; k++)
         if (vb->pipes[k]) vb->fn.vkDestroyPipeline(vb->device, vb->pipes[k], NULL);
+    for (int k = 0; k < VK_K_COUNT; k++)
+        for (int t = 0; t < 64; t++)
+            if (vb->typed[k][t]) vb->fn.vkDestroyPipeline(vb->device, vb->typed[k][t], NULL);
     for (uint32_t i = 0; i < vb->n_pools; i++)
         vb->fn.vkDestroyDescriptorPool(vb->device, vb->pools[i], NULL);
     free(vb->pools);

@@ -2,6 +2,7 @@
  * uploads of host data, the shared scratch buffer, and recording dispatches. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/vulkan/vk.h"
 #include "core/error.h"
@@ -191,7 +192,13 @@ static bool begin_recording(vk_backend *vb) {
 bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *b, uint32_t n,
                  vk_bound *bound, const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
                  uint32_t gz) {
-    if (vb->failed) return false; /* outputs after a failure are not to be used anyway */
+    return vk_dispatch_pipe(vb, k, vb->pipes[k], op, b, n, bound, push, push_bytes, gx, gy, gz);
+}
+
+bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *op,
+                      const vk_binding *b, uint32_t n, vk_bound *bound, const void *push,
+                      uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+    if (vb->failed || !pipe) return false; /* outputs after a failure are not to be used anyway */
     if (gx == 0 || gy == 0 || gz == 0) return true;
     resolved r[VK_MAX_BINDINGS + 1];
     vk_bound tmp[VK_MAX_BINDINGS + 1];
@@ -226,7 +233,7 @@ bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *
                                       .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                       .pBufferInfo = r[i].info};
     vb->fn.vkUpdateDescriptorSets(vb->device, VK_MAX_BINDINGS + 1, w, 0, NULL);
-    vb->fn.vkCmdBindPipeline(vb->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vb->pipes[k]);
+    vb->fn.vkCmdBindPipeline(vb->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
     vb->fn.vkCmdBindDescriptorSets(vb->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vb->pipe_layout, 0, 1,
                                    &set, 0, NULL);
     unsigned char pc[VK_PUSH_BYTES] = {0};
@@ -245,6 +252,15 @@ bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *
                                     VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
                                 0, 1, &mb, 0, NULL, 0, NULL);
     vb->n_dispatch++;
+    if (vb->profile) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        halo_error err;
+        if (vk_flush(vb, &err)) vk_fail(vb, err.status, "%s", err.message);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        vb->prof_s[k] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        vb->prof_n[k]++;
+    }
     return true;
 }
 

@@ -2,6 +2,7 @@
 // sets WG (its workgroup width) before including this file.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x = WG) in;
 

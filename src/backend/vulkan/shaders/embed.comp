@@ -4,6 +4,8 @@
 #include "common.glsl"
 #include "quant.glsl"
 
+layout(constant_id = 0) const uint TYPE = 0u; // the weight type (one pipeline per type)
+
 layout(binding = 1) readonly buffer Tok { int d[]; } TOK;
 layout(binding = 2) writeonly buffer Out { float d[]; } OUT;
 layout(push_constant) uniform PC {
@@ -17,5 +19,5 @@ void main() {
     uint c, base;
     wrow(row, pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c, base);
     for (uint i = gl_LocalInvocationID.x; i < pc.n; i += WG)
-        OUT.d[pc.out_off + t * pc.n + i] = wval(pc.type, c, base, i);
+        OUT.d[pc.out_off + t * pc.n + i] = wval(TYPE, c, base, i);
 }

@@ -7,6 +7,8 @@
 #include "common.glsl"
 #include "quant.glsl"
 
+layout(constant_id = 0) const uint TYPE = 0u; // the weight type (one pipeline per type)
+
 layout(binding = 1) readonly buffer S { float d[]; } ST;
 layout(binding = 2) readonly buffer B { float d[]; } BASE;
 layout(binding = 3) readonly buffer Sc { float d[]; } SCALE;
@@ -32,13 +34,15 @@ void main() {
     ss = wg_sum(ss);
     float r = 1.0 / sqrt(ss / float(width) + pc.norm_eps);
     uint n_mix = pc.head != 0u ? hc : (2u + hc) * hc;
-    for (uint m = 0u; m < n_mix; m++) {
+    // One subgroup per mix row (no workgroup barrier per row).
+    for (uint m = gl_SubgroupID; m < n_mix; m += gl_NumSubgroups) {
         uint c, base;
         wrow(m, pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c, base);
         float acc = 0.0;
-        for (uint i = lid; i < width; i += WG) acc += wval(pc.type, c, base, i) * (ST.d[xb + i] * r);
-        acc = wg_sum(acc);
-        if (lid == 0u) mix[m] = acc;
+        for (uint i = gl_SubgroupInvocationID; i < width; i += gl_SubgroupSize)
+            acc += wval(TYPE, c, base, i) * (ST.d[xb + i] * r);
+        acc = subgroupAdd(acc);
+        if (subgroupElect()) mix[m] = acc;
     }
     barrier();
     if (lid == 0u) {

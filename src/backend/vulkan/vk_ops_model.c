@@ -11,17 +11,16 @@ typedef struct attn_pc {
     uint32_t hd, n_head, n_win, sliding_window, n_comp, ratio, k_sel, has_comp;
     int32_t win_pos0;
     float scale;
-    uint32_t q_off, win_off, comp_off, sel_off, sinks_off, pos_off, out_off, n_units,
-        units_per_wg;
+    uint32_t q_off, win_off, comp_off, sel_off, sinks_off, pos_off, out_off;
 } attn_pc;
 
 void vk_attention(halo_backend *be, const halo_attn_args *a) {
     vk_backend *vb = vk_of(be);
     uint32_t hd = (uint32_t)a->q->ne[0], n_head = (uint32_t)a->q->ne[1];
     uint32_t n_tok = (uint32_t)a->q->ne[2];
-    if (hd > 64 * vb->subgroup_size || a->win_pos0 > INT32_MAX) {
+    if (hd > 512 || a->win_pos0 > INT32_MAX) {
         vk_fail(vb, HALO_E_UNSUPPORTED, "attention: head_dim %u or window position %lld beyond "
-                "the shader's range (64 x subgroup size, 2^31)", hd, (long long)a->win_pos0);
+                "the shader's range (512, 2^31)", hd, (long long)a->win_pos0);
         return;
     }
     uint64_t cur = 0, sinks_off = vk_take(&cur, vk_f32_bytes(a->sinks));
@@ -42,12 +41,8 @@ void vk_attention(halo_backend *be, const halo_attn_args *a) {
                   a->comp ? (uint32_t)a->comp->ne[1] : 0, a->ratio ? a->ratio : 1,
                   a->select ? (uint32_t)a->select->ne[0] : 0, a->comp != NULL,
                   (int32_t)a->win_pos0, a->scale, bd[1].rel / 4, bd[2].rel / 4, bd[3].rel / 4,
-                  bd[4].rel / 4, bd[5].rel / 4, bd[6].rel / 4, bd[7].rel / 4, n_head * n_tok,
-                  vk_rows_per_wg(vb)};
-    uint32_t wgs = (pc.n_units + pc.units_per_wg - 1) / pc.units_per_wg;
-    uint32_t gx = wgs < 32768 ? wgs : 32768;
-    vk_dispatch(vb, VK_K_ATTENTION, "attention", b, 8, NULL, &pc, sizeof pc, gx,
-                (wgs + gx - 1) / gx, 1);
+                  bd[4].rel / 4, bd[5].rel / 4, bd[6].rel / 4, bd[7].rel / 4};
+    vk_dispatch(vb, VK_K_ATTENTION, "attention", b, 8, NULL, &pc, sizeof pc, n_head, n_tok, 1);
 }
 
 typedef struct pool_pc {

@@ -1,8 +1,9 @@
 #version 450
-// DeepSeek V4 attention. One subgroup per (head, token): raw window rows the query sees, then
-// compressed rows (the indexer's selection, or all causally visible), with the head's sink as
-// an extra logit; online softmax over the rows. Each lane keeps head_dim / subgroup-size
-// channels; dots are summed with subgroupAdd, so no workgroup barrier per row.
+// DeepSeek V4 attention for one (head, token): raw window rows the query sees, then
+// compressed rows (the indexer's selection, or all causally visible), with the head's sink
+// as an extra logit. Online softmax over rows; each invocation keeps head_dim/64 channels.
+// (A subgroup-per-(head, token) variant without workgroup barriers lost channels past 424 on
+// lavapipe for some inputs at head_dim 512; this one is checked by test_backend_vulkan_ops.)
 #define WG 64
 #include "common.glsl"
 
@@ -17,73 +18,62 @@ layout(push_constant) uniform PC {
     uint hd, n_head, n_win, sliding_window, n_comp, ratio, k_sel, has_comp;
     int win_pos0;
     float scale;
-    uint q_off, win_off, comp_off, sel_off, sinks_off, pos_off, out_off, n_units, units_per_wg;
+    uint q_off, win_off, comp_off, sel_off, sinks_off, pos_off, out_off;
 } pc;
 
-const uint MAXD = 64u; // head_dim / subgroup size (the host checks)
+const uint MAXD = 8u; // head_dim <= 512
 float q[MAXD], acc[MAXD];
 float m_run, l_run;
-uint nd;
 
 void take(bool comp, uint base) {
-    uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
+    uint lid = gl_LocalInvocationID.x;
+    float row[MAXD];
     float dot = 0.0;
-    for (uint j = 0u; j < nd; j++) {
-        uint d = lane + j * ss;
-        float v = d < pc.hd ? (comp ? COMP.d[base + d] : WIN.d[base + d]) : 0.0;
-        dot += q[j] * v;
+    for (uint j = 0u; j < MAXD; j++) {
+        uint d = lid + j * WG;
+        row[j] = d < pc.hd ? (comp ? COMP.d[base + d] : WIN.d[base + d]) : 0.0;
+        dot += q[j] * row[j];
     }
-    float logit = subgroupAdd(dot) * pc.scale;
+    float logit = wg_sum(dot) * pc.scale;
     float m_new = max(m_run, logit);
     float corr = exp(m_run - m_new), p = exp(logit - m_new);
     l_run = l_run * corr + p;
-    for (uint j = 0u; j < nd; j++) {
-        uint d = lane + j * ss;
-        float v = d < pc.hd ? (comp ? COMP.d[base + d] : WIN.d[base + d]) : 0.0;
-        acc[j] = acc[j] * corr + p * v;
-    }
+    for (uint j = 0u; j < MAXD; j++) acc[j] = acc[j] * corr + p * row[j];
     m_run = m_new;
 }
 
 void main() {
-    uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
-    nd = min((pc.hd + ss - 1u) / ss, MAXD);
-    uint unit0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * pc.units_per_wg;
-    for (uint r = gl_SubgroupID; r < pc.units_per_wg; r += gl_NumSubgroups) {
-        uint unit = unit0 + r;
-        if (unit >= pc.n_units) break;
-        uint h = unit % pc.n_head, t = unit / pc.n_head;
-        uint qb = pc.q_off + (t * pc.n_head + h) * pc.hd;
-        for (uint j = 0u; j < nd; j++) {
-            uint d = lane + j * ss;
-            q[j] = d < pc.hd ? QB.d[qb + d] : 0.0;
-            acc[j] = 0.0;
-        }
-        m_run = SINKS.d[pc.sinks_off + h];
-        l_run = 1.0; // the sink's own exp(sink - m)
-        int pos = POS.d[pc.pos_off + t];
-        for (uint i = 0u; i < pc.n_win; i++) {
-            int kp = pc.win_pos0 + int(i);
-            if (kp > pos || pos - kp >= int(pc.sliding_window)) continue;
-            take(false, pc.win_off + i * pc.hd);
-        }
-        if (pc.has_comp != 0u) {
-            int visible = (pos + 1) / int(pc.ratio);
-            if (pc.k_sel > 0u) {
-                for (uint i = 0u; i < pc.k_sel; i++) {
-                    int s = SEL.d[pc.sel_off + t * pc.k_sel + i];
-                    if (s < 0 || s >= visible || uint(s) >= pc.n_comp) continue;
-                    take(true, pc.comp_off + uint(s) * pc.hd);
-                }
-            } else {
-                for (int w = 0; w < visible && uint(w) < pc.n_comp; w++)
-                    take(true, pc.comp_off + uint(w) * pc.hd);
+    uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, lid = gl_LocalInvocationID.x;
+    uint qb = pc.q_off + (t * pc.n_head + h) * pc.hd;
+    for (uint j = 0u; j < MAXD; j++) {
+        uint d = lid + j * WG;
+        q[j] = d < pc.hd ? QB.d[qb + d] : 0.0;
+        acc[j] = 0.0;
+    }
+    m_run = SINKS.d[pc.sinks_off + h];
+    l_run = 1.0; // the sink's own exp(sink - m)
+    int pos = POS.d[pc.pos_off + t];
+    for (uint i = 0u; i < pc.n_win; i++) {
+        int kp = pc.win_pos0 + int(i);
+        if (kp > pos || pos - kp >= int(pc.sliding_window)) continue;
+        take(false, pc.win_off + i * pc.hd);
+    }
+    if (pc.has_comp != 0u) {
+        int visible = (pos + 1) / int(pc.ratio);
+        if (pc.k_sel > 0u) {
+            for (uint i = 0u; i < pc.k_sel; i++) {
+                int s = SEL.d[pc.sel_off + t * pc.k_sel + i];
+                if (s < 0 || s >= visible || uint(s) >= pc.n_comp) continue;
+                take(true, pc.comp_off + uint(s) * pc.hd);
             }
+        } else {
+            for (int w = 0; w < visible && uint(w) < pc.n_comp; w++)
+                take(true, pc.comp_off + uint(w) * pc.hd);
         }
-        uint ob = pc.out_off + (t * pc.n_head + h) * pc.hd;
-        for (uint j = 0u; j < nd; j++) {
-            uint d = lane + j * ss;
-            if (d < pc.hd) OUT.d[ob + d] = acc[j] / l_run;
-        }
+    }
+    uint ob = pc.out_off + (t * pc.n_head + h) * pc.hd;
+    for (uint j = 0u; j < MAXD; j++) {
+        uint d = lid + j * WG;
+        if (d < pc.hd) OUT.d[ob + d] = acc[j] / l_run;
     }
 }

@@ -54,18 +54,22 @@ static void drop(both *b) {
     vk->ops->buf_free(vk, b->v.buf);
 }
 
-/* Weights of `type` from random values (IQ2_XXS, which halo does not quantize: random blocks
- * with a fixed scale; every index and sign pattern is valid). Caller frees. */
+/* Weights of `type` from random values. Types halo does not quantize (IQ2_XXS, Q4_0 .. Q5_1):
+ * random blocks whose leading f16 scale (and min) are set to a sane value; every other byte
+ * pattern is a valid block. Caller frees. */
 static void *weights(uint32_t type, int64_t ne0, int64_t rows, float scale) {
     uint64_t rb = 0;
     halo_type_bytes(type, (uint64_t)ne0, &rb);
     unsigned char *w = malloc((size_t)(rb * (uint64_t)rows));
-    if (type == HALO_TYPE_IQ2_XXS) {
+    if (!halo_quant_can_quantize(type)) {
+        const halo_type_info *ti = halo_type_info_get(type);
+        int n_f16 = type == HALO_TYPE_Q4_1 || type == HALO_TYPE_Q5_1 ? 2 : 1;
         for (uint64_t i = 0; i < rb * (uint64_t)rows; i++) w[i] = (unsigned char)(frand() * 127 + 128);
-        for (uint64_t b = 0; b < rb * (uint64_t)rows / 66; b++) { /* d = f16(scale / 64) */
-            float d = scale / 64;
-            halo_quant_quantize_row(HALO_TYPE_F16, &d, w + b * 66, 1, NULL);
-        }
+        for (uint64_t b = 0; b < rb * (uint64_t)rows / ti->block_bytes; b++)
+            for (int f = 0; f < n_f16; f++) {
+                float d = scale / 64;
+                halo_quant_quantize_row(HALO_TYPE_F16, &d, w + b * ti->block_bytes + 2 * f, 1, NULL);
+            }
         return w;
     }
     float *x = rnd(ne0, scale);
@@ -114,7 +118,9 @@ static void expect_close(const char *what, both *t, double tol) {
 static void matmul_decodes_every_weight_type(void) {
     static const uint32_t types[] = {HALO_TYPE_F32,  HALO_TYPE_F16,     HALO_TYPE_BF16,
                                      HALO_TYPE_Q8_0, HALO_TYPE_Q2_K,    HALO_TYPE_Q4_K,
-                                     HALO_TYPE_Q6_K, HALO_TYPE_IQ2_XXS, HALO_TYPE_MXFP4};
+                                     HALO_TYPE_Q6_K, HALO_TYPE_IQ2_XXS, HALO_TYPE_MXFP4,
+                                     HALO_TYPE_Q4_0, HALO_TYPE_Q4_1,    HALO_TYPE_Q5_0,
+                                     HALO_TYPE_Q5_1};
     enum { K = 4096, N = 72, T = 3 }; /* q_a's input; 72 of its 1024 rows */
     float *x = rnd(K * T, 1.0f);
     both bx = make(HALO_TYPE_F32, K, T, 1, x);

@@ -12,6 +12,7 @@
 bool vk_type_supported(uint32_t type) {
     switch (type) {
     case HALO_TYPE_F32: case HALO_TYPE_F16: case HALO_TYPE_BF16: case HALO_TYPE_Q8_0:
+    case HALO_TYPE_Q4_0: case HALO_TYPE_Q4_1: case HALO_TYPE_Q5_0: case HALO_TYPE_Q5_1:
     case HALO_TYPE_Q2_K: case HALO_TYPE_Q4_K: case HALO_TYPE_Q5_K: case HALO_TYPE_Q6_K:
     case HALO_TYPE_IQ2_XXS: case HALO_TYPE_MXFP4: return true;
     default: return false;

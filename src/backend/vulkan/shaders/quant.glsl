@@ -6,7 +6,8 @@
 layout(binding = 0) readonly buffer WeightBuf { uint d[]; } W[8];
 layout(binding = 12) readonly buffer GridBuf { uint d[]; } GRID;
 
-const uint T_F32 = 0u, T_F16 = 1u, T_Q8_0 = 8u, T_Q2_K = 10u, T_Q4_K = 12u, T_Q5_K = 13u,
+const uint T_F32 = 0u, T_F16 = 1u, T_Q4_0 = 2u, T_Q4_1 = 3u, T_Q5_0 = 6u, T_Q5_1 = 7u,
+           T_Q8_0 = 8u, T_Q2_K = 10u, T_Q4_K = 12u, T_Q5_K = 13u,
            T_Q6_K = 14u, T_IQ2_XXS = 16u, T_BF16 = 30u, T_MXFP4 = 39u;
 
 uint rd8(uint c, uint b) { return (W[c].d[b >> 2] >> ((b & 3u) * 8u)) & 0xffu; }
@@ -39,6 +40,18 @@ float wval(uint type, uint c, uint row, uint i) {
     if (type == T_Q8_0) {
         uint bb = row + (i >> 5) * 34u;
         return float(s8(rd8(c, bb + 2u + (i & 31u)))) * f16v(rd16(c, bb));
+    }
+    if (type == T_Q4_0 || type == T_Q4_1 || type == T_Q5_0 || type == T_Q5_1) {
+        // 32-element blocks: d (and m) as f16, then (Q5) 4 bytes of fifth bits, 16 nibble bytes
+        bool five = type == T_Q5_0 || type == T_Q5_1, has_m = type == T_Q4_1 || type == T_Q5_1;
+        uint bytes = (five ? 22u : 18u) + (has_m ? 2u : 0u);
+        uint bb = row + (i >> 5) * bytes, j = i & 31u;
+        uint qs = bb + (has_m ? 4u : 2u) + (five ? 4u : 0u);
+        uint q = j < 16u ? rd8(c, qs + j) & 0xfu : rd8(c, qs + j - 16u) >> 4;
+        if (five) q |= ((rd32(c, bb + (has_m ? 4u : 2u)) >> j) & 1u) << 4;
+        float d = f16v(rd16(c, bb));
+        if (has_m) return float(q) * d + f16v(rd16(c, bb + 2u));
+        return float(int(q) - (five ? 16 : 8)) * d;
     }
     if (type == T_MXFP4) {
         uint bb = row + (i >> 5) * 17u, j = i & 31u;

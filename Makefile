@@ -32,7 +32,8 @@ demo: deps
 fuzz:
 	@scripts/deps.sh fuzz
 	@CC=clang cmake -S . -B build-fuzz -DHALO_FUZZ=ON -DHALO_SANITIZE=ON >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf fuzz_gguf_seeds fuzz_text
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf fuzz_gguf_seeds fuzz_text fuzz_model \
+		fuzz_serve
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

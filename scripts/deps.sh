@@ -6,7 +6,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-packages=(build-essential cmake pkg-config libcjson-dev libpcre2-dev libedit-dev)
+packages=(build-essential cmake pkg-config libcjson-dev libpcre2-dev libedit-dev python3
+          libmicrohttpd-dev)
 [ "${1:-}" = fuzz ] && packages+=(clang)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
@@ -25,3 +26,4 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 "$here/fetch-ggml.sh"
+"$here/fetch-sdks.sh"

@@ -27,6 +27,14 @@ typedef struct halo_engine_params {
      * (src/mem), and a model that does not fit is refused with the reason. 0: 4096, or the
      * model's trained context if smaller. */
     uint32_t n_ctx;
+    /* Where the weights go: NULL keeps every weight resident and refuses a model that would
+     * have to stream; "auto" streams routed experts from disk when the plan says they do not
+     * fit; "stream" always streams them (docs/streaming.md); "host"/"device"/"managed" as for
+     * `halo plan --weights`. */
+    const char *weights;
+    /* Expert cache for streamed experts, in bytes; 0: as large as fits. The plan admits it
+     * (never silently less: halo_engine_stream_stats tells what was admitted and why). */
+    uint64_t expert_cache_bytes;
 } halo_engine_params;
 
 /* Opens the model: reads and checks hyperparameters and every tensor's shape, plans the

@@ -109,7 +109,7 @@ halo_status halo_weights_parse(const char *s, halo_weights_policy *out, halo_err
 halo_status halo_size_parse(const char *s, uint64_t *out, halo_error *err);
 
 typedef struct halo_plan_options {
-    uint64_t n_ctx;        /* context tokens; 0 = 32768 */
+    uint64_t n_ctx;        /* context tokens; 0 = 32768 or the model's context_length if less */
     uint32_t n_batch;      /* tokens per forward (scratch estimate); 0 = 512 */
     uint32_t kv_elem_size; /* bytes per KV element; 0 = 4 (f32, the CPU backend's) */
     halo_backend_kind backend;
@@ -231,6 +231,10 @@ typedef struct halo_mem_arena halo_mem_arena;
 halo_status halo_mem_arena_load(const halo_gguf *g, const uint8_t *tensor_pool,
                                 const halo_load_options *o, halo_mem_arena **out,
                                 halo_load_stats *stats, halo_error *err);
+/* An arena over a GGUF image already in memory (a synthetic model made in place): tensor i
+ * lives at base + its file offset. The arena takes the mapping (munmap(base, size) on free). */
+halo_status halo_mem_arena_adopt(const halo_gguf *g, void *base, size_t size,
+                                 halo_mem_arena **out, halo_error *err);
 /* The bytes of tensor i (gguf order), or NULL when it was not loaded. */
 const void *halo_mem_arena_tensor(const halo_mem_arena *a, uint64_t i);
 void halo_mem_arena_free(halo_mem_arena *a);

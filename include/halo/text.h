@@ -151,9 +151,11 @@ typedef struct halo_chat_params {
     const char *response_format_json; /* any JSON value, or NULL */
 } halo_chat_params;
 
-/* Renders a conversation as DeepSeek V4 prompt text (BOS and special tokens written as text, to
- * be encoded with HALO_TOKENIZE_SPECIAL). Byte-identical to the jinja template rendered the way
- * transformers renders chat templates. *out is malloc'd and NUL-terminated; caller frees. */
+/* Renders a conversation as DeepSeek V4 prompt text (BOS and special tokens written as text).
+ * Byte-identical to the jinja template rendered the way transformers renders chat templates.
+ * *out is malloc'd and NUL-terminated; caller frees. To feed a model, use halo_chat_tokenize:
+ * encoding this text with HALO_TOKENIZE_SPECIAL would turn token text inside messages into
+ * control tokens. */
 halo_status halo_chat_render(const halo_chat_message *msgs, size_t n, const halo_chat_params *p,
                              char **out, size_t *out_len, halo_error *err);
 
@@ -163,6 +165,21 @@ halo_status halo_chat_render(const halo_chat_message *msgs, size_t n, const halo
  * "high"|"max", "drop_thinking": bool, "add_generation_prompt": bool}. */
 halo_status halo_chat_render_json(const char *request_json, halo_chat_format format, char **out,
                                   size_t *out_len, halo_error *err);
+
+/* Renders a conversation straight to token ids (appended to out), the way every front end
+ * should feed a model: the template's own text (BOS, <｜User｜>, <｜Assistant｜>, <think>,
+ * </think>, the DSML framing, <tool_result>, EOS and the fixed prose around them) is tokenized
+ * with special-token parsing, and every piece of content — system, user and developer messages,
+ * assistant content and reasoning, tool results, tool definitions, tool-call names and
+ * arguments, the response format — as plain text, so no message can forge a turn, close one or
+ * fake a tool call. Decoding out with HALO_TOKENIZE_SPECIAL gives halo_chat_render's bytes; when
+ * no content holds the text of an added token, the ids are those of encoding that text with
+ * HALO_TOKENIZE_SPECIAL. */
+halo_status halo_chat_tokenize(const halo_tokenizer *t, const halo_chat_message *msgs, size_t n,
+                               const halo_chat_params *p, halo_tokens *out, halo_error *err);
+/* Same from a JSON request (the form halo_chat_render_json reads). */
+halo_status halo_chat_tokenize_json(const halo_tokenizer *t, const char *request_json,
+                                    halo_chat_format format, halo_tokens *out, halo_error *err);
 
 /* The chat format a model's tokenizer.chat_template names (V4 when absent or unknown). */
 halo_chat_format halo_chat_format_of(const halo_gguf *g);

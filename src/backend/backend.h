@@ -91,6 +91,32 @@ typedef struct halo_topk_args {
     halo_tensor *out;          /* i32 [top_k, n_tok]; -1 pads when fewer rows are visible */
 } halo_topk_args;
 
+/* Routed experts that are not resident: streamed from the model file through an expert cache
+ * (src/mem/expert_cache.h), one source per layer. The cache's memory comes from the pool the
+ * plan names (host memory for the CPU; GPU-visible host or device memory for a GPU backend), so
+ * the views it returns are ordinary tensors of a backend buffer.
+ *
+ * resolve: the backend routes the batch, then asks for the distinct experts it chose,
+ * ids[0..n). The source reorders ids so that the first *n_ready (>= 1 on success) are
+ * available — those already cached first, then misses read together, as many as the cache
+ * holds at once — and fills views[i] for ids[i], i < *n_ready. The views stay valid until the
+ * next resolve on any layer of the same cache; the backend computes those experts for every
+ * token routed to them (expert-major: each expert is read at most once per batch) and calls
+ * again with the rest. A read failure is an error naming the tensor and the expert; a GPU
+ * backend reads its routing back and calls the same function. */
+typedef struct halo_expert_view {
+    halo_tensor gate, up; /* [n_embd, n_ff] */
+    halo_tensor down;     /* [n_ff, n_embd] */
+} halo_expert_view;
+
+typedef struct halo_expert_source halo_expert_source;
+struct halo_expert_source {
+    halo_status (*resolve)(const halo_expert_source *src, int32_t *ids, uint32_t n,
+                           halo_expert_view *views, uint32_t *n_ready, halo_error *err);
+    void *impl;
+    uint32_t layer;
+};
+
 /* Routed + shared experts for a token batch (DeepSeek V4 MoE). */
 typedef struct halo_moe_args {
     const halo_tensor *x;          /* [n_embd, n_tok] */
@@ -104,6 +130,9 @@ typedef struct halo_moe_args {
     bool norm_weights;
     float weights_scale, clamp_exp, clamp_shexp;        /* clamp 0 = none */
     halo_tensor *out;              /* [n_embd, n_tok] */
+    /* NULL: the routed experts are resident in gate_exps/up_exps/down_exps. Otherwise those
+     * three give only types and shapes, and each chosen expert's matrices come from here. */
+    const halo_expert_source *experts;
 } halo_moe_args;
 
 /* Hyper-connection mixing of hc residual streams (mHC): from the streams [n_embd, hc, n_tok]

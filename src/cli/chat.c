@@ -1,13 +1,17 @@
 /* `halo chat -m MODEL`: multi-turn conversation with line editing and history (libedit),
  * /commands, and Ctrl-C stopping the reply being generated.
  *
- * The session keeps its KV state across turns. Each turn renders the whole conversation with the
- * chat encoding and evaluates only what the session does not hold yet: when the rendering starts
- * with the text of the tokens already evaluated, only the rest is tokenized and evaluated;
- * otherwise (thinking mode toggled, a reply re-tokenizing differently) the session rewinds to
- * the longest common token prefix. Earlier reasoning is kept in the conversation (the template's
- * drop_thinking=false), so a thinking turn never forces the previous turns to be re-evaluated. */
+ * The session keeps its KV state across turns. Each turn encodes the whole conversation with the
+ * chat encoding (halo_chat_tokenize: what the user typed is always text, never control tokens)
+ * and evaluates only what the session does not hold yet: when the conversation starts with the
+ * text of the tokens already evaluated and one of its tokens starts right there, only the tokens
+ * from there on are evaluated (the model's replies stay as it generated them); otherwise
+ * (thinking mode toggled) the session rewinds to the longest common token prefix. Earlier reasoning
+ * is kept in the conversation (the template's drop_thinking=false), so a thinking turn never forces
+ * the previous turns to be re-evaluated. */
 #include <errno.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +41,7 @@ static void usage(FILE *out) {
             "--nothink)\n"
             "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, --frequency-penalty,\n"
             "  --presence-penalty, --seed, --ignore-eos, --ctx N, --threads N   as for halo run\n"
+            "  --weights POLICY, --expert-cache SIZE   as for halo run\n"
             "commands: /think  /nothink  /think-max  /reset  /ctx  /help  /quit\n");
 }
 
@@ -91,39 +96,39 @@ static void clear_msgs(chat *ch) {
     ch->n = 0;
 }
 
-/* Tokens to evaluate for the conversation as rendered now, rewinding the session first when it
- * holds tokens the rendering no longer starts with. */
-static halo_status tokens_to_eval(chat *ch, const char *rendered, halo_tokens *out,
+/* Tokens to evaluate for the conversation encoded now as all, rewinding the session first when it
+ * holds tokens the conversation no longer starts with. */
+static halo_status tokens_to_eval(chat *ch, const halo_tokens *all, halo_tokens *out,
                                   halo_error *err) {
     cli_model *m = ch->m;
-    char *held = NULL;
-    size_t held_len = 0;
+    char *held = NULL, *now = NULL;
+    size_t held_len = 0, len = 0;
     halo_status st = halo_tokenizer_decode(m->tok, ch->hist.ids, ch->hist.n, HALO_TOKENIZE_SPECIAL,
                                            &held, &held_len, err);
-    if (st) return st;
-    size_t len = strlen(rendered);
-    if (held_len <= len && !memcmp(rendered, held, held_len)) {
-        st = halo_tokenizer_encode(m->tok, rendered + held_len, len - held_len,
-                                   HALO_TOKENIZE_SPECIAL, out, err);
-        free(held);
-        return st;
+    if (!st)
+        st =
+            halo_tokenizer_decode(m->tok, all->ids, all->n, HALO_TOKENIZE_SPECIAL, &now, &len, err);
+    size_t from = 0, at = 0;
+    bool extends = !st && held_len <= len && !memcmp(now, held, held_len);
+    while (extends && at < held_len && from < all->n) {
+        size_t n = 0;
+        halo_tokenizer_piece(m->tok, all->ids[from++], &n);
+        at += n;
     }
     free(held);
-    halo_tokens all = {0};
-    if ((st = halo_tokenizer_encode(m->tok, rendered, len, HALO_TOKENIZE_SPECIAL, &all, err)))
-        return st;
-    size_t common = 0;
-    while (common < all.n && common < ch->hist.n && all.ids[common] == ch->hist.ids[common])
-        common++;
-    if (common == all.n && common) common--; /* evaluate at least one token for fresh logits */
-    if ((st = halo_session_rewind(m->session, (uint32_t)common, err))) {
-        halo_tokens_free(&all);
-        return st;
+    free(now);
+    if (st) return st;
+    if (!extends || at != held_len || from == all->n) {
+        /* Rewind to the longest common token prefix. */
+        from = 0;
+        while (from < all->n && from < ch->hist.n && all->ids[from] == ch->hist.ids[from])
+            from++;
+        if (from == all->n && from) from--; /* evaluate at least one token for fresh logits */
+        if ((st = halo_session_rewind(m->session, (uint32_t)from, err))) return st;
+        ch->hist.n = from;
     }
-    ch->hist.n = common;
-    for (size_t i = common; i < all.n && !st; i++)
-        st = halo_tokens_push(out, all.ids[i], err);
-    halo_tokens_free(&all);
+    for (size_t i = from; i < all->n && !st; i++)
+        st = halo_tokens_push(out, all->ids[i], err);
     return st;
 }
 
@@ -141,9 +146,9 @@ static bool on_text(void *user, const char *text, size_t len) {
 static void turn(chat *ch, const char *line) {
     cli_model *m = ch->m;
     halo_error err = {0};
-    char *clean = NULL, *rendered = NULL, *text = NULL;
+    char *clean = NULL, *text = NULL;
     size_t clean_len = 0, bad = 0;
-    halo_tokens todo = {0}, gen = {0};
+    halo_tokens all = {0}, todo = {0}, gen = {0};
     if (halo_utf8_sanitize(line, strlen(line), &clean, &clean_len, &bad, &err)) goto fail;
     if (bad)
         fprintf(stderr,
@@ -163,9 +168,9 @@ static void turn(chat *ch, const char *line) {
                            .thinking = ch->thinking,
                            .add_generation_prompt = true,
                            .keep_thinking = true};
-    halo_status st = halo_chat_render(cm, ch->n, &cp, &rendered, NULL, &err);
+    halo_status st = halo_chat_tokenize(m->tok, cm, ch->n, &cp, &all, &err);
     free(cm);
-    if (st || (st = tokens_to_eval(ch, rendered, &todo, &err))) goto fail_drop;
+    if (st || (st = tokens_to_eval(ch, &all, &todo, &err))) goto fail_drop;
     uint32_t past = halo_session_n_past(m->session);
     if (!todo.n || past + todo.n >= m->n_ctx) {
         fprintf(stderr,
@@ -215,6 +220,7 @@ static void turn(chat *ch, const char *line) {
         ok = add_msg(ch, HALO_CHAT_ASSISTANT, "", 0, text, len);
     if (!ok) goto nomem;
     cli_print_stats(&stats);
+    cli_stream_report("chat", ch->m->engine, true);
     goto done;
 nomem:
     snprintf(err.message, sizeof err.message, "out of memory");
@@ -230,10 +236,10 @@ drop_turn: /* the user's message did not get a reply: forget it */
         free(ch->msgs[ch->n].reasoning);
     }
 done:
+    halo_tokens_free(&all);
     halo_tokens_free(&todo);
     halo_tokens_free(&gen);
     free(text);
-    free(rendered);
     free(clean);
 }
 
@@ -277,6 +283,26 @@ static bool command(chat *ch, const char *line) {
     return true;
 }
 
+/* A line of input, without its line end; NULL at the end. libedit only on a terminal: it decodes
+ * input by the locale, and in the C locale (CI, scripts, many services) it dropped every
+ * non-ASCII character, so piped text goes through getline as bytes. */
+static char *read_line(bool tty) {
+    if (tty) return readline("> ");
+    char *line = NULL;
+    size_t cap = 0;
+    if (getline(&line, &cap, stdin) < 0) {
+        free(line);
+        return NULL;
+    }
+    return line;
+}
+
+/* libedit needs a UTF-8 locale to pass what is typed through unchanged. */
+static void utf8_locale(void) {
+    const char *set = setlocale(LC_CTYPE, "");
+    if (!set || strcmp(nl_langinfo(CODESET), "UTF-8")) setlocale(LC_CTYPE, "C.UTF-8");
+}
+
 int cli_chat(int argc, char **argv) {
     cli_common c;
     cli_common_init(&c);
@@ -308,11 +334,12 @@ int cli_chat(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a read at the prompt returns */
     bool tty = isatty(STDIN_FILENO);
+    if (tty) utf8_locale();
     if (tty) printf("halo chat: %s, context %u tokens. /help lists commands.\n", c.model, m.n_ctx);
     using_history();
     for (;;) {
         interrupted = 0;
-        char *line = readline(tty ? "> " : "");
+        char *line = read_line(tty);
         if (!line) {
             if (interrupted) { /* Ctrl-C at the prompt: a fresh line, not an exit */
                 printf("\n");

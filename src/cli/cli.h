@@ -10,6 +10,8 @@ int cli_logits(int argc, char **argv);
 int cli_plan(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_chat(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+int cli_serve(int argc, char **argv);
 
 /* Formats a byte count for people: "80.76 GiB", "512.00 MiB", "34 B". */
 const char *cli_bytes(uint64_t bytes, char *buf, unsigned size);

@@ -1,4 +1,5 @@
-/* `halo inspect FILE [--json] [--tensors]`: what a GGUF holds, without reading tensor data.
+/* `halo inspect FILE [--json] [--tensors] [--check]`: what a GGUF holds, without reading tensor
+ * data (--check reads all of it: inspect_check.c).
  * Architecture and its hyperparameters (every `<arch>.*` key), tensor count, bytes by type,
  * bytes per layer, the largest tensors and a per-shard summary. */
 #include <cjson/cJSON.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/inspect_check.h"
 #include "halo/gguf.h"
 
 enum { TOP_TENSORS = 10, ARRAY_PREVIEW = 8, JSON_ARRAY_MAX = 256 };
@@ -345,19 +347,23 @@ static int print_json(const halo_gguf *g, const summary *s, bool tensors) {
 }
 
 static void inspect_usage(FILE *out) {
-    fprintf(out, "usage: halo inspect FILE [--json] [--tensors]\n"
+    fprintf(out, "usage: halo inspect FILE [--json] [--tensors] [--check]\n"
                  "  Shows a GGUF model's architecture, hyperparameters, tensor sizes by type and\n"
                  "  layer, the largest tensors and its shards. Reads the header only.\n"
                  "  --json     machine-readable output\n"
-                 "  --tensors  list every tensor (name, type, shape, bytes, shard, offset)\n");
+                 "  --tensors  list every tensor (name, type, shape, bytes, shard, offset)\n"
+                 "  --check    read every tensor and report NaN/infinite scales or values,\n"
+                 "             expert ids out of range, undecodable types and metadata, weight\n"
+                 "             and tokenizer problems; exit 1 when anything is wrong\n");
 }
 
 int cli_inspect(int argc, char **argv) {
     const char *path = NULL;
-    bool json = false, tensors = false;
+    bool json = false, tensors = false, check = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "--tensors")) tensors = true;
+        else if (!strcmp(argv[i], "--check")) check = true;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             inspect_usage(stdout);
             return 0;
@@ -381,6 +387,11 @@ int cli_inspect(int argc, char **argv) {
     if (halo_gguf_open(path, &g, &err) != HALO_OK) {
         fprintf(stderr, "halo inspect: %s\n", err.message);
         return 1;
+    }
+    if (check) {
+        int check_rc = cli_inspect_check(g, json);
+        halo_gguf_close(g);
+        return check_rc;
     }
     summary s;
     int rc = 1;

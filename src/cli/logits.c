@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/stream_opts.h"
 #include "halo/halo.h"
 
 static void usage(FILE *out) {
@@ -16,7 +17,8 @@ static void usage(FILE *out) {
                  "  --ctx N      context size (default: the number of tokens)\n"
                  "  --chunk N    evaluate N tokens per step (default: all at once)\n"
                  "  --threads N  CPU threads (default: one per core)\n"
-                 "  --precise    f32 activations for quantized weights (no integer dots)\n");
+                 "  --precise    f32 activations for quantized weights (no integer dots)\n"
+                 CLI_STREAM_USAGE);
 }
 
 /* Strict unsigned parse: digits only, no overflow. */
@@ -60,6 +62,8 @@ int cli_logits(int argc, char **argv) {
     const char *model = NULL, *in = NULL, *outp = NULL;
     uint32_t ctx = 0, chunk = 0, threads = 0;
     bool precise = false;
+    cli_stream_opts so = {0};
+    int r;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -73,7 +77,9 @@ int cli_logits(int argc, char **argv) {
         else if (!strcmp(a, "--chunk")) ok = parse_u32(v, &chunk), i++;
         else if (!strcmp(a, "--threads")) ok = parse_u32(v, &threads), i++;
         else if (!strcmp(a, "--precise")) precise = true;
-        else {
+        else if ((r = cli_stream_option("logits", argc, argv, &i, &so)) != 0) {
+            if (r < 0) return 2;
+        } else {
             fprintf(stderr, "halo logits: unknown option '%s'\n", a);
             usage(stderr);
             return 2;
@@ -99,9 +105,11 @@ int cli_logits(int argc, char **argv) {
     halo_error err;
     halo_engine_params p = {.model_path = model, .threads = threads, .precise = precise,
                             .n_ctx = ctx};
+    cli_stream_params(&so, &p);
     int rc = 1;
     FILE *f = NULL;
-    if (halo_engine_open(&p, &e, &err) || halo_session_create(e, ctx, &s, &err)) {
+    if (halo_engine_open(&p, &e, &err) || (cli_stream_report("logits", e, false),
+                                               halo_session_create(e, ctx, &s, &err))) {
         fprintf(stderr, "halo logits: %s\n", err.message);
         goto done;
     }
@@ -123,6 +131,7 @@ int cli_logits(int argc, char **argv) {
             goto done;
         }
     }
+    cli_stream_report("logits", e, true);
     rc = 0;
 done:
     if (f && fclose(f) != 0 && rc == 0) {

@@ -17,6 +17,8 @@ static const command commands[] = {
     {"plan", cli_plan, "show where every tensor goes on this machine, before loading"},
     {"run", cli_run, "generate text from a prompt, streamed, with the speed"},
     {"chat", cli_chat, "talk with a model: multi-turn, line editing, /commands"},
+    {"bench", cli_bench, "prefill and decode speed, llama-bench style, with the roofline"},
+    {"serve", cli_serve, "serve the model over HTTP: OpenAI and Anthropic APIs"},
 };
 
 static void usage(FILE *out) {

@@ -21,7 +21,7 @@ static void usage(FILE *out) {
         "Shows where every tensor of MODEL goes on this machine before anything is loaded.\n"
         "\n"
         "  -m, --model PATH       GGUF model (first shard of a split model)\n"
-        "  --ctx N                context tokens (default 32768)\n"
+        "  --ctx N                context tokens (default 32768, or the model's if less)\n"
         "  --profile NAME|PATH    plan for a machine profile instead of probing this one\n"
         "  --backend B            auto|cpu|cuda|hip|vulkan|metal (default auto: the GPU's)\n"
         "  --weights W            auto|device|host|managed|stream (default auto)\n"

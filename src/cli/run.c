@@ -1,5 +1,6 @@
 /* `halo run -m MODEL -p PROMPT [options]`: one prompt in, streamed text out, then one line with
- * the speed. The prompt goes through DeepSeek V4's chat encoding unless --raw. */
+ * the speed. The prompt goes through DeepSeek V4's chat encoding unless --raw; either way it is
+ * text (token text in it stays text) unless --raw --special asks for control tokens. */
 #include <errno.h>
 #include <glob.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "cli/run.h"
+#include "core/threadpool.h"
 #include "halo/halo.h"
 #include "halo/sample.h"
 #include "halo/text.h"
@@ -29,6 +31,9 @@ static void usage(FILE *out) {
             "  --think | --nothink | --think-max\n"
             "                       thinking mode (default --nothink)\n"
             "  --raw                no chat encoding: BOS (when the model adds one) + the prompt\n"
+            "  --special            with --raw: control tokens written in the prompt\n"
+            "                       (<｜User｜>, <think>, ...) become tokens; without it they\n"
+            "                       are text, as they always are in chat-encoded prompts\n"
             "  --temp T             temperature (default 1; 0 is greedy)\n"
             "  --top-k K            keep the K most likely tokens (default 0: off)\n"
             "  --top-p P            nucleus sampling (default 1: off)\n"
@@ -39,7 +44,8 @@ static void usage(FILE *out) {
             "  --seed S             sampling seed (default: from the clock)\n"
             "  --ignore-eos         keep generating past the end-of-turn token\n"
             "  --ctx N              context size (default: %d or the model's, if smaller)\n"
-            "  --threads N          CPU threads (default: one per core)\n",
+            "  --threads N          CPU threads (default and most: the cores available)\n"
+            CLI_STREAM_USAGE,
             DEFAULT_CTX);
 }
 
@@ -93,6 +99,8 @@ int cli_common_option(const char *cmd, int argc, char **argv, int *i, cli_common
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     bool ok;
     const char *want = "number";
+    int sr = cli_stream_option(cmd, argc, argv, i, &c->stream);
+    if (sr) return sr;
     if (!strcmp(a, "-m") || !strcmp(a, "--model"))
         ok = (c->model = v) != NULL, want = "path";
     else if (!strcmp(a, "--temp"))
@@ -171,6 +179,16 @@ int cli_open(const char *cmd, cli_common *c, cli_model *m) {
         return 2;
     }
     if (!c->seed_set) c->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    /* Threads beyond the cores only wait for each other (the pool's threads spin while they
+     * wait): 1,000 threads on 2 cores decoded 300x slower than 2. */
+    uint32_t cores = halo_threadpool_cores();
+    if (c->threads > cores) {
+        fprintf(stderr,
+                "halo %s: --threads %u is more than the %u core%s this process may run on: "
+                "using %u threads\n",
+                cmd, c->threads, cores, cores == 1 ? "" : "s", cores);
+        c->threads = cores;
+    }
     halo_error err = {0};
     halo_gguf *g = NULL;
     if (halo_gguf_open(c->model, &g, &err) || halo_tokenizer_load(g, &m->tok, &err)) {
@@ -208,10 +226,12 @@ int cli_open(const char *cmd, cli_common *c, cli_model *m) {
 int cli_load(const char *cmd, cli_common *c, cli_model *m) {
     halo_error err = {0};
     halo_engine_params ep = {.model_path = c->model, .threads = c->threads, .n_ctx = m->n_ctx};
+    cli_stream_params(&c->stream, &ep);
     if (halo_engine_open(&ep, &m->engine, &err)) {
         fprintf(stderr, "halo %s: %s\n", cmd, err.message);
         return 1;
     }
+    cli_stream_report(cmd, m->engine, false);
     uint32_t n_vocab = halo_engine_n_vocab(m->engine), train = halo_engine_n_ctx_train(m->engine);
     if (halo_tokenizer_n_vocab(m->tok) > n_vocab) {
         fprintf(stderr,
@@ -300,7 +320,7 @@ int cli_run(int argc, char **argv) {
     cli_common c;
     cli_common_init(&c);
     const char *prompt = NULL, *file = NULL;
-    bool raw = false;
+    bool raw = false, special = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -312,6 +332,8 @@ int cli_run(int argc, char **argv) {
         if (r > 0) continue;
         if (!strcmp(a, "--raw"))
             raw = true;
+        else if (!strcmp(a, "--special"))
+            special = true;
         else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && i + 1 < argc)
             prompt = argv[++i];
         else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && i + 1 < argc)
@@ -327,6 +349,11 @@ int cli_run(int argc, char **argv) {
     }
     if (!prompt == !file) {
         fprintf(stderr, "halo run: give the prompt with one of -p PROMPT, -p - or -f FILE\n");
+        return 2;
+    }
+    if (special && !raw) {
+        fprintf(stderr, "halo run: --special needs --raw (the chat encoding keeps the prompt as "
+                        "text, always)\n");
         return 2;
     }
     size_t len = 0;
@@ -358,13 +385,13 @@ int cli_run(int argc, char **argv) {
         free(clean);
         return rc;
     }
-    char *rendered = NULL;
     halo_tokens ids = {0};
     halo_status st;
     if (raw) {
-        /* BOS when the model adds one, unless the prompt spells it already. */
+        /* BOS when the model adds one, unless the prompt spells it already (--special). */
         int32_t bos = halo_tokenizer_bos(m.tok);
-        st = halo_tokenizer_encode(m.tok, clean, len, HALO_TOKENIZE_SPECIAL, &ids, &err);
+        st = halo_tokenizer_encode(m.tok, clean, len, special ? HALO_TOKENIZE_SPECIAL : 0, &ids,
+                                   &err);
         if (!st && m.add_bos && bos >= 0 && (!ids.n || ids.ids[0] != bos) &&
             !(st = halo_tokens_push(&ids, bos, &err))) {
             memmove(ids.ids + 1, ids.ids, (ids.n - 1) * sizeof *ids.ids);
@@ -375,11 +402,8 @@ int cli_run(int argc, char **argv) {
                                      {.role = HALO_CHAT_USER, .content = clean}};
         halo_chat_params cp = {
             .format = m.format, .thinking = c.thinking, .add_generation_prompt = true};
-        st = halo_chat_render(c.system ? msgs : msgs + 1, c.system ? 2 : 1, &cp, &rendered, NULL,
-                              &err);
-        if (!st)
-            st = halo_tokenizer_encode(m.tok, rendered, strlen(rendered), HALO_TOKENIZE_SPECIAL,
-                                       &ids, &err);
+        st = halo_chat_tokenize(m.tok, c.system ? msgs : msgs + 1, c.system ? 2 : 1, &cp, &ids,
+                                &err);
     }
     rc = 1;
     if (st) {
@@ -413,10 +437,10 @@ int cli_run(int argc, char **argv) {
     if (why == HALO_GEN_CONTEXT_FULL)
         fprintf(stderr, "halo run: stopped: the context of %u tokens is full\n", m.n_ctx);
     cli_print_stats(&stats);
+    cli_stream_report("run", m.engine, true);
     rc = 0;
 done:
     halo_tokens_free(&ids);
-    free(rendered);
     free(clean);
     cli_close(&m);
     return rc;

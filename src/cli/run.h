@@ -9,6 +9,7 @@
 #include "halo/halo.h"
 #include "halo/sample.h"
 #include "halo/text.h"
+#include "cli/stream_opts.h"
 
 typedef struct cli_common {
     const char *model, *system;
@@ -16,6 +17,7 @@ typedef struct cli_common {
     bool seed_set, ignore_eos;
     uint32_t ctx, threads, n_predict;
     halo_chat_thinking thinking;
+    cli_stream_opts stream; /* --weights, --expert-cache */
 } cli_common;
 
 typedef struct cli_model {

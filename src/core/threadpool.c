@@ -82,11 +82,16 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+uint32_t halo_threadpool_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return (uint32_t)CPU_COUNT(&set);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 0 ? (uint32_t)cores : 1;
+}
+
 halo_threadpool *halo_threadpool_create(uint32_t threads) {
-    if (threads == 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores > 0 ? (uint32_t)cores : 1;
-    }
+    if (threads == 0) threads = halo_threadpool_cores();
     halo_threadpool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n_threads = threads;

@@ -9,11 +9,17 @@
 typedef struct halo_threadpool halo_threadpool;
 typedef void (*halo_task_fn)(void *ctx, int64_t i);
 
-/* threads = total threads including the caller; 0 = one per online core. NULL when out of
+/* threads = total threads including the caller; 0 = halo_threadpool_cores(). NULL when out of
  * memory or threads cannot be started. */
 halo_threadpool *halo_threadpool_create(uint32_t threads);
 void halo_threadpool_free(halo_threadpool *p);
 uint32_t halo_threadpool_size(const halo_threadpool *p);
+/* Cores this process may run on (its CPU affinity, which taskset and cgroup cpusets narrow;
+ * else the online cores). More threads than this only slow a pool down: its threads spin
+ * while they wait, taking cores from the ones with work (1,000 threads on 2 cores decoded 300x
+ * slower); front ends cap --threads here. */
+uint32_t halo_threadpool_cores(void);
+
 void halo_threadpool_run(halo_threadpool *p, int64_t n, halo_task_fn fn, void *ctx);
 
 #endif

@@ -395,6 +395,34 @@ halo_status halo_mem_arena_load(const halo_gguf *g, const uint8_t *tensor_pool,
     return HALO_OK;
 }
 
+halo_status halo_mem_arena_adopt(const halo_gguf *g, void *base, size_t size,
+                                 halo_mem_arena **out, halo_error *err) {
+    *out = NULL;
+    uint64_t n = halo_gguf_tensor_count(g);
+    if (halo_gguf_shard_count(g) != 1)
+        return halo_fail(err, HALO_E_INVALID_ARG, "arena: an adopted image is one shard");
+    for (uint64_t i = 0; i < n; i++) {
+        const halo_gguf_tensor *t = halo_gguf_tensor_at(g, i);
+        if (t->file_offset > size || t->n_bytes > size - t->file_offset)
+            return halo_fail(err, HALO_E_INVALID_ARG, "arena: tensor %s lies outside the image",
+                             t->name);
+    }
+    halo_mem_arena *a = calloc(1, sizeof *a);
+    if (a) a->ptr = calloc(n ? n : 1, sizeof *a->ptr);
+    if (!a || !a->ptr) {
+        if (a) free(a->ptr);
+        free(a);
+        return halo_fail(err, HALO_E_NOMEM, "arena: out of memory");
+    }
+    a->base = base;
+    a->size = size;
+    a->n_tensors = n;
+    for (uint64_t i = 0; i < n; i++)
+        a->ptr[i] = a->base + halo_gguf_tensor_at(g, i)->file_offset;
+    *out = a;
+    return HALO_OK;
+}
+
 const void *halo_mem_arena_tensor(const halo_mem_arena *a, uint64_t i) {
     return a && i < a->n_tensors ? a->ptr[i] : NULL;
 }

@@ -119,37 +119,123 @@ static void read_vocab(reader *r, halo_hparams *hp) {
                       key("vocab_size"));
 }
 
-/* Relations the forward pass relies on. */
+/* Sane upper limits. Every dimension below sizes an allocation (activations, KV state, scratch)
+ * or bounds a loop before any tensor is read, and products of two of them are formed in 64 bits:
+ * capping each keeps those products far from overflow and a hostile file from asking for
+ * terabytes. The limits sit one to three orders of magnitude above DeepSeek V4 Flash (and Pro):
+ * embedding 4096 (7168), heads 64 (128), head dim 512, vocab 129280, experts 256 (384). */
+#define MAX_EMBD (1u << 16)
+#define MAX_HEADS 1024u
+#define MAX_HEAD_DIM 8192u
+#define MAX_RANK (1u << 16)
+#define MAX_VOCAB (1u << 24)
+#define MAX_EXPERTS 4096u
+#define MAX_SHARED 64u
+#define MAX_FF (1u << 18)
+#define MAX_WINDOW (1u << 16)
+#define MAX_TOPK (1u << 20)
+#define MAX_CTX (1u << 30)
+#define MAX_HC 16u
+#define MAX_SINKHORN 1000u
+
+static bool finite_f(float v) { return v == v && v - v == 0; }
+
+/* Relations the forward pass relies on, and the limits above. */
 static void check(reader *r, const halo_hparams *hp) {
 #define REQUIRE(cond, k, v, msg)                                                                 \
     if (!r->st && !(cond)) fail(r, HALO_E_BAD_VALUE, "metadata key '%s' = %lld: " msg, key(k), \
                                 (long long)(v))
+#define REQUIRE_F(cond, k, v, msg)                                                               \
+    if (!r->st && !(cond))                                                                       \
+    r->st = halo_fail(r->err, HALO_E_BAD_VALUE, "metadata key '%s' = %g: " msg, key(k), (double)(v))
     REQUIRE(hp->n_layer >= 1 && hp->n_layer <= HALO_MAX_LAYERS, "block_count", hp->n_layer,
             "must be 1 to 256");
-    REQUIRE(hp->n_embd > 0, "embedding_length", hp->n_embd, "must be positive");
-    REQUIRE(hp->n_vocab > 0, "vocab_size", hp->n_vocab, "must be positive");
-    REQUIRE(hp->n_head > 0, "attention.head_count", hp->n_head, "must be positive");
+    REQUIRE(hp->n_embd > 0 && hp->n_embd <= MAX_EMBD, "embedding_length", hp->n_embd,
+            "must be 1 to 65536");
+    REQUIRE(hp->n_vocab > 0 && hp->n_vocab <= MAX_VOCAB, "vocab_size", hp->n_vocab,
+            "must be 1 to 16777216");
+    REQUIRE(hp->n_ctx_train <= MAX_CTX, "context_length", hp->n_ctx_train,
+            "exceeds 2^30 positions");
+    REQUIRE(hp->n_head > 0 && hp->n_head <= MAX_HEADS, "attention.head_count", hp->n_head,
+            "must be 1 to 1024");
     REQUIRE(hp->n_head_kv == 1, "attention.head_count_kv", hp->n_head_kv,
             "DeepSeek V4 has one shared KV head");
-    REQUIRE(hp->head_dim > 0, "attention.key_length", hp->head_dim, "must be positive");
+    REQUIRE(hp->head_dim > 0 && hp->head_dim <= MAX_HEAD_DIM, "attention.key_length",
+            hp->head_dim, "must be 1 to 8192");
     REQUIRE(hp->rope_dim > 0 && hp->rope_dim <= hp->head_dim && hp->rope_dim % 2 == 0,
             "rope.dimension_count", hp->rope_dim, "must be even and at most the head dim");
+    REQUIRE(hp->q_lora_rank > 0 && hp->q_lora_rank <= MAX_RANK, "attention.q_lora_rank",
+            hp->q_lora_rank, "must be 1 to 65536");
+    REQUIRE(hp->o_lora_rank > 0 && hp->o_lora_rank <= MAX_RANK, "attention.output_lora_rank",
+            hp->o_lora_rank, "must be 1 to 65536");
     REQUIRE(hp->o_groups > 0 && hp->n_head % hp->o_groups == 0, "attention.output_group_count",
             hp->o_groups, "must divide the head count");
-    REQUIRE(hp->sliding_window > 0, "attention.sliding_window", hp->sliding_window,
-            "must be positive");
-    REQUIRE(hp->n_expert > 0, "expert_count", hp->n_expert, "must be positive");
+    REQUIRE(hp->sliding_window > 0 && hp->sliding_window <= MAX_WINDOW,
+            "attention.sliding_window", hp->sliding_window, "must be 1 to 65536");
+    REQUIRE_F(finite_f(hp->norm_eps) && hp->norm_eps > 0, "attention.layer_norm_rms_epsilon",
+              hp->norm_eps, "must be positive and finite");
+    REQUIRE_F(finite_f(hp->rope_base) && hp->rope_base > 0, "rope.freq_base", hp->rope_base,
+              "must be positive and finite");
+    bool compressed = false, indexed = false;
+    for (uint32_t il = 0; il < hp->n_layer && il < HALO_MAX_LAYERS; il++) {
+        compressed |= hp->compress_ratio[il] != 0;
+        indexed |= hp->compress_ratio[il] == 4;
+    }
+    if (compressed)
+        REQUIRE_F(finite_f(hp->compress_rope_base) && hp->compress_rope_base > 0,
+                  "attention.compress_rope_freq_base", hp->compress_rope_base,
+                  "must be positive and finite");
+    if (indexed) {
+        REQUIRE(hp->indexer_n_head > 0 && hp->indexer_n_head <= MAX_HEADS,
+                "attention.indexer.head_count", hp->indexer_n_head, "must be 1 to 1024");
+        /* The indexer's queries and keys carry the same partial RoPE as attention. */
+        REQUIRE(hp->indexer_head_dim >= hp->rope_dim && hp->indexer_head_dim <= MAX_HEAD_DIM,
+                "attention.indexer.key_length", hp->indexer_head_dim,
+                "must be at least rope.dimension_count and at most 8192");
+        REQUIRE(hp->indexer_top_k > 0 && hp->indexer_top_k <= MAX_TOPK,
+                "attention.indexer.top_k", hp->indexer_top_k, "must be 1 to 2^20");
+    }
+    if (hp->rope_yarn) {
+        REQUIRE_F(finite_f(hp->yarn_factor) && hp->yarn_factor > 0, "rope.scaling.factor",
+                  hp->yarn_factor, "must be positive and finite");
+        REQUIRE(hp->yarn_orig_ctx > 0 && hp->yarn_orig_ctx <= MAX_CTX,
+                "rope.scaling.original_context_length", hp->yarn_orig_ctx, "must be 1 to 2^30");
+        REQUIRE_F(finite_f(hp->yarn_beta_fast), "rope.scaling.yarn_beta_fast", hp->yarn_beta_fast,
+                  "must be finite");
+        REQUIRE_F(finite_f(hp->yarn_beta_slow), "rope.scaling.yarn_beta_slow", hp->yarn_beta_slow,
+                  "must be finite");
+    }
+    REQUIRE(hp->n_expert > 0 && hp->n_expert <= MAX_EXPERTS, "expert_count", hp->n_expert,
+            "must be 1 to 4096");
     REQUIRE(hp->n_expert_used > 0 && hp->n_expert_used <= hp->n_expert &&
                 hp->n_expert_used <= HALO_MAX_EXPERTS_USED,
             "expert_used_count", hp->n_expert_used, "must be 1 to expert_count (at most 64)");
+    REQUIRE(hp->n_expert_shared <= MAX_SHARED, "expert_shared_count", hp->n_expert_shared,
+            "must be at most 64");
+    REQUIRE(hp->n_ff_exp > 0 && hp->n_ff_exp <= MAX_FF, "expert_feed_forward_length",
+            hp->n_ff_exp, "must be 1 to 2^18");
     REQUIRE(hp->n_hash_layer <= hp->n_layer, "hash_layer_count", hp->n_hash_layer,
             "exceeds block_count");
     REQUIRE(hp->gating_func == HALO_GATING_SOFTMAX || hp->gating_func == HALO_GATING_SIGMOID ||
                 hp->gating_func == HALO_GATING_SQRTSOFTPLUS,
             "expert_gating_func", hp->gating_func, "must be 1 (softmax), 2 (sigmoid) or 4 "
             "(sqrtsoftplus)");
-    REQUIRE(hp->hc >= 1, "hyper_connection.count", hp->hc, "must be positive");
+    REQUIRE_F(finite_f(hp->expert_weights_scale), "expert_weights_scale",
+              hp->expert_weights_scale, "must be finite");
+    for (uint32_t il = 0; il < hp->n_layer && il < HALO_MAX_LAYERS; il++) {
+        REQUIRE_F(finite_f(hp->swiglu_clamp_exp[il]) && hp->swiglu_clamp_exp[il] >= 0,
+                  "swiglu_clamp_exp", hp->swiglu_clamp_exp[il], "must be finite and not negative");
+        REQUIRE_F(finite_f(hp->swiglu_clamp_shexp[il]) && hp->swiglu_clamp_shexp[il] >= 0,
+                  "swiglu_clamp_shexp", hp->swiglu_clamp_shexp[il],
+                  "must be finite and not negative");
+    }
+    REQUIRE(hp->hc >= 1 && hp->hc <= MAX_HC, "hyper_connection.count", hp->hc, "must be 1 to 16");
+    REQUIRE(hp->hc_sinkhorn_iters <= MAX_SINKHORN, "hyper_connection.sinkhorn_iterations",
+            hp->hc_sinkhorn_iters, "must be at most 1000");
+    REQUIRE_F(finite_f(hp->hc_eps) && hp->hc_eps >= 0, "hyper_connection.epsilon", hp->hc_eps,
+              "must be finite and not negative");
 #undef REQUIRE
+#undef REQUIRE_F
 }
 
 halo_status halo_hparams_load(const halo_gguf *g, halo_hparams *hp, halo_error *err) {

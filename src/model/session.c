@@ -51,14 +51,16 @@ halo_status halo_session_eval(halo_session *s, const int32_t *tokens, uint32_t n
         if (st) return halo_error_prefix(err, "session state could not be rebuilt: ");
     }
     int64_t at = s->kv->n_past;
-    halo_status st = halo_forward(s->e->be, &s->e->hp, &s->e->w, s->kv, tokens, n, all_logits,
-                                  s->logits, err);
+    halo_fwd_item item = {.kv = s->kv, .tokens = tokens, .n = n};
+    halo_status st = halo_engine_step(s->e, &item, 1, all_logits, s->logits, NULL, err);
     if (!st) memcpy(s->tokens + at, tokens, (size_t)n * sizeof *tokens);
     s->n_rows = st ? 0 : rows;
-    /* Bad input is refused before anything is touched; a failure inside the forward (memory)
-     * may have left some layers a step ahead: rebuild from the token history, now or at the
-     * next eval, so the session stays what its first n_past tokens make it. */
+    /* Bad input is refused before anything is touched; a failure inside a step (memory) may
+     * have left some layers a step ahead, or the first steps of a long input done: rebuild
+     * from the token history, now or at the next eval, so the session stays what its first
+     * n_past tokens make it. */
     if (st && st != HALO_E_INVALID_ARG) {
+        s->kv->n_past = at;
         s->broken = true;
         if (!s->replaying) {
             halo_error ignored;

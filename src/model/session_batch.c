@@ -1,14 +1,134 @@
-/* Several sessions evaluated in one step (halo_session_eval_many). */
+/* Steps of the engine (one or more sessions' tokens through one forward) and
+ * halo_session_eval_many. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "core/error.h"
 #include "model/engine_internal.h"
 
-/* First cut: each session in turn. The batched forward replaces this loop without changing
- * the contract in halo.h. */
+enum { DEFAULT_UBATCH = 512 };
+
+static halo_status ensure_scratch(halo_engine *e, halo_error *err) {
+    if (e->scratch) return HALO_OK;
+    if (!e->n_ubatch) e->n_ubatch = DEFAULT_UBATCH;
+    uint64_t bytes = halo_forward_scratch_bytes(&e->hp, &e->w, e->n_ubatch);
+    if (!bytes) return halo_fail(err, HALO_E_NOMEM, "cannot size the step scratch");
+    halo_status st = e->be->ops->buf_alloc(e->be, bytes, &e->scratch, err);
+    if (st) return halo_error_prefix(err, "step scratch for %u tokens: ", e->n_ubatch);
+    e->scratch_bytes = bytes;
+    return HALO_OK;
+}
+
+void halo_engine_step_free(halo_engine *e) {
+    if (e->scratch) e->be->ops->buf_free(e->be, e->scratch);
+    e->scratch = NULL;
+    e->scratch_bytes = 0;
+}
+
+/* Fills one step of at most `budget` tokens from the items' remaining tokens, in order. */
+static uint32_t plan_step(const halo_fwd_item *items, uint32_t n_items, const uint32_t *done,
+                          uint32_t budget, halo_fwd_item *step, uint32_t *which) {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n_items && budget; i++) {
+        uint32_t left = items[i].n - done[i];
+        if (!left) continue;
+        uint32_t m = left < budget ? left : budget;
+        step[k] = (halo_fwd_item){.kv = items[i].kv, .tokens = items[i].tokens + done[i], .n = m};
+        which[k++] = i;
+        budget -= m;
+    }
+    return k;
+}
+
+halo_status halo_engine_step(halo_engine *e, const halo_fwd_item *items, uint32_t n_items,
+                             bool all_logits, float *logits, uint32_t *done_out, halo_error *err) {
+    if (all_logits && n_items != 1)
+        return halo_fail(err, HALO_E_INVALID_ARG, "all logits are kept for one sequence only");
+    uint32_t V = e->hp.n_vocab;
+    halo_status st = halo_forward_check(&e->hp, items, n_items, err); /* before any step */
+    if (st) return st;
+    pthread_mutex_lock(&e->step_lock);
+    st = ensure_scratch(e, err);
+    uint32_t *done = calloc(n_items, sizeof *done), *which = calloc(n_items, sizeof *which);
+    halo_fwd_item *step = calloc(n_items, sizeof *step);
+    float *rows = all_logits ? NULL : malloc((size_t)n_items * V * sizeof *rows);
+    if (!st && (!done || !which || !step || (!all_logits && !rows)))
+        st = halo_fail(err, HALO_E_NOMEM, "out of memory");
+    while (!st) {
+        uint32_t k = plan_step(items, n_items, done, e->n_ubatch, step, which);
+        if (!k) break;
+        float *out = all_logits ? logits + (size_t)done[0] * V : rows;
+        st = halo_forward(e->be, &e->hp, &e->w, e->scratch, e->scratch_bytes, step, k, all_logits,
+                          out, err);
+        for (uint32_t j = 0; !st && j < k; j++) {
+            uint32_t i = which[j];
+            done[i] += step[j].n;
+            if (!all_logits && done[i] == items[i].n)
+                memcpy(logits + (size_t)i * V, rows + (size_t)j * V, (size_t)V * sizeof *rows);
+        }
+    }
+    if (done_out && done) memcpy(done_out, done, n_items * sizeof *done);
+    pthread_mutex_unlock(&e->step_lock);
+    free(done);
+    free(which);
+    free(step);
+    free(rows);
+    return st;
+}
+
 halo_status halo_session_eval_many(halo_session *const *sessions, const int32_t *const *tokens,
                                    const uint32_t *n, uint32_t count, halo_error *err) {
+    if (count == 0) return HALO_OK;
+    if (count == 1) return halo_session_eval(sessions[0], tokens[0], n[0], false, err);
+    halo_engine *e = sessions[0]->e;
+    uint32_t V = e->hp.n_vocab;
     for (uint32_t i = 0; i < count; i++) {
-        halo_status st = halo_session_eval(sessions[i], tokens[i], n[i], false, err);
-        if (st) return halo_error_prefix(err, "session %u of %u: ", i, count);
+        halo_session *s = sessions[i];
+        if (s->e != e)
+            return halo_fail(err, HALO_E_INVALID_ARG, "session %u belongs to another engine", i);
+        for (uint32_t j = 0; j < i; j++)
+            if (sessions[j] == s)
+                return halo_fail(err, HALO_E_INVALID_ARG, "session %u appears twice", i);
+        if (s->broken) { /* rebuild first, as halo_session_eval does */
+            halo_status st = halo_session_rewind(s, (uint32_t)s->kv->n_past, err);
+            if (st) return halo_error_prefix(err, "session %u could not be rebuilt: ", i);
+        }
+        if (!s->cap_rows) {
+            float *l = realloc(s->logits, (size_t)V * sizeof *l);
+            if (!l) return halo_fail(err, HALO_E_NOMEM, "out of memory for logits");
+            s->logits = l;
+            s->cap_rows = 1;
+        }
     }
-    return HALO_OK;
+    halo_fwd_item *items = calloc(count, sizeof *items);
+    uint32_t *before = calloc(count, sizeof *before), *done = calloc(count, sizeof *done);
+    float *logits = malloc((size_t)count * V * sizeof *logits);
+    halo_status st =
+        items && before && done && logits ? HALO_OK : halo_fail(err, HALO_E_NOMEM, "out of memory");
+    for (uint32_t i = 0; !st && i < count; i++) {
+        items[i] = (halo_fwd_item){.kv = sessions[i]->kv, .tokens = tokens[i], .n = n[i]};
+        before[i] = (uint32_t)sessions[i]->kv->n_past;
+    }
+    if (!st) st = halo_engine_step(e, items, count, false, logits, done, err);
+    for (uint32_t i = 0; items && before && done && logits && i < count; i++) {
+        halo_session *s = sessions[i];
+        memcpy(s->tokens + before[i], tokens[i], (size_t)done[i] * sizeof *tokens[i]);
+        if (!st) {
+            memcpy(s->logits, logits + (size_t)i * V, (size_t)V * sizeof *logits);
+            s->n_rows = 1;
+        } else if (done[i] != n[i] && st != HALO_E_INVALID_ARG) {
+            /* Not advanced by all its tokens: back to where it was, as the contract says. */
+            halo_error ignored;
+            s->broken = true;
+            s->n_rows = 0;
+            if (halo_session_rewind(s, before[i], &ignored)) s->broken = true;
+        } else {
+            s->n_rows = 0;
+        }
+    }
+    free(items);
+    free(before);
+    free(done);
+    free(logits);
+    return st;
 }

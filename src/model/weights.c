@@ -34,8 +34,15 @@ static void bind(binder *b, halo_weight *slot, int il, const char *fmt, uint32_t
                           name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], want[0], want[1], want[2]);
         return;
     }
-    bool i32_ok = strstr(name, "tid2eid") != NULL && t->type == HALO_TYPE_I32;
-    if (!i32_ok && !halo_quant_supported(t->type)) {
+    /* Routing tables hold expert ids, read as i32 by the kernels: no other type will do (an
+     * f32 table would be read as ids of absurd value). Every other weight is computed with. */
+    bool ids = strstr(name, "tid2eid") != NULL;
+    if (ids && t->type != HALO_TYPE_I32) {
+        b->st = halo_fail(b->err, HALO_E_BAD_VALUE, "tensor '%s' has type %s: a routing table "
+                          "holds expert ids as i32", name, halo_type_name(t->type));
+        return;
+    }
+    if (!ids && !halo_quant_supported(t->type)) {
         b->st = halo_fail(b->err, HALO_E_UNSUPPORTED, "tensor '%s' has type %s, which halo cannot "
                           "compute with", name, halo_type_name(t->type));
         return;

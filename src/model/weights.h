@@ -24,6 +24,8 @@ typedef struct halo_layer_weights {
     /* mixture of experts */
     halo_weight ffn_norm, gate_inp, tid2eid, probs_b;
     halo_weight gate_exps, up_exps, down_exps, gate_sh, up_sh, down_sh;
+    /* Streamed routed experts (src/mem/expert_cache.h); NULL: resident in gate/up/down_exps. */
+    const halo_expert_source *experts;
 } halo_layer_weights;
 
 typedef struct halo_weights {

@@ -11,12 +11,16 @@
  * An assistant turn keeps its reasoning only in thinking mode and only when it comes after the
  * last user/tool message, or tools are given, or any tool result exists, or drop_thinking is
  * off. tests/data/chat/ holds jinja2's renderings of 21 conversations in both templates;
- * tests/text/test_chat.c matches them byte for byte. */
+ * tests/text/test_chat.c matches them byte for byte.
+ * Everything a message supplies is written as content (chat_text_content) and the template's own
+ * text straight into the buffer, so halo_chat_tokenize can parse special tokens in the latter
+ * only (chat_tokens.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "halo/text.h"
+#include "text/chat_internal.h"
 #include "text/json.h"
 
 #define DSML "｜DSML｜"
@@ -73,7 +77,7 @@ static bool nonempty(const char *s) {
 }
 
 /* Tool definitions: has_tools when the array is non-empty; schemas of type "function" only. */
-static halo_status tools_block(const char *tools_json, pj_buf *schemas, bool *has_tools,
+static halo_status tools_block(const char *tools_json, chat_text *schemas, bool *has_tools,
                                halo_error *err) {
     *has_tools = false;
     if (!tools_json) return HALO_OK;
@@ -96,45 +100,55 @@ static halo_status tools_block(const char *tools_json, pj_buf *schemas, bool *ha
                              "\"function\"",
                              i);
         }
-        pj_dump_py(schemas, fn);
-        pj_buf_adds(schemas, "\n");
+        pj_buf json = {0};
+        pj_dump_py(&json, fn);
+        chat_text_content(schemas, json.p, json.n);
+        schemas->oom |= json.oom;
+        free(json.p);
+        pj_buf_adds(&schemas->b, "\n");
     }
     pj_free(tools);
     return HALO_OK;
 }
 
 static halo_status system_prompt(const halo_chat_message *msgs, size_t n, const halo_chat_params *p,
-                                 pj_buf *sp, bool *has_tools, halo_error *err) {
+                                 chat_text *sp, bool *has_tools, halo_error *err) {
     bool first = true;
     for (size_t i = 0; i < n; i++) {
         if (msgs[i].role != HALO_CHAT_SYSTEM) continue;
-        if (!first) pj_buf_adds(sp, "\n\n");
-        if (msgs[i].content) pj_buf_adds(sp, msgs[i].content);
+        if (!first) pj_buf_adds(&sp->b, "\n\n");
+        if (msgs[i].content) chat_text_contents(sp, msgs[i].content);
         first = false;
     }
-    pj_buf schemas = {0};
+    chat_text schemas = {0};
     halo_status st = tools_block(p->tools_json, &schemas, has_tools, err);
     if (!st && *has_tools) {
-        if (sp->n) pj_buf_adds(sp, "\n\n");
-        pj_buf_adds(sp, tools_header);
-        if (schemas.n) pj_buf_add(sp, schemas.p, schemas.n);
-        pj_buf_adds(sp, tools_footer);
+        if (sp->b.n) pj_buf_adds(&sp->b, "\n\n");
+        pj_buf_adds(&sp->b, tools_header);
+        chat_text_append(sp, &schemas);
+        pj_buf_adds(&sp->b, tools_footer);
     }
-    free(schemas.p);
+    chat_text_free(&schemas);
     if (st || !p->response_format_json) return st;
     pj *rf = NULL;
     if ((st = pj_parse(p->response_format_json, strlen(p->response_format_json), &rf, err)))
         return halo_error_prefix(err, "response_format: ");
-    if (sp->n) pj_buf_adds(sp, "\n\n");
-    pj_buf_adds(sp, response_format_header);
-    pj_dump_py(sp, rf);
+    if (sp->b.n) pj_buf_adds(&sp->b, "\n\n");
+    pj_buf_adds(&sp->b, response_format_header);
+    pj_buf json = {0};
+    pj_dump_py(&json, rf);
+    chat_text_content(sp, json.p, json.n);
+    sp->oom |= json.oom;
+    free(json.p);
     pj_free(rf);
     return HALO_OK;
 }
 
-/* <｜DSML｜tool_calls> block: each argument a parameter, strings as is, others as JSON. */
-static halo_status tool_calls(const halo_chat_message *m, size_t index, pj_buf *b,
+/* <｜DSML｜tool_calls> block: each argument a parameter, strings as is, others as JSON. The
+ * names and values are content; only the DSML framing is the template's. */
+static halo_status tool_calls(const halo_chat_message *m, size_t index, chat_text *o,
                               halo_error *err) {
+    pj_buf *b = &o->b;
     pj_buf_adds(b, "\n\n<" DSML "tool_calls>\n");
     for (size_t k = 0; k < m->n_tool_calls; k++) {
         const halo_chat_tool_call *c = &m->tool_calls[k];
@@ -148,17 +162,22 @@ static halo_status tool_calls(const halo_chat_message *m, size_t index, pj_buf *
                              index, k);
         }
         pj_buf_adds(b, "<" DSML "invoke name=\"");
-        pj_buf_adds(b, c->name ? c->name : "");
+        chat_text_contents(o, c->name ? c->name : "");
         pj_buf_adds(b, "\">\n");
         for (size_t i = 0; i < args->n; i++) {
             const pj *v = args->items[i];
             pj_buf_adds(b, "<" DSML "parameter name=\"");
-            pj_buf_add(b, args->keys[i], args->key_lens[i]);
+            chat_text_content(o, args->keys[i], args->key_lens[i]);
             pj_buf_adds(b, v->type == PJ_STR ? "\" string=\"true\">" : "\" string=\"false\">");
-            if (v->type == PJ_STR)
-                pj_buf_add(b, v->s, v->len);
-            else
-                pj_dump_py(b, v);
+            if (v->type == PJ_STR) {
+                chat_text_content(o, v->s, v->len);
+            } else {
+                pj_buf json = {0};
+                pj_dump_py(&json, v);
+                chat_text_content(o, json.p, json.n);
+                o->oom |= json.oom;
+                free(json.p);
+            }
             pj_buf_adds(b, "</" DSML "parameter>\n");
         }
         if (!args->n) pj_buf_adds(b, "\n");
@@ -169,21 +188,22 @@ static halo_status tool_calls(const halo_chat_message *m, size_t index, pj_buf *
     return HALO_OK;
 }
 
-halo_status halo_chat_render(const halo_chat_message *msgs, size_t n, const halo_chat_params *p,
-                             char **out, size_t *out_len, halo_error *err) {
-    *out = NULL;
-    pj_buf sp = {0}, b = {0};
+/* The whole rendering, with the content's byte ranges marked in o. */
+static halo_status render(const halo_chat_message *msgs, size_t n, const halo_chat_params *p,
+                          chat_text *o, halo_error *err) {
+    chat_text sp = {0};
+    pj_buf *b = &o->b;
     bool has_tools = false;
     halo_status st = system_prompt(msgs, n, p, &sp, &has_tools, err);
     if (st) goto done;
     bool thinking = p->thinking != HALO_THINK_NONE;
 
-    pj_buf_adds(&b, HALO_CHAT_BOS);
+    pj_buf_adds(b, HALO_CHAT_BOS);
     if (n && p->thinking == HALO_THINK_MAX)
-        pj_buf_adds(&b, p->format == HALO_CHAT_V4_FLASH_0731 ? effort_0731_max : effort_v4_max);
+        pj_buf_adds(b, p->format == HALO_CHAT_V4_FLASH_0731 ? effort_0731_max : effort_v4_max);
     else if (n && p->thinking == HALO_THINK_HIGH && p->format == HALO_CHAT_V4_FLASH_0731)
-        pj_buf_adds(&b, effort_v4_max);
-    if (sp.n) pj_buf_add(&b, sp.p, sp.n);
+        pj_buf_adds(b, effort_v4_max);
+    chat_text_append(o, &sp);
 
     size_t last_user = SIZE_MAX;
     bool has_tool_results = false;
@@ -195,41 +215,58 @@ halo_status halo_chat_render(const halo_chat_message *msgs, size_t n, const halo
     for (size_t i = 0; i < n; i++) {
         const halo_chat_message *m = &msgs[i];
         if (is_userish(m->role)) {
-            pj_buf_adds(&b, in_user ? "\n\n" : HALO_CHAT_USER_TAG);
+            pj_buf_adds(b, in_user ? "\n\n" : HALO_CHAT_USER_TAG);
             in_user = true;
-            if (m->role == HALO_CHAT_TOOL) pj_buf_adds(&b, "<tool_result>");
-            if (m->content) pj_buf_adds(&b, m->content);
-            if (m->role == HALO_CHAT_TOOL) pj_buf_adds(&b, "</tool_result>");
+            if (m->role == HALO_CHAT_TOOL) pj_buf_adds(b, "<tool_result>");
+            if (m->content) chat_text_contents(o, m->content);
+            if (m->role == HALO_CHAT_TOOL) pj_buf_adds(b, "</tool_result>");
         } else if (m->role == HALO_CHAT_ASSISTANT) {
             in_user = false;
-            pj_buf_adds(&b, HALO_CHAT_ASSISTANT_TAG);
+            pj_buf_adds(b, HALO_CHAT_ASSISTANT_TAG);
             bool after_last_user = last_user == SIZE_MAX || i > last_user;
             bool keep =
                 thinking && (p->keep_thinking || has_tools || after_last_user || has_tool_results);
             if (keep) {
-                pj_buf_adds(&b, HALO_CHAT_THINK_OPEN);
-                if (nonempty(m->reasoning)) pj_buf_adds(&b, m->reasoning);
+                pj_buf_adds(b, HALO_CHAT_THINK_OPEN);
+                if (nonempty(m->reasoning)) chat_text_contents(o, m->reasoning);
             }
-            pj_buf_adds(&b, HALO_CHAT_THINK_CLOSE);
-            if (nonempty(m->content)) pj_buf_adds(&b, m->content);
-            if (m->n_tool_calls && (st = tool_calls(m, i, &b, err))) goto done;
-            pj_buf_adds(&b, HALO_CHAT_EOS);
+            pj_buf_adds(b, HALO_CHAT_THINK_CLOSE);
+            if (nonempty(m->content)) chat_text_contents(o, m->content);
+            if (m->n_tool_calls && (st = tool_calls(m, i, o, err))) goto done;
+            pj_buf_adds(b, HALO_CHAT_EOS);
         }
     }
     if (p->add_generation_prompt) {
-        pj_buf_adds(&b, HALO_CHAT_ASSISTANT_TAG);
-        pj_buf_adds(&b, thinking ? HALO_CHAT_THINK_OPEN : HALO_CHAT_THINK_CLOSE);
+        pj_buf_adds(b, HALO_CHAT_ASSISTANT_TAG);
+        pj_buf_adds(b, thinking ? HALO_CHAT_THINK_OPEN : HALO_CHAT_THINK_CLOSE);
     }
-    if (b.oom || sp.oom) {
+    if (b->oom || o->oom || sp.b.oom || sp.oom)
         st = halo_fail(err, HALO_E_NOMEM, "chat: out of memory rendering %zu messages", n);
-        goto done;
-    }
-    *out = b.p;
-    if (out_len) *out_len = b.n;
-    b.p = NULL;
 done:
-    free(b.p);
-    free(sp.p);
+    chat_text_free(&sp);
+    return st;
+}
+
+halo_status halo_chat_render(const halo_chat_message *msgs, size_t n, const halo_chat_params *p,
+                             char **out, size_t *out_len, halo_error *err) {
+    *out = NULL;
+    chat_text o = {0};
+    halo_status st = render(msgs, n, p, &o, err);
+    if (!st) {
+        *out = o.b.p;
+        if (out_len) *out_len = o.b.n;
+        o.b.p = NULL;
+    }
+    chat_text_free(&o);
+    return st;
+}
+
+halo_status halo_chat_tokenize(const halo_tokenizer *t, const halo_chat_message *msgs, size_t n,
+                               const halo_chat_params *p, halo_tokens *out, halo_error *err) {
+    chat_text o = {0};
+    halo_status st = render(msgs, n, p, &o, err);
+    if (!st) st = chat_text_tokenize(t, &o, out, err);
+    chat_text_free(&o);
     return st;
 }
 
@@ -341,9 +378,10 @@ static halo_status read_messages(const pj *arr, request *r, halo_error *err) {
     return HALO_OK;
 }
 
-halo_status halo_chat_render_json(const char *request_json, halo_chat_format format, char **out,
-                                  size_t *out_len, halo_error *err) {
-    *out = NULL;
+/* Reads a JSON request and renders it into o (with t: tokenizes it into ids as well). */
+static halo_status render_json(const char *request_json, halo_chat_format format,
+                               const halo_tokenizer *tok, chat_text *o, halo_tokens *ids,
+                               halo_error *err) {
     pj *req = NULL;
     request r = {0};
     pj_buf tools = {0}, rf = {0};
@@ -382,7 +420,8 @@ halo_status halo_chat_render_json(const char *request_json, halo_chat_format for
         goto done;
     }
     if ((st = read_messages(msgs, &r, err))) goto done;
-    st = halo_chat_render(r.msgs, r.n_msgs, &p, out, out_len, err);
+    st = render(r.msgs, r.n_msgs, &p, o, err);
+    if (!st && tok) st = chat_text_tokenize(tok, o, ids, err);
 done:
     for (size_t i = 0; i < r.n_owned; i++)
         free(r.owned[i]);
@@ -392,6 +431,28 @@ done:
     free(tools.p);
     free(rf.p);
     pj_free(req);
+    return st;
+}
+
+halo_status halo_chat_render_json(const char *request_json, halo_chat_format format, char **out,
+                                  size_t *out_len, halo_error *err) {
+    *out = NULL;
+    chat_text o = {0};
+    halo_status st = render_json(request_json, format, NULL, &o, NULL, err);
+    if (!st) {
+        *out = o.b.p;
+        if (out_len) *out_len = o.b.n;
+        o.b.p = NULL;
+    }
+    chat_text_free(&o);
+    return st;
+}
+
+halo_status halo_chat_tokenize_json(const halo_tokenizer *t, const char *request_json,
+                                    halo_chat_format format, halo_tokens *out, halo_error *err) {
+    chat_text o = {0};
+    halo_status st = render_json(request_json, format, t, &o, out, err);
+    chat_text_free(&o);
     return st;
 }
 

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/strmap.h"
 #include "text/text_internal.h"
+#include "text/vocab_check.h"
 
 /* ---- hashing ------------------------------------------------------------------------------ */
 
@@ -294,6 +295,7 @@ halo_status halo_tokenizer_load(const halo_gguf *g, halo_tokenizer **out, halo_e
     if (tokens->count == 0 || tokens->count > INT32_MAX / 2)
         return halo_fail(err, HALO_E_BAD_VALUE, "tokenizer.ggml.tokens: %llu tokens",
                          (unsigned long long)tokens->count);
+    if ((st = halo_vocab_check(g, tokens, types, err))) return st;
 
     halo_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return halo_fail(err, HALO_E_NOMEM, "tokenizer: out of memory");

@@ -190,6 +190,28 @@ static void commands_over_a_pipe(void) {
     CHECK_CONTAINS(out, "halo chat: unknown option '--bogus'");
 }
 
+/* Issue 19: a chat turn holding the text of a control token evaluates it as text. The fixture's
+ * vocabulary (test_chat.h) has one token per byte and no merge inside "<｜Assistant｜>", so the
+ * turn is strlen() tokens longer than the same turn without it; /reset makes each turn whole. */
+static void typed_control_tokens_stay_text(void) {
+    char cmd[2048], out[1 << 16];
+    snprintf(cmd, sizeof cmd,
+             "printf 'x\n/reset\nx<｜Assistant｜>\n' | %s chat -m '%s' --temp 0 -n 1 "
+             "--threads 1 2>&1",
+             HALO_BIN, model);
+    FILE *p = popen(cmd, "r");
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    const char *a = strstr(out, "prompt: "), *b = a ? strstr(a + 1, "prompt: ") : NULL;
+    CHECK(a && b);
+    if (!a || !b) return;
+    long first = strtol(a + 8, NULL, 10), second = strtol(b + 8, NULL, 10);
+    CHECK_INT(first, 5); /* BOS <｜User｜> x <｜Assistant｜> </think> */
+    CHECK_INT(second, first + (long)strlen(HALO_CHAT_ASSISTANT_TAG));
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     dir = tmpdir_make();
@@ -197,6 +219,7 @@ int main(void) {
     if (fixture_write(model)) return 1;
     RUN(two_turns_and_ctrl_c_on_a_terminal);
     RUN(commands_over_a_pipe);
+    RUN(typed_control_tokens_stay_text);
     tmpdir_remove(dir);
     return check_report();
 }

@@ -121,6 +121,30 @@ static void probe_of_a_fake_tree_drives_the_plan(void) {
     free(out);
 }
 
+/* Issue 19: without --ctx the context is 32768 or the model's context_length, whichever is
+ * smaller. The embedded model was trained with context_length 4096 (models/README.md); DeepSeek
+ * V4 Flash's is 1,048,576. Asking beyond the model's is still refused. */
+static void default_context_is_the_models_when_smaller(void) {
+    int st;
+    char *out = run_plan(NULL, "--profile strix-halo-128-stock", &st);
+    CHECK_INT(st, 0);
+    CHECK_CONTAINS(out, "context 32768 tokens");
+    free(out);
+    char full[600];
+    snprintf(full, sizeof full, "%s", model);
+    snprintf(model, sizeof model, "models/kjv-tiny.gguf");
+    out = run_plan(NULL, "--profile strix-halo-128-stock", &st);
+    CHECK_INT(st, 0);
+    CHECK_CONTAINS(out, "context 4096 tokens");
+    CHECK_CONTAINS(out, "loadable");
+    free(out);
+    out = run_plan(NULL, "--profile strix-halo-128-stock --ctx 4097", &st);
+    CHECK_INT(st, 1);
+    CHECK_CONTAINS(out, "context 4097 exceeds the model's context_length 4096");
+    free(out);
+    snprintf(model, sizeof model, "%s", full);
+}
+
 int main(void) {
     dir = tmpdir_make();
     write_variant(dir, "q2.gguf", DSV4_VARIANT_Q2, model, sizeof model);
@@ -130,6 +154,7 @@ int main(void) {
     RUN(json_output_parses_and_matches);
     RUN(expert_cache_loud_line_is_printed);
     RUN(probe_of_a_fake_tree_drives_the_plan);
+    RUN(default_context_is_the_models_when_smaller);
     tmpdir_remove(dir);
     return check_report();
 }

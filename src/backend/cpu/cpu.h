@@ -21,6 +21,10 @@ typedef struct cpu_backend {
     bool precise; /* f32 activations for every weight type (no integer dot products) */
     atomic_bool failed;     /* an op could not allocate its scratch since the last sync */
     const char *failed_op;  /* which one (a string literal) */
+    /* An op's own error with its message (a streamed expert that could not be read): set with
+     * failed, reported by the next sync instead of the scratch message. */
+    halo_status op_status;
+    halo_error op_error;
     /* Fault injection for tests (HALO_TEST_FAIL_SCRATCH=N): the N-th scratch allocation fails. */
     int64_t fail_at;
     atomic_int_fast64_t n_scratch;

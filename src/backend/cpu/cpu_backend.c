@@ -91,6 +91,12 @@ static halo_status sync(halo_backend *be, halo_error *err) {
     if (!atomic_load(&cb->failed)) return HALO_OK;
     const char *op = cb->failed_op ? cb->failed_op : "an op";
     atomic_store(&cb->failed, false);
+    if (cb->op_status) {
+        halo_status st = cb->op_status;
+        if (err) *err = cb->op_error;
+        cb->op_status = HALO_OK;
+        return st;
+    }
     return halo_fail(err, HALO_E_NOMEM, "cpu backend: out of memory for %s's scratch", op);
 }
 

@@ -5,12 +5,18 @@
  * Parallel phases so a single decode token still spreads over every thread and a prompt reads
  * each expert's weights once: routing (per token); gate/up projections per (expert, block of
  * rows) for every token routed to that expert, so the block stays in cache across its tokens;
- * down projections likewise; then a per-token weighted sum. */
+ * down projections likewise; then a per-token weighted sum.
+ *
+ * Streamed experts (a->experts set): after routing, the distinct experts of the batch are
+ * resolved through the expert cache in rounds of as many as it holds at once; each round runs
+ * the gate/up and down phases for its experts only. A pair's arithmetic does not depend on the
+ * round it falls in, so the output is bitwise the same as with resident experts. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "core/error.h"
 #include "halo/quant.h"
 
 enum { ROW_BLOCK = 64 };
@@ -36,6 +42,10 @@ typedef struct moe_ctx {
      * group e are pairs[first[e] .. first[e+1]). */
     int64_t *first, *pairs;
     int64_t (*tasks)[2];  /* (group, first row) of each gate/up or down task */
+    /* The current round: in_round[g] for groups computed now, their pairs in round_pairs. */
+    bool *in_round;
+    int64_t *round_pairs;
+    const halo_expert_view **view; /* [n_expert] streamed experts of this round, else NULL */
 } moe_ctx;
 
 static float score_fn(uint32_t gating, float x) {
@@ -118,9 +128,14 @@ static void slot_mats(const moe_ctx *c, int64_t t, uint32_t s, const halo_tensor
     const halo_moe_args *a = c->a;
     if (s < c->k) {
         int64_t e = c->sel[t * c->k + s];
-        *g = a->gate_exps, *u = a->up_exps, *d = a->down_exps;
-        *off_gu = (uint64_t)e * (uint64_t)c->n_ff * cpu_row_bytes(a->gate_exps);
-        *off_d = (uint64_t)e * (uint64_t)c->n_embd * cpu_row_bytes(a->down_exps);
+        if (c->view && c->view[e]) {
+            *g = &c->view[e]->gate, *u = &c->view[e]->up, *d = &c->view[e]->down;
+            *off_gu = *off_d = 0;
+        } else {
+            *g = a->gate_exps, *u = a->up_exps, *d = a->down_exps;
+            *off_gu = (uint64_t)e * (uint64_t)c->n_ff * cpu_row_bytes(a->gate_exps);
+            *off_d = (uint64_t)e * (uint64_t)c->n_embd * cpu_row_bytes(a->down_exps);
+        }
         *x_act = c->x_act + t * c->x_act_bytes;
         *clamp = a->clamp_exp;
     } else {
@@ -159,8 +174,9 @@ static void gate_up_task(void *p, int64_t task) {
     }
 }
 
-static void h_act_task(void *p, int64_t pair) {
+static void h_act_task(void *p, int64_t i) {
     moe_ctx *c = p;
+    int64_t pair = c->round_pairs[i];
     const halo_tensor *g, *u, *d;
     uint64_t off_gu, off_d;
     const void *x_act;
@@ -189,9 +205,9 @@ static void down_task(void *p, int64_t task) {
     }
 }
 
-/* Groups the (token, slot) pairs by expert and lists one task per (group, block of rows). */
-static int64_t plan_tasks(moe_ctx *c, int64_t rows_routed, int64_t rows_shared) {
-    int64_t groups = c->n_expert + 1, n_pairs = c->n_tok * c->slots, n_tasks = 0;
+/* Groups the (token, slot) pairs by expert (the shared expert is group n_expert). */
+static bool group_pairs(moe_ctx *c) {
+    int64_t groups = c->n_expert + 1, n_pairs = c->n_tok * c->slots;
     memset(c->first, 0, (size_t)(groups + 1) * sizeof *c->first);
     for (int64_t pair = 0; pair < n_pairs; pair++) {
         uint32_t s = (uint32_t)(pair % c->slots);
@@ -200,7 +216,7 @@ static int64_t plan_tasks(moe_ctx *c, int64_t rows_routed, int64_t rows_shared) 
     }
     for (int64_t e = 0; e < groups; e++) c->first[e + 1] += c->first[e];
     int64_t *fill = cpu_scratch(c->be, (size_t)(uint32_t)groups * sizeof *fill, "moe");
-    if (!fill) return 0;
+    if (!fill) return false;
     memset(fill, 0, (size_t)(uint32_t)groups * sizeof *fill);
     for (int64_t pair = 0; pair < n_pairs; pair++) {
         uint32_t s = (uint32_t)(pair % c->slots);
@@ -208,8 +224,14 @@ static int64_t plan_tasks(moe_ctx *c, int64_t rows_routed, int64_t rows_shared) 
         c->pairs[c->first[e] + fill[e]++] = pair;
     }
     free(fill);
-    for (int64_t e = 0; e < groups; e++) {
-        if (c->first[e + 1] == c->first[e]) continue;
+    return true;
+}
+
+/* One task per (group of this round, block of rows). */
+static int64_t plan_tasks(moe_ctx *c, int64_t rows_routed, int64_t rows_shared) {
+    int64_t n_tasks = 0;
+    for (int64_t e = 0; e < c->n_expert + 1; e++) {
+        if (c->first[e + 1] == c->first[e] || !c->in_round[e]) continue;
         int64_t rows = e < c->n_expert ? rows_routed : rows_shared;
         for (int64_t r0 = 0; r0 < rows; r0 += ROW_BLOCK) {
             c->tasks[n_tasks][0] = e;
@@ -217,6 +239,62 @@ static int64_t plan_tasks(moe_ctx *c, int64_t rows_routed, int64_t rows_shared) 
         }
     }
     return n_tasks;
+}
+
+/* The gate/up, activation and down phases for the groups of the current round. */
+static void run_round(moe_ctx *c) {
+    int64_t n = 0;
+    for (int64_t e = 0; e < c->n_expert + 1; e++)
+        if (c->in_round[e])
+            for (int64_t i = c->first[e]; i < c->first[e + 1]; i++) c->round_pairs[n++] = c->pairs[i];
+    halo_threadpool *pool = c->be->pool;
+    halo_threadpool_run(pool, plan_tasks(c, c->n_ff, c->n_ff_sh), gate_up_task, c);
+    halo_threadpool_run(pool, n, h_act_task, c);
+    halo_threadpool_run(pool, plan_tasks(c, c->n_embd, c->n_embd), down_task, c);
+}
+
+/* Streamed experts: the batch's distinct experts through the source, round by round (the
+ * shared expert, resident, goes with the first round). */
+static void run_streamed(moe_ctx *c) {
+    const halo_expert_source *src = c->a->experts;
+    int32_t *ids = cpu_scratch(c->be, (size_t)c->n_expert * sizeof *ids, "moe");
+    halo_expert_view *views = cpu_scratch(c->be, (size_t)c->n_expert * sizeof *views, "moe");
+    uint32_t n = 0;
+    if (ids && views) {
+        for (int64_t e = 0; e < c->n_expert; e++)
+            if (c->first[e + 1] > c->first[e]) ids[n++] = (int32_t)e;
+        c->in_round[c->n_expert] = true;
+    }
+    for (uint32_t done = 0; ids && views && (done < n || c->in_round[c->n_expert]);) {
+        uint32_t ready = 0;
+        halo_error err = {0};
+        halo_status st = done < n ? src->resolve(src, ids + done, n - done, views, &ready, &err)
+                                  : HALO_OK;
+        if (st == HALO_OK && done < n && (ready == 0 || ready > n - done))
+            st = halo_fail(&err, HALO_E_BAD_VALUE, "expert cache of blk.%u resolved %u of %u experts",
+                           src->layer, ready, n - done);
+        if (st) {
+            if (!atomic_exchange(&c->be->failed, true)) {
+                c->be->failed_op = "moe";
+                c->be->op_status = st;
+                c->be->op_error = err;
+            }
+            break;
+        }
+        for (uint32_t i = 0; i < ready; i++) {
+            c->in_round[ids[done + i]] = true;
+            c->view[ids[done + i]] = &views[i];
+        }
+        run_round(c);
+        for (uint32_t i = 0; i < ready; i++) {
+            c->in_round[ids[done + i]] = false;
+            c->view[ids[done + i]] = NULL;
+        }
+        c->in_round[c->n_expert] = false;
+        done += ready;
+    }
+    free(ids);
+    free(views);
 }
 
 static void sum_task(void *p, int64_t t) {
@@ -258,6 +336,9 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     int64_t max_rows = c.n_h > c.n_embd ? c.n_h : c.n_embd;
     c.tasks = cpu_scratch(cb, (size_t)((c.n_expert + 1) * ((max_rows + ROW_BLOCK - 1) / ROW_BLOCK) + 1) *
                                   sizeof *c.tasks, "moe");
+    c.in_round = cpu_scratch(cb, (size_t)(c.n_expert + 1) * sizeof *c.in_round, "moe");
+    c.round_pairs = cpu_scratch(cb, (size_t)pairs * sizeof *c.round_pairs, "moe");
+    if (a->experts) c.view = cpu_scratch(cb, (size_t)c.n_expert * sizeof *c.view, "moe");
     if (a->probs_bias) {
         c.bias = cpu_scratch(cb, (size_t)a->probs_bias->ne[0] * sizeof(float), "moe");
         if (c.bias)
@@ -265,17 +346,25 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
                                       a->probs_bias->ne[0]);
     }
     bool ok = c.sel && c.weight && c.x_act && c.xs_act && c.h && c.h_act && c.y && c.first &&
-              c.pairs && c.tasks && (c.bias || !a->probs_bias);
-    if (ok) memset(c.h, 0, (size_t)(pairs * c.n_h) * sizeof *c.h);
+              c.pairs && c.tasks && c.in_round && c.round_pairs && (c.view || !a->experts) &&
+              (c.bias || !a->probs_bias);
+    if (ok) {
+        memset(c.h, 0, (size_t)(pairs * c.n_h) * sizeof *c.h);
+        memset(c.in_round, 0, (size_t)(c.n_expert + 1) * sizeof *c.in_round);
+        if (c.view) memset(c.view, 0, (size_t)c.n_expert * sizeof *c.view);
+    }
     halo_threadpool *pool = cb->pool;
     if (ok) halo_threadpool_run(pool, c.n_tok, route_task, &c);
     ok = ok && !atomic_load(&cb->failed); /* routing needs its scratch too */
-    if (ok) {
-        halo_threadpool_run(pool, plan_tasks(&c, c.n_ff, c.n_ff_sh), gate_up_task, &c);
-        halo_threadpool_run(pool, pairs, h_act_task, &c);
-        halo_threadpool_run(pool, plan_tasks(&c, c.n_embd, c.n_embd), down_task, &c);
-        halo_threadpool_run(pool, c.n_tok, sum_task, &c);
+    ok = ok && group_pairs(&c);
+    if (ok && a->experts) {
+        run_streamed(&c);
+        ok = !atomic_load(&cb->failed);
+    } else if (ok) {
+        memset(c.in_round, 1, (size_t)(c.n_expert + 1) * sizeof *c.in_round);
+        run_round(&c);
     }
+    if (ok) halo_threadpool_run(pool, c.n_tok, sum_task, &c);
     free(c.bias);
     free(c.sel);
     free(c.weight);
@@ -287,4 +376,7 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     free(c.first);
     free(c.pairs);
     free(c.tasks);
+    free(c.in_round);
+    free(c.round_pairs);
+    free(c.view);
 }

@@ -1,0 +1,110 @@
+/* Expert streaming for an engine (see stream.h) and its statistics (halo/stream.h). */
+#include "mem/stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "halo/stream.h"
+#include "mem/expert_cache.h"
+#include "model/engine_internal.h"
+
+struct halo_engine_stream {
+    halo_expert_cache *cache;
+    halo_buf *buf;
+    uint64_t requested, admitted, expert_bytes;
+    char note[384];
+};
+
+bool halo_stream_planned(const halo_plan *plan) {
+    for (uint64_t i = 0; i < plan->n_tensors; i++)
+        if (plan->tensor_pool[i] == HALO_POOL_DISK) return true;
+    return false;
+}
+
+static halo_expert_policy policy_from_env(void) {
+    const char *p = getenv("HALO_EXPERT_POLICY");
+    for (int k = 0; p && k < HALO_EXPERT_POLICY_COUNT; k++)
+        if (!strcmp(p, halo_expert_policy_name((halo_expert_policy)k)))
+            return (halo_expert_policy)k;
+    return HALO_EXPERT_LRU;
+}
+
+halo_status halo_stream_create(const halo_gguf *g, halo_weights *w, const halo_plan *plan,
+                               halo_backend *be, halo_engine_stream **out, halo_error *err) {
+    *out = NULL;
+    if (plan->expert_cache_pool != HALO_POOL_HOST)
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "expert cache planned in the %s pool: only host memory (the CPU "
+                         "backend) streams today",
+                         halo_pool_name(plan->expert_cache_pool));
+    halo_engine_stream *s = calloc(1, sizeof *s);
+    halo_expert_layer *layers = calloc(w->n_layer ? w->n_layer : 1, sizeof *layers);
+    if (!s || !layers) {
+        free(s);
+        free(layers);
+        return halo_fail(err, HALO_E_NOMEM, "out of memory");
+    }
+    s->requested = plan->expert_cache_requested;
+    s->admitted = plan->expert_cache_admitted;
+    for (size_t i = 0; i < plan->n_notes; i++)
+        if (strstr(plan->notes[i], "expert cache")) {
+            snprintf(s->note, sizeof s->note, "%s", plan->notes[i]);
+            break;
+        }
+    for (uint32_t l = 0; l < w->n_layer; l++) {
+        const halo_layer_weights *L = &w->layer[l];
+        if (!L->gate_exps.src) continue;
+        layers[l] = (halo_expert_layer){L->gate_exps.src, L->up_exps.src, L->down_exps.src};
+        s->expert_bytes +=
+            L->gate_exps.src->n_bytes + L->up_exps.src->n_bytes + L->down_exps.src->n_bytes;
+    }
+    halo_expert_cache_options o = {.bytes = s->admitted, .policy = policy_from_env()};
+    halo_status st = halo_expert_cache_create(g, layers, w->n_layer, &o, &s->cache, err);
+    free(layers);
+    if (!st) {
+        uint64_t bytes;
+        void *mem = halo_expert_cache_memory(s->cache, &bytes);
+        st = be->ops->buf_wrap_host(be, mem, bytes, &s->buf, err);
+    }
+    if (st) {
+        halo_stream_free(s, be);
+        return st;
+    }
+    halo_expert_cache_bind(s->cache, s->buf);
+    for (uint32_t l = 0; l < w->n_layer; l++)
+        w->layer[l].experts = halo_expert_cache_source(s->cache, l);
+    *out = s;
+    return HALO_OK;
+}
+
+void halo_stream_free(halo_engine_stream *s, halo_backend *be) {
+    if (!s) return;
+    if (s->buf) be->ops->buf_free(be, s->buf);
+    halo_expert_cache_free(s->cache);
+    free(s);
+}
+
+bool halo_engine_stream_stats(const halo_engine *e, halo_stream_stats *out) {
+    memset(out, 0, sizeof *out);
+    out->policy = out->note = "";
+    const halo_engine_stream *s = e->stream;
+    if (!s) return false;
+    halo_expert_stats cs;
+    halo_expert_cache_stats(s->cache, &cs);
+    out->cache_requested = s->requested;
+    out->cache_admitted = s->admitted;
+    out->cache_allocated = cs.bytes_allocated;
+    out->expert_bytes = s->expert_bytes;
+    out->slots = cs.slots;
+    out->policy = halo_expert_policy_name(cs.policy);
+    out->note = s->note;
+    out->requests = cs.requests;
+    out->hits = cs.hits;
+    out->misses = cs.misses;
+    out->bytes_read = cs.bytes_read;
+    out->read_seconds = cs.read_seconds;
+    out->direct = cs.direct;
+    return true;
+}

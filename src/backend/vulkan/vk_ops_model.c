@@ -173,6 +173,13 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
     uint32_t n_expert = (uint32_t)a->gate_inp->ne[1], k = a->n_used;
     uint32_t n_ff = (uint32_t)a->gate_exps->ne[1];
     uint32_t n_ff_sh = a->gate_sh ? (uint32_t)a->gate_sh->ne[1] : 0;
+    if (a->experts) {
+        /* The expert cache lives in host memory the backend wraps; this backend copies wrapped
+         * memory at wrap time, so it would not see later cache fills (docs/vulkan.md). */
+        vk_fail(vb, HALO_E_UNSUPPORTED, "moe: streamed experts (blk.%u) are not supported by the "
+                "Vulkan backend yet; the model must fit in memory", a->experts->layer);
+        return;
+    }
     if (k > 32 || n_expert > 1024) {
         vk_fail(vb, HALO_E_UNSUPPORTED, "moe: %u experts used of %u (the shader takes at most 32 "
                 "of 1024)", k, n_expert);

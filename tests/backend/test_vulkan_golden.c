@@ -23,8 +23,8 @@ static bool all_seqs;
 
 static const struct {
     const char *model, *variant;
-} variants[] = {{"tiny-a", "f32"},  {"tiny-a", "f16"}, {"tiny-yarn", "f32"}, {"tiny-yarn", "f16"},
-                {"tiny-q", "ds4"},  {"tiny-q", "q4km"}, {"tiny-m", "mxfp4"}};
+} variants[] = {{"tiny-a", "f32"}, {"tiny-a", "f16"},  {"tiny-yarn", "f32"}, {"tiny-yarn", "f16"},
+                {"tiny-q", "ds4"}, {"tiny-q", "q4km"}, {"tiny-m", "mxfp4"}};
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 /* Sampled sequences: one token, a short one, across the 128-row window and compression
  * boundaries, and a long one (the longest on one variant only). */
@@ -130,8 +130,8 @@ static void chunked_and_token_by_token_equal_prefill(void) {
         int32_t n = (int32_t)seq->length;
         float *full = eval(e, seq->tokens, n, 0), *part = eval(e, seq->tokens, n, cases[k].chunk);
         double d = max_rel_diff(part, full, (size_t)n * halo_engine_n_vocab(e));
-        printf("  vulkan %s %s chunks of %d vs prefill: rel %.2e\n", cases[k].model,
-               cases[k].seq, cases[k].chunk, d);
+        printf("  vulkan %s %s chunks of %d vs prefill: rel %.2e\n", cases[k].model, cases[k].seq,
+               cases[k].chunk, d);
         CHECK(d < TOL_INCREMENTAL);
         free(full);
         free(part);
@@ -173,8 +173,7 @@ static void greedy_continuations_match(void) {
             int32_t t = tok;
             CHECK_INT(halo_session_eval(s, &t, 1, false, &err), HALO_OK);
         }
-        printf("  vulkan greedy from %-6s %d/%d tokens identical\n", run->prompt, same,
-               run->steps);
+        printf("  vulkan greedy from %-6s %d/%d tokens identical\n", run->prompt, same, run->steps);
         halo_session_free(s);
     }
     halo_engine_close(e);

@@ -26,7 +26,8 @@ static float frand(void) {
 
 static float *rnd(int64_t n, float scale) {
     float *x = malloc((size_t)n * sizeof *x);
-    for (int64_t i = 0; i < n; i++) x[i] = frand() * scale;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = frand() * scale;
     return x;
 }
 
@@ -63,18 +64,22 @@ static void *weights(uint32_t type, int64_t ne0, int64_t rows, float scale) {
     unsigned char *w = malloc((size_t)(rb * (uint64_t)rows));
     if (!halo_quant_can_quantize(type)) {
         const halo_type_info *ti = halo_type_info_get(type);
-        int n_f16 = type == HALO_TYPE_Q4_1 || type == HALO_TYPE_Q5_1 ? 2 : 1;
-        for (uint64_t i = 0; i < rb * (uint64_t)rows; i++) w[i] = (unsigned char)(frand() * 127 + 128);
+        int n_f16 =
+            type == HALO_TYPE_Q4_1 || type == HALO_TYPE_Q5_1 || type == HALO_TYPE_Q5_K ? 2 : 1;
+        for (uint64_t i = 0; i < rb * (uint64_t)rows; i++)
+            w[i] = (unsigned char)(frand() * 127 + 128);
         for (uint64_t b = 0; b < rb * (uint64_t)rows / ti->block_bytes; b++)
             for (int f = 0; f < n_f16; f++) {
                 float d = scale / 64;
-                halo_quant_quantize_row(HALO_TYPE_F16, &d, w + b * ti->block_bytes + 2 * f, 1, NULL);
+                halo_quant_quantize_row(HALO_TYPE_F16, &d, w + b * ti->block_bytes + 2 * f, 1,
+                                        NULL);
             }
         return w;
     }
     float *x = rnd(ne0, scale);
     for (int64_t r = 0; r < rows; r++) {
-        for (int64_t i = 0; i < ne0; i++) x[i] = frand() * scale;
+        for (int64_t i = 0; i < ne0; i++)
+            x[i] = frand() * scale;
         halo_error err;
         CHECK_INT(halo_quant_quantize_row(type, x, w + (uint64_t)r * rb, ne0, &err), HALO_OK);
     }
@@ -116,11 +121,10 @@ static void expect_close(const char *what, both *t, double tol) {
 }
 
 static void matmul_decodes_every_weight_type(void) {
-    static const uint32_t types[] = {HALO_TYPE_F32,  HALO_TYPE_F16,     HALO_TYPE_BF16,
-                                     HALO_TYPE_Q8_0, HALO_TYPE_Q2_K,    HALO_TYPE_Q4_K,
-                                     HALO_TYPE_Q6_K, HALO_TYPE_IQ2_XXS, HALO_TYPE_MXFP4,
-                                     HALO_TYPE_Q4_0, HALO_TYPE_Q4_1,    HALO_TYPE_Q5_0,
-                                     HALO_TYPE_Q5_1};
+    static const uint32_t types[] = {
+        HALO_TYPE_F32,  HALO_TYPE_F16,  HALO_TYPE_BF16,    HALO_TYPE_Q8_0,  HALO_TYPE_Q2_K,
+        HALO_TYPE_Q4_K, HALO_TYPE_Q6_K, HALO_TYPE_IQ2_XXS, HALO_TYPE_MXFP4, HALO_TYPE_Q4_0,
+        HALO_TYPE_Q4_1, HALO_TYPE_Q5_0, HALO_TYPE_Q5_1,    HALO_TYPE_Q5_K};
     enum { K = 4096, N = 72, T = 3 }; /* q_a's input; 72 of its 1024 rows */
     float *x = rnd(K * T, 1.0f);
     both bx = make(HALO_TYPE_F32, K, T, 1, x);
@@ -191,8 +195,13 @@ static void norms_and_rope(void) {
     cpu->ops->rms_norm(cpu, &bq.c, HD, NULL, 1e-6f);
     vk->ops->rms_norm(vk, &bq.v, HD, NULL, 1e-6f);
     expect_close("rms_norm per head [512] x 64 x 3", &bq, 1e-5);
-    halo_rope r = {.n_rot = 64, .base = 160000, .yarn = true, .yarn_factor = 16,
-                   .yarn_beta_fast = 32, .yarn_beta_slow = 1, .yarn_orig_ctx = 65536};
+    halo_rope r = {.n_rot = 64,
+                   .base = 160000,
+                   .yarn = true,
+                   .yarn_factor = 16,
+                   .yarn_beta_fast = 32,
+                   .yarn_beta_slow = 1,
+                   .yarn_orig_ctx = 65536};
     int32_t pos[T] = {0, 70000, 1000000};
     cpu->ops->rope(cpu, &bq.c, pos, &r, false);
     vk->ops->rope(vk, &bq.v, pos, &r, false);
@@ -206,19 +215,36 @@ static void norms_and_rope(void) {
 
 static void hyper_connections(void) {
     enum { E = 4096, HC = 4, T = 3, MIX = (2 + HC) * HC };
-    float *s = rnd((int64_t)E * HC * T, 1.0f), *base = rnd(MIX, 0.5f), scale[3] = {0.7f, 0.4f, 1.3f};
+    float *s = rnd((int64_t)E * HC * T, 1.0f), *base = rnd(MIX, 0.5f),
+          scale[3] = {0.7f, 0.4f, 1.3f};
     void *fn = weights(HALO_TYPE_F16, E * HC, MIX, 0.05f);
     both bs = make(HALO_TYPE_F32, E, HC, T, s), bfn = make(HALO_TYPE_F16, E * HC, MIX, 1, fn);
     both bb = make(HALO_TYPE_F32, MIX, 1, 1, base), bsc = make(HALO_TYPE_F32, 3, 1, 1, scale);
     both col = make(HALO_TYPE_F32, E, T, 1, NULL), post = make(HALO_TYPE_F32, HC, T, 1, NULL);
     both comb = make(HALO_TYPE_F32, HC, HC, T, NULL);
-    halo_hc_args a = {.streams = &bs.c, .fn = &bfn.c, .base = &bb.c, .scale = &bsc.c, .hc = HC,
-                      .sinkhorn_iters = 20, .eps = 1e-6f, .norm_eps = 1e-6f, .collapsed = &col.c,
-                      .post = &post.c, .comb = &comb.c};
+    halo_hc_args a = {.streams = &bs.c,
+                      .fn = &bfn.c,
+                      .base = &bb.c,
+                      .scale = &bsc.c,
+                      .hc = HC,
+                      .sinkhorn_iters = 20,
+                      .eps = 1e-6f,
+                      .norm_eps = 1e-6f,
+                      .collapsed = &col.c,
+                      .post = &post.c,
+                      .comb = &comb.c};
     cpu->ops->hc_pre(cpu, &a);
-    a = (halo_hc_args){.streams = &bs.v, .fn = &bfn.v, .base = &bb.v, .scale = &bsc.v, .hc = HC,
-                       .sinkhorn_iters = 20, .eps = 1e-6f, .norm_eps = 1e-6f,
-                       .collapsed = &col.v, .post = &post.v, .comb = &comb.v};
+    a = (halo_hc_args){.streams = &bs.v,
+                       .fn = &bfn.v,
+                       .base = &bb.v,
+                       .scale = &bsc.v,
+                       .hc = HC,
+                       .sinkhorn_iters = 20,
+                       .eps = 1e-6f,
+                       .norm_eps = 1e-6f,
+                       .collapsed = &col.v,
+                       .post = &post.v,
+                       .comb = &comb.v};
     vk->ops->hc_pre(vk, &a);
     expect_close("hc_pre collapsed [4096] (fn f16 [16384 x 24])", &col, 1e-4);
     expect_close("hc_pre post", &post, 1e-4);
@@ -237,16 +263,24 @@ static void attention_window_and_compressed_rows(void) {
     float *q = rnd((int64_t)HD * H * T, 1.0f), *win = rnd((int64_t)HD * W, 1.0f);
     float *comp = rnd((int64_t)HD * NC, 1.0f), *sinks = rnd(H, 1.0f);
     int32_t sel[K * T];
-    for (int i = 0; i < K * T; i++) sel[i] = i % 7 == 3 ? -1 : (int32_t)((seed = seed * 1103515245u + 12345u) >> 8) % NC;
+    for (int i = 0; i < K * T; i++)
+        sel[i] = i % 7 == 3 ? -1 : (int32_t)((seed = seed * 1103515245u + 12345u) >> 8) % NC;
     both bq = make(HALO_TYPE_F32, HD, H, T, q), bw = make(HALO_TYPE_F32, HD, W, 1, win);
     both bc = make(HALO_TYPE_F32, HD, NC, 1, comp), bs = make(HALO_TYPE_F32, H, 1, 1, sinks);
     both bsel = make(HALO_TYPE_I32, K, T, 1, sel), out = make(HALO_TYPE_F32, HD, H, T, NULL);
     int32_t pos[T] = {1000, 1001};
     for (int mode = 0; mode < 2; mode++) {
-        halo_attn_args a = {.q = &bq.c, .pos = pos, .window = &bw.c, .win_pos0 = 874,
-                            .sliding_window = 128, .comp = &bc.c, .ratio = mode ? 128 : 4,
-                            .select = mode ? NULL : &bsel.c, .sinks = &bs.c,
-                            .scale = 1.0f / sqrtf(HD), .out = &out.c};
+        halo_attn_args a = {.q = &bq.c,
+                            .pos = pos,
+                            .window = &bw.c,
+                            .win_pos0 = 874,
+                            .sliding_window = 128,
+                            .comp = &bc.c,
+                            .ratio = mode ? 128 : 4,
+                            .select = mode ? NULL : &bsel.c,
+                            .sinks = &bs.c,
+                            .scale = 1.0f / sqrtf(HD),
+                            .out = &out.c};
         cpu->ops->attention(cpu, &a);
         a.q = &bq.v, a.window = &bw.v, a.comp = &bc.v, a.select = mode ? NULL : &bsel.v;
         a.sinks = &bs.v, a.out = &out.v;
@@ -261,8 +295,13 @@ static void attention_window_and_compressed_rows(void) {
 
 static void compressor_pooling(void) {
     enum { D = 512 };
-    halo_rope r = {.n_rot = 64, .base = 160000, .yarn = true, .yarn_factor = 16,
-                   .yarn_beta_fast = 32, .yarn_beta_slow = 1, .yarn_orig_ctx = 65536};
+    halo_rope r = {.n_rot = 64,
+                   .base = 160000,
+                   .yarn = true,
+                   .yarn_factor = 16,
+                   .yarn_beta_fast = 32,
+                   .yarn_beta_slow = 1,
+                   .yarn_orig_ctx = 65536};
     for (int mode = 0; mode < 2; mode++) {
         uint32_t ratio = mode ? 128 : 4, width = mode ? D : 2 * D, n_win = mode ? 2 : 3;
         float *kv = rnd((int64_t)width * n_win * ratio, 1.0f);
@@ -274,10 +313,20 @@ static void compressor_pooling(void) {
         both ba = make(HALO_TYPE_F32, width, ratio, 1, ape), bn = make(HALO_TYPE_F32, D, 1, 1, nw);
         both bpk = make(HALO_TYPE_F32, D, ratio, 1, pk), bpg = make(HALO_TYPE_F32, D, ratio, 1, pg);
         both out = make(HALO_TYPE_F32, D, n_win, 1, NULL);
-        halo_pool_args a = {.kv = &bkv.c, .gate = &bg.c, .ape = &ba.c, .norm = &bn.c,
-                            .eps = 1e-6f, .overlap = !mode, .prev_kv = &bpk.c,
-                            .prev_gate = &bpg.c, .have_prev = true, .pos0 = 4000,
-                            .ratio = ratio, .dim = D, .rope = &r, .out = &out.c};
+        halo_pool_args a = {.kv = &bkv.c,
+                            .gate = &bg.c,
+                            .ape = &ba.c,
+                            .norm = &bn.c,
+                            .eps = 1e-6f,
+                            .overlap = !mode,
+                            .prev_kv = &bpk.c,
+                            .prev_gate = &bpg.c,
+                            .have_prev = true,
+                            .pos0 = 4000,
+                            .ratio = ratio,
+                            .dim = D,
+                            .rope = &r,
+                            .out = &out.c};
         cpu->ops->pool(cpu, &a);
         a.kv = &bkv.v, a.gate = &bg.v, a.ape = &ba.v, a.norm = &bn.v, a.prev_kv = &bpk.v;
         a.prev_gate = &bpg.v, a.out = &out.v;
@@ -304,8 +353,8 @@ static void indexer_topk_selects_the_same_rows(void) {
     both bq = make(HALO_TYPE_F32, HD, H, T, q), bw = make(HALO_TYPE_F32, H, T, 1, w);
     both bk = make(HALO_TYPE_F32, HD, ROWS, 1, keys), out = make(HALO_TYPE_I32, K, T, 1, NULL);
     int32_t pos[T] = {9, 2100, 7000}; /* 2, 525 and all 1500 rows visible */
-    halo_topk_args a = {.q = &bq.c, .w = &bw.c, .keys = &bk.c, .pos = pos, .ratio = 4,
-                        .top_k = K, .out = &out.c};
+    halo_topk_args a = {
+        .q = &bq.c, .w = &bw.c, .keys = &bk.c, .pos = pos, .ratio = 4, .top_k = K, .out = &out.c};
     cpu->ops->topk(cpu, &a);
     a.q = &bq.v, a.w = &bw.v, a.keys = &bk.v, a.out = &out.v;
     vk->ops->topk(vk, &a);
@@ -333,11 +382,13 @@ static void moe_case(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_
     void *g = weights(gu, E, (int64_t)n_ff * n_expert, 0.05f);
     void *u = weights(gu, E, (int64_t)n_ff * n_expert, 0.05f);
     void *d = weights(dn, n_ff, (int64_t)E * n_expert, 0.05f);
-    void *gs = weights(HALO_TYPE_Q8_0, E, n_ff, 0.05f), *us = weights(HALO_TYPE_Q8_0, E, n_ff, 0.05f);
+    void *gs = weights(HALO_TYPE_Q8_0, E, n_ff, 0.05f),
+         *us = weights(HALO_TYPE_Q8_0, E, n_ff, 0.05f);
     void *ds = weights(HALO_TYPE_Q8_0, n_ff, E, 0.05f);
     int32_t tid[V * 8];
     for (int i = 0; i < V; i++) /* distinct experts per row, as real tables */
-        for (uint32_t j = 0; j < k; j++) tid[i * k + j] = (int32_t)((i * 3 + j * 5) % n_expert);
+        for (uint32_t j = 0; j < k; j++)
+            tid[i * k + j] = (int32_t)((i * 3 + j * 5) % n_expert);
     both bx = make(HALO_TYPE_F32, E, T, 1, x), bb = make(HALO_TYPE_F32, n_expert, 1, 1, bias);
     both br = make(HALO_TYPE_F16, E, n_expert, 1, router);
     both bg = make(gu, E, n_ff, n_expert, g), bu = make(gu, E, n_ff, n_expert, u);
@@ -346,12 +397,24 @@ static void moe_case(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_
     both bds = make(HALO_TYPE_Q8_0, n_ff, E, 1, ds), bt = make(HALO_TYPE_I32, k, V, 1, tid);
     both out = make(HALO_TYPE_F32, E, T, 1, NULL);
     int32_t tokens[T] = {3, 15, 0};
-    halo_moe_args a = {.x = &bx.c, .gate_inp = &br.c, .probs_bias = hash ? NULL : &bb.c,
-                       .tid2eid = hash ? &bt.c : NULL, .tokens = tokens, .gate_exps = &bg.c,
-                       .up_exps = &bu.c, .down_exps = &bd.c, .gate_sh = &bgs.c, .up_sh = &bus.c,
-                       .down_sh = &bds.c, .n_used = k, .gating = HALO_GATING_SQRTSOFTPLUS,
-                       .norm_weights = true, .weights_scale = 1.5f, .clamp_exp = 10.0f,
-                       .clamp_shexp = 10.0f, .out = &out.c};
+    halo_moe_args a = {.x = &bx.c,
+                       .gate_inp = &br.c,
+                       .probs_bias = hash ? NULL : &bb.c,
+                       .tid2eid = hash ? &bt.c : NULL,
+                       .tokens = tokens,
+                       .gate_exps = &bg.c,
+                       .up_exps = &bu.c,
+                       .down_exps = &bd.c,
+                       .gate_sh = &bgs.c,
+                       .up_sh = &bus.c,
+                       .down_sh = &bds.c,
+                       .n_used = k,
+                       .gating = HALO_GATING_SQRTSOFTPLUS,
+                       .norm_weights = true,
+                       .weights_scale = 1.5f,
+                       .clamp_exp = 10.0f,
+                       .clamp_shexp = 10.0f,
+                       .out = &out.c};
     cpu->ops->moe(cpu, &a);
     a.x = &bx.v, a.gate_inp = &br.v, a.probs_bias = hash ? NULL : &bb.v;
     a.tid2eid = hash ? &bt.v : NULL, a.gate_exps = &bg.v, a.up_exps = &bu.v, a.down_exps = &bd.v;
@@ -368,15 +431,16 @@ static void moe_routes_and_mixes_like_the_cpu(void) {
      * 2048 with 8 experts, hash-routed, in ds4's mix (IQ2_XXS gate/up, Q2_K down). */
     moe_case("moe 256 experts top-6 biased, mxfp4", 256, 64, 6, false, HALO_TYPE_MXFP4,
              HALO_TYPE_MXFP4);
-    moe_case("moe 8 experts of 2048, hash top-6, iq2_xxs/q2_K", 8, 2048, 6, true,
-             HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K);
+    moe_case("moe 8 experts of 2048, hash top-6, iq2_xxs/q2_K", 8, 2048, 6, true, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K);
 }
 
 static void an_unsupported_weight_type_is_an_error_at_sync(void) {
     enum { K = 256, N = 4 };
     void *w = calloc(1, 110 * N);
     halo_tensor bw = make1(vk, HALO_TYPE_Q3_K, K, N, 1, w);
-    halo_tensor bx = make1(vk, HALO_TYPE_F32, K, 1, 1, NULL), out = make1(vk, HALO_TYPE_F32, N, 1, 1, NULL);
+    halo_tensor bx = make1(vk, HALO_TYPE_F32, K, 1, 1, NULL),
+                out = make1(vk, HALO_TYPE_F32, N, 1, 1, NULL);
     vk->ops->matmul(vk, &bw, &bx, 1, &out);
     halo_error err = {0};
     CHECK(vk->ops->sync(vk, &err) != HALO_OK);

@@ -13,8 +13,9 @@
  * share one descriptor layout. Its binding 0, the weight, is an array of VK_CHUNKS storage-
  * buffer descriptors: a weight larger than one descriptor may cover (maxStorageBufferRange, at
  * most 2 GiB) is bound as up to VK_CHUNKS consecutive ranges, each holding a whole number of
- * rows (or experts); a smaller one repeats one descriptor. Other bindings are one descriptor. Quantized weights are read as 32-bit words and decoded inside
- * the dot (quant.glsl); accumulation is f32, as the CPU backend's precise mode. */
+ * rows (or experts); a smaller one repeats one descriptor. Other bindings are one descriptor.
+ * Quantized weights are read as 32-bit words and decoded inside the dot (quant.glsl);
+ * accumulation is f32, as in the CPU backend's precise mode. */
 #ifndef HALO_BACKEND_VULKAN_VK_H
 #define HALO_BACKEND_VULKAN_VK_H
 
@@ -158,8 +159,8 @@ typedef struct vk_backend {
 
     halo_buf *deferred; /* freed after the next wait */
     vk_upload upload;
-    halo_buf *scratch;  /* grown on demand; ops are serialised by barriers, so it is shared */
-    halo_buf *grid;     /* IQ2_XXS codebook */
+    halo_buf *scratch; /* grown on demand; ops are serialised by barriers, so it is shared */
+    halo_buf *grid;    /* IQ2_XXS codebook */
 
     /* HALO_VK_PROFILE=1: wait after every dispatch and add its time to its kernel (a
      * diagnostic: it serialises everything); printed to stderr when the backend is destroyed. */
@@ -171,7 +172,9 @@ typedef struct vk_backend {
     char failed_msg[400];
 } vk_backend;
 
-static inline vk_backend *vk_of(halo_backend *be) { return (vk_backend *)be; }
+static inline vk_backend *vk_of(halo_backend *be) {
+    return (vk_backend *)be;
+}
 
 /* Remembers the first failure (an op that cannot bind or allocate, a device error) for sync. */
 void vk_fail(vk_backend *vb, halo_status st, const char *fmt, ...)
@@ -193,8 +196,8 @@ void vk_pipelines_destroy(vk_backend *vb);
  * descriptor is returned in rel (bytes), and rows per chunk in chunk_rows. */
 typedef struct vk_binding {
     halo_buf *buf;
-    uint64_t offset, bytes;          /* the range the shader reads or writes */
-    uint64_t row_bytes, granule;     /* 0: never split */
+    uint64_t offset, bytes;      /* the range the shader reads or writes */
+    uint64_t row_bytes, granule; /* 0: never split */
 } vk_binding;
 
 typedef struct vk_bound {
@@ -235,8 +238,7 @@ VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type);
 bool vk_resolve(vk_backend *vb, const char *op, const vk_binding *b, uint32_t n, vk_bound *bound);
 
 /* vk_ops.c / vk_ops_model.c */
-void vk_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens,
-              halo_tensor *out);
+void vk_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens, halo_tensor *out);
 void vk_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
                halo_tensor *out);
 void vk_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,

@@ -11,22 +11,36 @@
 #include "core/error.h"
 #include "quant/grids.h"
 
-bool halo_backend_vulkan_built(void) { return true; }
+bool halo_backend_vulkan_built(void) {
+    return true;
+}
 
 static const char *vk_result_name(VkResult r) {
     switch (r) {
-    case VK_SUCCESS: return "VK_SUCCESS";
-    case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
-    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
-    case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
-    case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
-    case VK_ERROR_MEMORY_MAP_FAILED: return "VK_ERROR_MEMORY_MAP_FAILED";
-    case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
-    case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
-    case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
-    case VK_ERROR_TOO_MANY_OBJECTS: return "VK_ERROR_TOO_MANY_OBJECTS";
-    case VK_TIMEOUT: return "VK_TIMEOUT";
-    default: return "a Vulkan error";
+    case VK_SUCCESS:
+        return "VK_SUCCESS";
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+        return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+        return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED:
+        return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST:
+        return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_MEMORY_MAP_FAILED:
+        return "VK_ERROR_MEMORY_MAP_FAILED";
+    case VK_ERROR_EXTENSION_NOT_PRESENT:
+        return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_FEATURE_NOT_PRESENT:
+        return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_INCOMPATIBLE_DRIVER:
+        return "VK_ERROR_INCOMPATIBLE_DRIVER";
+    case VK_ERROR_TOO_MANY_OBJECTS:
+        return "VK_ERROR_TOO_MANY_OBJECTS";
+    case VK_TIMEOUT:
+        return "VK_TIMEOUT";
+    default:
+        return "a Vulkan error";
     }
 }
 
@@ -53,7 +67,8 @@ halo_status vk_buf_create(vk_backend *vb, uint64_t bytes, halo_buf **out, halo_e
     /* Round up so word-wise shader reads of the last bytes stay inside the buffer. */
     uint64_t size = (bytes + 15) & ~15ull;
     if (size == 0) size = 16;
-    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size,
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             .size = size,
                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
                                       VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
@@ -63,17 +78,22 @@ halo_status vk_buf_create(vk_backend *vb, uint64_t bytes, halo_buf **out, halo_e
     if (r == VK_SUCCESS) {
         vb->fn.vkGetBufferMemoryRequirements(vb->device, b->buffer, &req);
         VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                   .allocationSize = req.size, .memoryTypeIndex = vb->mem_type};
-        if (!(req.memoryTypeBits & (1u << vb->mem_type))) r = VK_ERROR_FEATURE_NOT_PRESENT;
-        else r = vb->fn.vkAllocateMemory(vb->device, &ai, NULL, &b->memory);
+                                   .allocationSize = req.size,
+                                   .memoryTypeIndex = vb->mem_type};
+        if (!(req.memoryTypeBits & (1u << vb->mem_type)))
+            r = VK_ERROR_FEATURE_NOT_PRESENT;
+        else
+            r = vb->fn.vkAllocateMemory(vb->device, &ai, NULL, &b->memory);
     }
     if (r == VK_SUCCESS) r = vb->fn.vkBindBufferMemory(vb->device, b->buffer, b->memory, 0);
     if (r == VK_SUCCESS)
         r = vb->fn.vkMapMemory(vb->device, b->memory, 0, VK_WHOLE_SIZE, 0, (void **)&b->map);
     if (r != VK_SUCCESS) {
         vk_buf_destroy(vb, b);
-        return halo_fail(err, HALO_E_NOMEM, "vulkan backend: cannot allocate a buffer of %llu "
-                         "bytes (%s)", (unsigned long long)bytes, vk_result_name(r));
+        return halo_fail(err, HALO_E_NOMEM,
+                         "vulkan backend: cannot allocate a buffer of %llu "
+                         "bytes (%s)",
+                         (unsigned long long)bytes, vk_result_name(r));
     }
     memset(b->map, 0, (size_t)size);
     b->size = bytes;
@@ -151,7 +171,8 @@ halo_status vk_flush(vk_backend *vb, halo_error *err) {
     VkResult r = vb->fn.vkEndCommandBuffer(vb->cmd);
     const char *what = "vkEndCommandBuffer";
     if (r == VK_SUCCESS) {
-        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                           .commandBufferCount = 1,
                            .pCommandBuffers = &vb->cmd};
         what = "vkQueueSubmit";
         r = vb->fn.vkQueueSubmit(vb->queue, 1, &si, vb->fence);
@@ -171,7 +192,8 @@ halo_status vk_flush(vk_backend *vb, halo_error *err) {
         return halo_fail(err, r == VK_ERROR_DEVICE_LOST ? HALO_E_IO : HALO_E_NOMEM,
                          "vulkan backend: %s failed: %s%s", what, vk_result_name(r),
                          r == VK_ERROR_DEVICE_LOST ? " (the device was lost: a driver reset or "
-                                                     "a submission that ran too long)" : "");
+                                                     "a submission that ran too long)"
+                                                   : "");
     }
     release_deferred(vb);
     return HALO_OK;
@@ -246,33 +268,40 @@ static bool has_ext(const VkExtensionProperties *e, uint32_t n, const char *name
 
 static halo_status open_instance(vk_backend *vb, halo_error *err) {
     const char *names[] = {"libvulkan.so.1", "libvulkan.so"};
-    for (size_t i = 0; i < 2 && !vb->lib; i++) vb->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    for (size_t i = 0; i < 2 && !vb->lib; i++)
+        vb->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!vb->lib)
-        return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: no Vulkan loader "
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "vulkan backend: no Vulkan loader "
                          "(libvulkan.so.1) on this machine: install libvulkan1 and a driver");
-    PFN_vkGetInstanceProcAddr gipa = (PFN_vkGetInstanceProcAddr)dlsym(vb->lib,
-                                                                      "vkGetInstanceProcAddr");
+    PFN_vkGetInstanceProcAddr gipa =
+        (PFN_vkGetInstanceProcAddr)dlsym(vb->lib, "vkGetInstanceProcAddr");
     PFN_vkCreateInstance create =
         gipa ? (PFN_vkCreateInstance)gipa(NULL, "vkCreateInstance") : NULL;
     PFN_vkEnumerateInstanceVersion version =
         gipa ? (PFN_vkEnumerateInstanceVersion)gipa(NULL, "vkEnumerateInstanceVersion") : NULL;
     if (!create)
-        return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: the loader has no "
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "vulkan backend: the loader has no "
                          "vkCreateInstance");
     uint32_t api = VK_API_VERSION_1_0;
     if (version) version(&api);
     if (api < VK_API_VERSION_1_2)
-        return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: the Vulkan loader is %u.%u; "
-                         "halo needs Vulkan 1.2", VK_API_VERSION_MAJOR(api),
-                         VK_API_VERSION_MINOR(api));
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "vulkan backend: the Vulkan loader is %u.%u; "
+                         "halo needs Vulkan 1.2",
+                         VK_API_VERSION_MAJOR(api), VK_API_VERSION_MINOR(api));
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
-                             .pApplicationName = "halo", .apiVersion = VK_API_VERSION_1_2};
+                             .pApplicationName = "halo",
+                             .apiVersion = VK_API_VERSION_1_2};
     VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                                .pApplicationInfo = &app};
     VkResult r = create(&ci, NULL, &vb->instance);
     if (r != VK_SUCCESS)
-        return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: vkCreateInstance failed: %s "
-                         "(no driver? VK_DRIVER_FILES names the ICD to use)", vk_result_name(r));
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "vulkan backend: vkCreateInstance failed: %s "
+                         "(no driver? VK_DRIVER_FILES names the ICD to use)",
+                         vk_result_name(r));
 #define X(name) vb->fn.name = (PFN_##name)gipa(vb->instance, #name);
     HALO_VK_INSTANCE_FNS(X)
 #undef X
@@ -294,21 +323,21 @@ static bool device_suits(vk_backend *vb, VkPhysicalDevice pd, char *why, size_t 
                  VK_API_VERSION_MAJOR(p.apiVersion), VK_API_VERSION_MINOR(p.apiVersion));
         return false;
     }
-    VkPhysicalDeviceVulkan11Features f11 = {.sType =
-                                                VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-    VkPhysicalDeviceVulkan12Features f12 = {.sType =
-                                                VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = &f11};
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f11};
     VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                    .pNext = &f12};
     vb->fn.vkGetPhysicalDeviceFeatures2(pd, &f);
-    VkPhysicalDeviceSubgroupProperties sg = {.sType =
-                                                 VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceSubgroupProperties sg = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                       .pNext = &sg};
     vb->fn.vkGetPhysicalDeviceProperties2(pd, &p2);
     const char *missing = NULL;
-    if (!f11.storageBuffer16BitAccess) missing = "16-bit storage (storageBuffer16BitAccess)";
+    if (!f11.storageBuffer16BitAccess)
+        missing = "16-bit storage (storageBuffer16BitAccess)";
     else if (!f.features.shaderStorageBufferArrayDynamicIndexing)
         missing = "shaderStorageBufferArrayDynamicIndexing";
     else if (!(sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
@@ -336,14 +365,17 @@ static halo_status pick_device(vk_backend *vb, int want, halo_error *err) {
     uint32_t n = 0;
     vb->fn.vkEnumeratePhysicalDevices(vb->instance, &n, NULL);
     if (n == 0)
-        return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: no Vulkan device (is a "
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "vulkan backend: no Vulkan device (is a "
                          "driver installed? lavapipe: mesa-vulkan-drivers)");
     VkPhysicalDevice devs[16];
     if (n > 16) n = 16;
     vb->fn.vkEnumeratePhysicalDevices(vb->instance, &n, devs);
     if (want >= (int)n)
-        return halo_fail(err, HALO_E_INVALID_ARG, "vulkan backend: device %d asked for, %u "
-                         "present", want, n);
+        return halo_fail(err, HALO_E_INVALID_ARG,
+                         "vulkan backend: device %d asked for, %u "
+                         "present",
+                         want, n);
     char why[512] = "";
     for (uint32_t i = 0; i < n; i++) {
         if (want >= 0 && (int)i != want) continue;
@@ -360,9 +392,8 @@ static halo_status make_device(vk_backend *vb, halo_error *err) {
     vb->fn.vkGetPhysicalDeviceMemoryProperties(vb->phys, &vb->mem_props);
     VkPhysicalDeviceMaintenance3Properties m3 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
-    VkPhysicalDeviceSubgroupProperties sg = {.sType =
-                                                 VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
-                                             .pNext = &m3};
+    VkPhysicalDeviceSubgroupProperties sg = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &m3};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                       .pNext = &sg};
     vb->fn.vkGetPhysicalDeviceProperties2(vb->phys, &p2);
@@ -400,26 +431,33 @@ static halo_status make_device(vk_backend *vb, halo_error *err) {
             best = (int)i;
         }
     if (best < 0)
-        return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: %s has no host-visible "
-                         "coherent memory", vb->props.deviceName);
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "vulkan backend: %s has no host-visible "
+                         "coherent memory",
+                         vb->props.deviceName);
     vb->mem_type = (uint32_t)best;
 
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-                                  .queueFamilyIndex = vb->queue_family, .queueCount = 1,
+                                  .queueFamilyIndex = vb->queue_family,
+                                  .queueCount = 1,
                                   .pQueuePriorities = &prio};
-    VkPhysicalDeviceVulkan11Features f11 = {.sType =
-                                                VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                            .storageBuffer16BitAccess = VK_TRUE};
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+        .storageBuffer16BitAccess = VK_TRUE};
     VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                    .pNext = &f11};
     f.features.shaderStorageBufferArrayDynamicIndexing = VK_TRUE;
-    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f,
-                             .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
+    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                             .pNext = &f,
+                             .queueCreateInfoCount = 1,
+                             .pQueueCreateInfos = &qi};
     VkResult r = vb->fn.vkCreateDevice(vb->phys, &di, NULL, &vb->device);
     if (r != VK_SUCCESS)
-        return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: vkCreateDevice on %s failed: "
-                         "%s", vb->props.deviceName, vk_result_name(r));
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "vulkan backend: vkCreateDevice on %s failed: "
+                         "%s",
+                         vb->props.deviceName, vk_result_name(r));
 #define X(name) vb->fn.name = (PFN_##name)vb->fn.vkGetDeviceProcAddr(vb->device, #name);
     HALO_VK_DEVICE_FNS(X)
 #undef X

@@ -10,8 +10,8 @@
  * bindings' own. */
 typedef struct vk_mm_args {
     vk_binding x, out, sel;
-    uint32_t N, n_cols, groups, x_off, x_col_stride, x_col_div, out_off, out_col_stride,
-        sel_off, n_expert;
+    uint32_t N, n_cols, groups, x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_off,
+        n_expert;
 } vk_mm_args;
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m);
 

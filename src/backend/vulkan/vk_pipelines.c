@@ -74,14 +74,17 @@ static const struct {
 static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo *spec,
                               VkPipeline *out) {
     VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                   .codeSize = shaders[k].bytes, .pCode = shaders[k].code};
+                                   .codeSize = shaders[k].bytes,
+                                   .pCode = shaders[k].code};
     VkShaderModule mod = VK_NULL_HANDLE;
     VkResult r = vb->fn.vkCreateShaderModule(vb->device, &mi, NULL, &mod);
     if (r != VK_SUCCESS) return r;
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                  .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main",
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .module = mod,
+                  .pName = "main",
                   .pSpecializationInfo = spec},
         .layout = vb->pipe_layout};
     r = vb->fn.vkCreateComputePipelines(vb->device, VK_NULL_HANDLE, 1, &ci, NULL, out);
@@ -89,7 +92,9 @@ static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo 
     return r;
 }
 
-static bool is_typed(int k) { return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_HC_PRE; }
+static bool is_typed(int k) {
+    return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_HC_PRE;
+}
 
 VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {
     if (type >= 64) return VK_NULL_HANDLE;
@@ -98,8 +103,10 @@ VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {
     VkSpecializationInfo spec = {1, &e, sizeof type, &type};
     VkResult r = make_pipeline(vb, (int)k, &spec, &vb->typed[k][type]);
     if (r != VK_SUCCESS) {
-        vk_fail(vb, HALO_E_UNSUPPORTED, "cannot create the pipeline of shader %s for type %u "
-                "(error %d)", shaders[k].name + 4, type, (int)r);
+        vk_fail(vb, HALO_E_UNSUPPORTED,
+                "cannot create the pipeline of shader %s for type %u "
+                "(error %d)",
+                shaders[k].name + 4, type, (int)r);
         return VK_NULL_HANDLE;
     }
     return vb->typed[k][type];
@@ -114,22 +121,29 @@ halo_status vk_pipelines_create(vk_backend *vb, halo_error *err) {
                                                .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo li = {.sType =
                                               VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                                          .bindingCount = VK_MAX_BINDINGS + 1, .pBindings = lb};
+                                          .bindingCount = VK_MAX_BINDINGS + 1,
+                                          .pBindings = lb};
     VkResult r = vb->fn.vkCreateDescriptorSetLayout(vb->device, &li, NULL, &vb->set_layout);
     VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES};
     VkPipelineLayoutCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                                     .setLayoutCount = 1, .pSetLayouts = &vb->set_layout,
-                                     .pushConstantRangeCount = 1, .pPushConstantRanges = &pr};
+                                     .setLayoutCount = 1,
+                                     .pSetLayouts = &vb->set_layout,
+                                     .pushConstantRangeCount = 1,
+                                     .pPushConstantRanges = &pr};
     if (r == VK_SUCCESS) r = vb->fn.vkCreatePipelineLayout(vb->device, &pi, NULL, &vb->pipe_layout);
     if (r != VK_SUCCESS)
-        return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: cannot create the pipeline "
-                         "layout (error %d)", (int)r);
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "vulkan backend: cannot create the pipeline "
+                         "layout (error %d)",
+                         (int)r);
     for (int k = 0; k < VK_K_COUNT; k++) {
         if (is_typed(k)) continue; /* specialised per type, on first use */
         r = make_pipeline(vb, k, NULL, &vb->pipes[k]);
         if (r != VK_SUCCESS)
-            return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: cannot create the "
-                             "pipeline of shader %s (error %d)", shaders[k].name + 4, (int)r);
+            return halo_fail(err, HALO_E_UNSUPPORTED,
+                             "vulkan backend: cannot create the "
+                             "pipeline of shader %s (error %d)",
+                             shaders[k].name + 4, (int)r);
     }
     return HALO_OK;
 }

@@ -8,7 +8,9 @@
 #include "core/error.h"
 #include "halo/types.h"
 
-static uint64_t buf_cap(const halo_buf *b) { return (b->size + 15) & ~15ull; }
+static uint64_t buf_cap(const halo_buf *b) {
+    return (b->size + 15) & ~15ull;
+}
 
 vk_binding vk_bind_tensor(const halo_tensor *t) {
     return (vk_binding){.buf = t->buf, .offset = t->offset, .bytes = halo_tensor_nbytes(t)};
@@ -17,8 +19,11 @@ vk_binding vk_bind_tensor(const halo_tensor *t) {
 vk_binding vk_bind_weight(const halo_tensor *t, uint64_t granule) {
     uint64_t rb = 0;
     halo_type_bytes(t->type, (uint64_t)t->ne[0], &rb);
-    return (vk_binding){.buf = t->buf, .offset = t->offset, .bytes = halo_tensor_nbytes(t),
-                        .row_bytes = rb, .granule = granule ? granule : 1};
+    return (vk_binding){.buf = t->buf,
+                        .offset = t->offset,
+                        .bytes = halo_tensor_nbytes(t),
+                        .row_bytes = rb,
+                        .granule = granule ? granule : 1};
 }
 
 bool vk_op_begin(vk_backend *vb, uint64_t upload_bytes) {
@@ -48,8 +53,7 @@ bool vk_op_begin(vk_backend *vb, uint64_t upload_bytes) {
 vk_binding vk_upload_data(vk_backend *vb, const void *data, uint64_t bytes) {
     uint64_t need = (bytes + 255) & ~255ull;
     if (vb->upload.used + need > vb->upload.buf->size) {
-        vk_fail(vb, HALO_E_NOMEM, "upload buffer overflow (%llu bytes)",
-                (unsigned long long)bytes);
+        vk_fail(vb, HALO_E_NOMEM, "upload buffer overflow (%llu bytes)", (unsigned long long)bytes);
         return (vk_binding){0};
     }
     vk_binding b = {.buf = vb->upload.buf, .offset = vb->upload.used, .bytes = bytes};
@@ -107,22 +111,25 @@ static bool resolve_one(vk_backend *vb, const char *op, uint32_t i, const vk_bin
         return true;
     }
     if (!b->row_bytes || i != 0) {
-        vk_fail(vb, HALO_E_UNSUPPORTED, "%s: a view of %llu bytes exceeds the device's "
-                "maxStorageBufferRange (%llu bytes)", op, (unsigned long long)b->bytes,
-                (unsigned long long)vb->max_range);
+        vk_fail(vb, HALO_E_UNSUPPORTED,
+                "%s: a view of %llu bytes exceeds the device's "
+                "maxStorageBufferRange (%llu bytes)",
+                op, (unsigned long long)b->bytes, (unsigned long long)vb->max_range);
         return false;
     }
     /* Chunks of whole granules whose byte size is a multiple of the descriptor alignment, so
      * the view starts at the same place `rel` inside every chunk's descriptor. */
     uint64_t g_bytes = b->row_bytes * b->granule;
     uint64_t per = (vb->max_range - align) / g_bytes;
-    while (per > 0 && (per * g_bytes) % align) per--;
+    while (per > 0 && (per * g_bytes) % align)
+        per--;
     uint64_t rows = b->bytes / b->row_bytes, per_rows = per * b->granule;
     uint64_t n = per_rows ? (rows + per_rows - 1) / per_rows : 0;
     if (per == 0 || n > VK_CHUNKS || per_rows > 0xfffffffeu) {
-        vk_fail(vb, HALO_E_UNSUPPORTED, "%s: a weight of %llu bytes cannot be bound in %d "
-                "ranges of at most %llu bytes (maxStorageBufferRange)", op,
-                (unsigned long long)b->bytes, VK_CHUNKS, (unsigned long long)vb->max_range);
+        vk_fail(vb, HALO_E_UNSUPPORTED,
+                "%s: a weight of %llu bytes cannot be bound in %d "
+                "ranges of at most %llu bytes (maxStorageBufferRange)",
+                op, (unsigned long long)b->bytes, VK_CHUNKS, (unsigned long long)vb->max_range);
         return false;
     }
     out->rel = (uint32_t)rel;
@@ -152,10 +159,11 @@ static VkDescriptorSet alloc_set(vk_backend *vb) {
     enum { SETS = 128 };
     for (int tries = 0; tries < 1000; tries++) {
         if (vb->cur_pool < vb->n_pools) {
-            VkDescriptorSetAllocateInfo ai = {
-                .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                .descriptorPool = vb->pools[vb->cur_pool], .descriptorSetCount = 1,
-                .pSetLayouts = &vb->set_layout};
+            VkDescriptorSetAllocateInfo ai = {.sType =
+                                                  VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                              .descriptorPool = vb->pools[vb->cur_pool],
+                                              .descriptorSetCount = 1,
+                                              .pSetLayouts = &vb->set_layout};
             VkDescriptorSet set = VK_NULL_HANDLE;
             if (vb->fn.vkAllocateDescriptorSets(vb->device, &ai, &set) == VK_SUCCESS) return set;
             vb->cur_pool++;
@@ -164,7 +172,9 @@ static VkDescriptorSet alloc_set(vk_backend *vb) {
         VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                    SETS * (VK_CHUNKS + VK_MAX_BINDINGS)};
         VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                                         .maxSets = SETS, .poolSizeCount = 1, .pPoolSizes = &ps};
+                                         .maxSets = SETS,
+                                         .poolSizeCount = 1,
+                                         .pPoolSizes = &ps};
         VkDescriptorPool *np = realloc(vb->pools, (vb->n_pools + 1) * sizeof *np);
         if (!np) return VK_NULL_HANDLE;
         vb->pools = np;
@@ -210,13 +220,12 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
     for (uint32_t i = 0; i <= VK_MAX_BINDINGS; i++)
         all[i] = i < n && b[i].buf ? b[i] : dummy;
     for (uint32_t i = 0; i <= VK_MAX_BINDINGS; i++)
-        if (!resolve_one(vb, op, i, &all[i], i < n ? &bound[i] : &tmp[i], &r[i]))
-            return false;
+        if (!resolve_one(vb, op, i, &all[i], i < n ? &bound[i] : &tmp[i], &r[i])) return false;
     if (gx > vb->props.limits.maxComputeWorkGroupCount[0] ||
         gy > vb->props.limits.maxComputeWorkGroupCount[1] ||
         gz > vb->props.limits.maxComputeWorkGroupCount[2]) {
-        vk_fail(vb, HALO_E_UNSUPPORTED, "%s: %u x %u x %u workgroups exceed the device's limit",
-                op, gx, gy, gz);
+        vk_fail(vb, HALO_E_UNSUPPORTED, "%s: %u x %u x %u workgroups exceed the device's limit", op,
+                gx, gy, gz);
         return false;
     }
     if (!begin_recording(vb)) return false;
@@ -228,7 +237,8 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
     VkWriteDescriptorSet w[VK_MAX_BINDINGS + 1];
     for (uint32_t i = 0; i <= VK_MAX_BINDINGS; i++)
         w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                      .dstSet = set, .dstBinding = i,
+                                      .dstSet = set,
+                                      .dstBinding = i,
                                       .descriptorCount = i == 0 ? VK_CHUNKS : 1,
                                       .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                       .pBufferInfo = r[i].info};
@@ -273,8 +283,8 @@ void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
         vk_fail(vb, HALO_E_OUT_OF_BOUNDS, "copy: a view reaches past its buffer's end");
         return;
     }
-    bool overlap = dst->buf == src->buf && dst->offset < src->offset + n &&
-                   src->offset < dst->offset + n;
+    bool overlap =
+        dst->buf == src->buf && dst->offset < src->offset + n && src->offset < dst->offset + n;
     if (overlap && !vk_scratch_reserve(vb, n, "copy")) return;
     if (!begin_recording(vb)) return;
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,

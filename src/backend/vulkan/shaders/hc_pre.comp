@@ -48,7 +48,8 @@ void main() {
     if (lid == 0u) {
         float s0 = SCALE.d[pc.scale_off], s1 = SCALE.d[pc.scale_off + 1u];
         float s2 = SCALE.d[pc.scale_off + 2u];
-        for (uint k = 0u; k < hc; k++) pre[k] = sigm(mix[k] * s0 + BASE.d[pc.base_off + k]) + pc.eps;
+        for (uint k = 0u; k < hc; k++)
+            pre[k] = sigm(mix[k] * s0 + BASE.d[pc.base_off + k]) + pc.eps;
         if (pc.head == 0u) {
             for (uint k = 0u; k < hc; k++)
                 POST.d[pc.post_off + t * hc + k] =

@@ -19,5 +19,6 @@ void main() {
     uint i = k / pc.dim, d = k % pc.dim;
     uint b = (pc.n_win - 1u) * pc.ratio * pc.width + i * pc.width + d;
     PKVB.d[pc.pkv_off + i * pc.dim + d] = KVB.d[pc.kv_off + b];
-    PGB.d[pc.pgate_off + i * pc.dim + d] = GB.d[pc.gate_off + b] + APE.d[pc.ape_off + i * pc.width + d];
+    PGB.d[pc.pgate_off + i * pc.dim + d] =
+        GB.d[pc.gate_off + b] + APE.d[pc.ape_off + i * pc.width + d];
 }

@@ -41,7 +41,7 @@ static void usage(FILE *out) {
             "--nothink)\n"
             "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, --frequency-penalty,\n"
             "  --presence-penalty, --seed, --ignore-eos, --ctx N, --threads N   as for halo run\n"
-            "  --weights POLICY, --expert-cache SIZE   as for halo run\n"
+            "  --backend B, --weights POLICY, --expert-cache SIZE   as for halo run\n"
             "commands: /think  /nothink  /think-max  /reset  /ctx  /help  /quit\n");
 }
 

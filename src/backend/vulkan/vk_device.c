@@ -9,6 +9,7 @@
 #include "backend/vulkan/vk.h"
 #include "backend/vulkan/vulkan.h"
 #include "core/error.h"
+#include "halo/plan.h"
 #include "quant/grids.h"
 
 bool halo_backend_vulkan_built(void) {
@@ -109,6 +110,18 @@ void vk_buf_destroy(vk_backend *vb, halo_buf *b) {
 }
 
 static halo_status buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, halo_error *err) {
+    return vk_buf_create(vk_of(be), bytes, out, err);
+}
+
+/* Weights in a pool of the plan. Every buffer of this backend is host-visible memory, device-
+ * local where the device has a large such heap, so the device, gpu-host and host pools are the
+ * same memory here; managed memory has no Vulkan counterpart. */
+static halo_status buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes, halo_buf **out,
+                                  halo_error *err) {
+    *out = NULL;
+    if (pool == HALO_POOL_MANAGED || pool >= HALO_POOL_DISK)
+        return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: no %s pool",
+                         halo_pool_name((halo_pool_kind)pool));
     return vk_buf_create(vk_of(be), bytes, out, err);
 }
 
@@ -240,6 +253,7 @@ static const halo_backend_ops vk_ops = {
     .name = "vulkan",
     .destroy = destroy,
     .buf_alloc = buf_alloc,
+    .buf_alloc_pool = buf_alloc_pool,
     .buf_free = buf_free,
     .buf_wrap_host = buf_wrap_host,
     .buf_write = buf_write,

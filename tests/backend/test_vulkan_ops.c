@@ -451,6 +451,15 @@ static void an_unsupported_weight_type_is_an_error_at_sync(void) {
     free(w);
 }
 
+static void a_failed_allocation_is_an_error_naming_its_size(void) {
+    halo_buf *b = NULL;
+    halo_error err = {0};
+    CHECK(vk->ops->buf_alloc(vk, 1ull << 50, &b, &err) != HALO_OK); /* 1 PiB */
+    CHECK(b == NULL);
+    printf("  %-44s %s\n", "1 PiB buffer:", err.message);
+    CHECK(strstr(err.message, "1125899906842624") != NULL);
+}
+
 static void a_missing_device_is_an_error_naming_it(void) {
     halo_backend *be = NULL;
     halo_error err = {0};
@@ -481,6 +490,7 @@ int main(void) {
     RUN(indexer_topk_selects_the_same_rows);
     RUN(moe_routes_and_mixes_like_the_cpu);
     RUN(an_unsupported_weight_type_is_an_error_at_sync);
+    RUN(a_failed_allocation_is_an_error_naming_its_size);
     RUN(a_missing_device_is_an_error_naming_it);
     vk->ops->destroy(vk);
     cpu->ops->destroy(cpu);

@@ -37,8 +37,8 @@ static halo_engine *open_on(const halo_golden_variant *v, const char *backend,
                             const char *weights) {
     halo_engine *e = NULL;
     halo_error err = {0};
-    halo_engine_params p = {.model_path = v->gguf_path, .backend = backend, .precise = true,
-                            .weights = weights};
+    halo_engine_params p = {
+        .model_path = v->gguf_path, .backend = backend, .precise = true, .weights = weights};
     if (halo_engine_open(&p, &e, &err)) {
         fprintf(stderr, "  %s\n", err.message);
         check_failures++;
@@ -77,11 +77,13 @@ static void expect(const halo_golden_cmp *c, const char *what, float near_tie) {
 }
 
 static void every_golden_variant_matches_transformers_on_the_gpu(void) {
-    static const struct { const char *model, *var; float tie; } vs[] = {
-        {"tiny-a", "f32", NEAR_TIE},       {"tiny-a", "f16", NEAR_TIE},
-        {"tiny-yarn", "f32", NEAR_TIE},    {"tiny-yarn", "f16", NEAR_TIE},
-        {"tiny-q", "ds4", NEAR_TIE_QUANT}, {"tiny-q", "q4km", NEAR_TIE_QUANT},
-        {"tiny-m", "mxfp4", NEAR_TIE_QUANT}};
+    static const struct {
+        const char *model, *var;
+        float tie;
+    } vs[] = {{"tiny-a", "f32", NEAR_TIE},        {"tiny-a", "f16", NEAR_TIE},
+              {"tiny-yarn", "f32", NEAR_TIE},     {"tiny-yarn", "f16", NEAR_TIE},
+              {"tiny-q", "ds4", NEAR_TIE_QUANT},  {"tiny-q", "q4km", NEAR_TIE_QUANT},
+              {"tiny-m", "mxfp4", NEAR_TIE_QUANT}};
     for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++) {
         const halo_golden_variant *v = variant(vs[k].model, vs[k].var);
         halo_engine *e = v ? open_on(v, "cuda", NULL) : NULL;
@@ -103,10 +105,12 @@ static void every_golden_variant_matches_transformers_on_the_gpu(void) {
 /* Chunked prefill and one-token decode give the batched prefill's logits; and the GPU's
  * logits equal the CPU backend's (precise) within f32 rounding. */
 static void incremental_evaluation_equals_prefill_and_the_cpu(void) {
-    static const struct { const char *model, *var, *seq; int32_t chunk; } cases[] = {
-        {"tiny-a", "f32", "L300", 1},     {"tiny-a", "f32", "L520", 7},
-        {"tiny-yarn", "f32", "L1100", 512}, {"tiny-yarn", "f32", "L129", 1},
-        {"tiny-q", "ds4", "L520", 37},    {"tiny-m", "mxfp4", "L300", 1}};
+    static const struct {
+        const char *model, *var, *seq;
+        int32_t chunk;
+    } cases[] = {{"tiny-a", "f32", "L300", 1},       {"tiny-a", "f32", "L520", 7},
+                 {"tiny-yarn", "f32", "L1100", 512}, {"tiny-yarn", "f32", "L129", 1},
+                 {"tiny-q", "ds4", "L520", 37},      {"tiny-m", "mxfp4", "L300", 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const halo_golden_variant *v = variant(cases[i].model, cases[i].var);
         const halo_golden_seq *seq = halo_golden_seq_find(golden, cases[i].seq);
@@ -122,8 +126,8 @@ static void incremental_evaluation_equals_prefill_and_the_cpu(void) {
         halo_golden_cmp c;
         char what[64];
         halo_golden_compare(batch, inc, NULL, seq->length, v->n_vocab, TOL_INCREMENTAL, &c);
-        snprintf(what, sizeof what, "%s-%s %s chunk %d", cases[i].model, cases[i].var,
-                 cases[i].seq, cases[i].chunk);
+        snprintf(what, sizeof what, "%s-%s %s chunk %d", cases[i].model, cases[i].var, cases[i].seq,
+                 cases[i].chunk);
         expect(&c, what, 0);
         halo_golden_compare(ref, batch, NULL, seq->length, v->n_vocab, TOL_INCREMENTAL, &c);
         snprintf(what, sizeof what, "%s-%s %s gpu vs cpu", cases[i].model, cases[i].var,
@@ -195,7 +199,8 @@ static void every_weights_placement_gives_the_same_logits(void) {
             first = got;
         } else {
             size_t n = (size_t)seq->length * v->n_vocab, diff = 0;
-            for (size_t k = 0; k < n; k++) diff += memcmp(&got[k], &first[k], 4) != 0;
+            for (size_t k = 0; k < n; k++)
+                diff += memcmp(&got[k], &first[k], 4) != 0;
             printf("  weights %-8s %zu of %zu logits differ from device's\n", places[i], diff, n);
             CHECK_INT(diff, 0);
             free(got);
@@ -214,10 +219,11 @@ static void a_model_larger_than_the_gpu_is_refused_with_weights_device(void) {
     char path[] = "/tmp/halo-small-gpu-XXXXXX.json";
     int fd = mkstemps(path, 5);
     if (fd < 0) return;
-    const char *json = "{\"name\": \"small-gpu\", \"description\": \"test\", \"sources\": [\"test\"], \"host\": "
-                       "{\"total_mib\": 65536, \"available_mib\": 60000}, \"gpu\": {\"vendor\": "
-                       "\"nvidia\", \"name\": \"tiny\", \"integrated\": false, \"vram_mib\": 1, "
-                       "\"managed\": true}}";
+    const char *json =
+        "{\"name\": \"small-gpu\", \"description\": \"test\", \"sources\": [\"test\"], \"host\": "
+        "{\"total_mib\": 65536, \"available_mib\": 60000}, \"gpu\": {\"vendor\": "
+        "\"nvidia\", \"name\": \"tiny\", \"integrated\": false, \"vram_mib\": 1, "
+        "\"managed\": true}}";
     CHECK(write(fd, json, strlen(json)) == (ssize_t)strlen(json));
     close(fd);
     setenv("HALO_PROFILE", path, 1);

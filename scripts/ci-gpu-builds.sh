@@ -14,7 +14,9 @@ if [ -n "$nvcc" ]; then
     cmake -S . -B build-cuda -DHALO_CUDA=ON -DHALO_WERROR=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
         >/dev/null
     cmake --build build-cuda -j "$jobs"
-    (cd build-cuda && ctest --output-on-failure -j "$jobs")
+    # test_cli_bench expects a backend this build has but this machine cannot start to say
+    # "not built"; the CPU build runs it.
+    (cd build-cuda && ctest --output-on-failure -j "$jobs" -E '^test_cli_bench$')
 else
     echo "######################################################################"
     echo "## CI: nvcc not found (PATH, /usr/local/cuda): the CUDA build is NOT ##"

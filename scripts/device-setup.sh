@@ -12,9 +12,9 @@
 # Afterwards `source build-gpu/env.sh` sets the library path for running the binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pkgs=(libcjson-dev libcjson1 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0
-      libpcre2-posix3 libedit-dev libedit2 libbsd0 libmd0 libtinfo6 libncurses-dev libncurses6
-      libncursesw6 libbsd-dev libmd-dev pkgconf pkgconf-bin libpkgconf3 pkg-config)
+# Only what the build and the binaries need (the device tool carries at most 64 MiB in all).
+pkgs=(libcjson-dev libcjson1 libpcre2-dev libpcre2-8-0 libedit-dev libedit2 libbsd0 libmd0
+      libtinfo6 libmicrohttpd-dev libmicrohttpd12 pkgconf pkgconf-bin libpkgconf3 pkg-config)
 if [ "${1:-}" = fetch ]; then
     dir=${2:-.carry/cuda/debs}
     mkdir -p "$dir"
@@ -29,6 +29,12 @@ for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix"; done
 lib=$prefix/usr/lib/x86_64-linux-gnu
 export PKG_CONFIG_PATH=$lib/pkgconfig:$prefix/usr/share/pkgconfig
 export PKG_CONFIG_SYSROOT_DIR=$prefix
+# libmicrohttpd.pc names gnutls privately; the shared library links without its headers, so a
+# machine without gnutls' .pc gets an empty stand-in (the runtime library is the system's).
+if ! PKG_CONFIG_PATH= pkg-config --exists gnutls 2>/dev/null && [ ! -f "$lib/pkgconfig/gnutls.pc" ]; then
+    printf 'Name: gnutls\nDescription: stand-in\nVersion: 3.7.9\nLibs:\nCflags:\n' \
+        >"$lib/pkgconfig/gnutls.pc"
+fi
 pc=$(command -v pkg-config || true)
 [ -n "$pc" ] || pc=$prefix/usr/bin/pkgconf
 mkdir -p build-gpu

@@ -21,6 +21,7 @@
 #include <editline/readline.h>
 
 #include "cli/cli.h"
+#include "cli/cli_cache.h"
 #include "cli/run.h"
 
 static volatile sig_atomic_t interrupted;
@@ -42,7 +43,9 @@ static void usage(FILE *out) {
             "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, --frequency-penalty,\n"
             "  --presence-penalty, --seed, --ignore-eos, --ctx N, --threads N   as for halo run\n"
             "  --backend B, --weights POLICY, --expert-cache SIZE   as for halo run\n"
-            "commands: /think  /nothink  /think-max  /reset  /ctx  /help  /quit\n");
+            "  --cache-ram SIZE     prefix cache in RAM; --kv-dir DIR [--kv-dir-size SIZE] on disk\n"
+            "commands: /think  /nothink  /think-max  /reset  /ctx  /save FILE  /load FILE  /help\n"
+            "  /quit\n");
 }
 
 static void help(void) {
@@ -51,6 +54,8 @@ static void help(void) {
            "/nothink    reply directly\n"
            "/reset      forget the conversation (keeps the system prompt)\n"
            "/ctx        show how much of the context is used\n"
+           "/save FILE  save the conversation and its evaluated state to FILE\n"
+           "/load FILE  continue a conversation saved with /save\n"
            "/help       this list\n"
            "/quit       leave (Ctrl-D too)\n"
            "Ctrl-C stops a reply while it is generated.\n");
@@ -68,6 +73,7 @@ typedef struct chat {
     size_t n, cap;
     halo_tokens hist; /* tokens the session has evaluated, in order */
     halo_chat_thinking thinking;
+    cli_cache *cc;
 } chat;
 
 static bool add_msg(chat *ch, halo_chat_role role, const char *content, size_t content_len,
@@ -170,6 +176,7 @@ static void turn(chat *ch, const char *line) {
                            .keep_thinking = true};
     halo_status st = halo_chat_tokenize(m->tok, cm, ch->n, &cp, &all, &err);
     free(cm);
+    if (!st) cli_cache_chat_resume(ch->cc, m->session, all.ids, (uint32_t)all.n, &ch->hist);
     if (st || (st = tokens_to_eval(ch, &all, &todo, &err))) goto fail_drop;
     uint32_t past = halo_session_n_past(m->session);
     if (!todo.n || past + todo.n >= m->n_ctx) {
@@ -219,6 +226,7 @@ static void turn(chat *ch, const char *line) {
     else
         ok = add_msg(ch, HALO_CHAT_ASSISTANT, "", 0, text, len);
     if (!ok) goto nomem;
+    cli_cache_insert("chat", ch->cc, m->session);
     cli_print_stats(&stats);
     cli_stream_report("chat", ch->m->engine, true);
     goto done;
@@ -253,6 +261,43 @@ static void reset(chat *ch) {
     halo_sampler_reset(ch->m->sampler);
 }
 
+static bool add_loaded(void *user, halo_chat_role role, const char *content,
+                       const char *reasoning) {
+    return add_msg(user, role, content, strlen(content), reasoning,
+                   reasoning ? strlen(reasoning) : 0);
+}
+
+/* /save FILE, /load FILE (the state and the conversation: src/cli/cli_cache.c). */
+static void save_or_load(chat *ch, const char *path, bool load) {
+    size_t keep = ch->n;
+    if (!load) {
+        halo_chat_message *cm = calloc(ch->n ? ch->n : 1, sizeof *cm);
+        for (size_t i = 0; cm && i < ch->n; i++)
+            cm[i] = (halo_chat_message){.role = ch->msgs[i].role,
+                                        .content = ch->msgs[i].content,
+                                        .reasoning = ch->msgs[i].reasoning};
+        if (cm) cli_chat_save(ch->m->session, path, cm, ch->n, (int)ch->thinking);
+        free(cm);
+        return;
+    }
+    int thinking = (int)ch->thinking;
+    bool ok = cli_chat_load(ch->m->session, path, &thinking, add_loaded, ch);
+    size_t from = ok ? 0 : keep, to = ok ? keep : ch->n; /* drop the old or the partial list */
+    for (size_t i = from; i < to; i++) {
+        free(ch->msgs[i].content);
+        free(ch->msgs[i].reasoning);
+    }
+    memmove(ch->msgs + from, ch->msgs + to, (ch->n - to) * sizeof *ch->msgs);
+    ch->n -= to - from;
+    if (!ok) return;
+    ch->thinking = (halo_chat_thinking)thinking;
+    ch->hist.n = 0;
+    const int32_t *held = halo_session_tokens(ch->m->session);
+    for (uint32_t i = 0; i < halo_session_n_past(ch->m->session); i++)
+        halo_tokens_push(&ch->hist, held[i], NULL);
+    halo_sampler_reset(ch->m->sampler);
+}
+
 /* Returns false to leave. */
 static bool command(chat *ch, const char *line) {
     static const struct {
@@ -275,6 +320,8 @@ static bool command(chat *ch, const char *line) {
     } else if (!strcmp(line, "/ctx")) {
         uint32_t used = halo_session_n_past(ch->m->session);
         printf("(context: %u of %u tokens used, %zu messages)\n", used, ch->m->n_ctx, ch->n);
+    } else if (!strncmp(line, "/save ", 6) || !strncmp(line, "/load ", 6)) {
+        save_or_load(ch, line + 6, line[1] == 'l');
     } else if (!strcmp(line, "/help")) {
         help();
     } else {
@@ -306,12 +353,14 @@ static void utf8_locale(void) {
 int cli_chat(int argc, char **argv) {
     cli_common c;
     cli_common_init(&c);
+    cli_cache cc = {0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         }
         int r = cli_common_option("chat", argc, argv, &i, &c);
+        if (!r) r = cli_cache_option("chat", argc, argv, &i, &cc);
         if (r < 0) return 2;
         if (r == 0) {
             fprintf(stderr, "halo chat: unknown option '%s'\n", argv[i]);
@@ -322,11 +371,12 @@ int cli_chat(int argc, char **argv) {
     cli_model m;
     int rc = cli_open("chat", &c, &m);
     if (!rc) rc = cli_load("chat", &c, &m);
+    if (!rc) rc = cli_cache_open("chat", &cc, m.engine);
     if (rc) {
         cli_close(&m);
         return rc;
     }
-    chat ch = {.c = &c, .m = &m, .thinking = c.thinking};
+    chat ch = {.c = &c, .m = &m, .thinking = c.thinking, .cc = &cc};
     reset(&ch);
 
     struct sigaction sa = {0};
@@ -367,6 +417,7 @@ int cli_chat(int argc, char **argv) {
     clear_msgs(&ch);
     free(ch.msgs);
     halo_tokens_free(&ch.hist);
+    cli_cache_close(&cc);
     cli_close(&m);
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_cache.h"
 #include "cli/run.h"
 #include "core/threadpool.h"
 #include "halo/halo.h"
@@ -46,6 +47,8 @@ static void usage(FILE *out) {
             "  --ctx N              context size (default: %d or the model's, if smaller)\n"
             "  --threads N          CPU threads (default and most: the cores available)\n"
             "  --backend B          cpu|cuda|auto (default cpu; auto: the GPU when usable)\n"
+            "  --prompt-cache FILE  reuse the prompt's state saved in FILE, save it there\n"
+            "  --kv-dir DIR [--kv-dir-size SIZE]   prefix cache on disk (default size 16G)\n"
             CLI_STREAM_USAGE,
             DEFAULT_CTX);
 }
@@ -325,6 +328,7 @@ int cli_run(int argc, char **argv) {
     cli_common_init(&c);
     const char *prompt = NULL, *file = NULL;
     bool raw = false, special = false;
+    cli_cache cc = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -334,6 +338,10 @@ int cli_run(int argc, char **argv) {
         int r = cli_common_option("run", argc, argv, &i, &c);
         if (r < 0) return 2;
         if (r > 0) continue;
+        if ((r = cli_cache_option("run", argc, argv, &i, &cc))) {
+            if (r < 0) return 2;
+            continue;
+        }
         if (!strcmp(a, "--raw"))
             raw = true;
         else if (!strcmp(a, "--special"))
@@ -421,8 +429,10 @@ int cli_run(int argc, char **argv) {
                 ids.n, c.n_predict ? " plus -n" : "", m.n_ctx, c.n_predict ? ", a smaller -n" : "");
         goto done;
     }
-    if ((rc = cli_load("run", &c, &m))) goto done;
+    if ((rc = cli_load("run", &c, &m)) || (rc = cli_cache_open("run", &cc, m.engine))) goto done;
     rc = 1;
+    int64_t held = cli_cache_prepare("run", &cc, m.session, ids.ids, (uint32_t)ids.n);
+    if (held < 0) goto done;
     bool newline = true;
     halo_gen_params gp = {.n_ctx = m.n_ctx,
                           .max_new = c.n_predict,
@@ -431,7 +441,8 @@ int cli_run(int argc, char **argv) {
                           .user = &newline};
     halo_gen_stop why;
     halo_gen_stats stats;
-    st = halo_generate(m.session, m.sampler, m.tok, ids.ids, ids.n, &gp, NULL, &why, &stats, &err);
+    st = halo_generate(m.session, m.sampler, m.tok, ids.ids + held, ids.n - (size_t)held, &gp, NULL,
+                       &why, &stats, &err);
     if (!newline) putchar('\n');
     fflush(stdout);
     if (st) {
@@ -444,6 +455,7 @@ int cli_run(int argc, char **argv) {
     cli_stream_report("run", m.engine, true);
     rc = 0;
 done:
+    cli_cache_close(&cc);
     halo_tokens_free(&ids);
     free(clean);
     cli_close(&m);

@@ -19,8 +19,8 @@ static halo_tensor place(layout *l, int64_t ne0, int64_t ne1) {
     return t;
 }
 
-static void place_series(layout *l, halo_kv_series *s, uint32_t dim, uint32_t ratio,
-                         bool overlap, uint32_t n_ctx) {
+static void place_series(layout *l, halo_kv_series *s, uint32_t dim, uint32_t ratio, bool overlap,
+                         uint32_t n_ctx) {
     s->dim = dim;
     s->ratio = ratio;
     s->width = overlap ? 2 * dim : dim;
@@ -52,8 +52,8 @@ uint64_t halo_kv_bytes(const halo_hparams *hp, uint32_t n_ctx) {
     return l.at;
 }
 
-halo_status halo_kv_create(halo_backend *be, const halo_hparams *hp, uint32_t n_ctx,
-                           halo_kv **out, halo_error *err) {
+halo_status halo_kv_create(halo_backend *be, const halo_hparams *hp, uint32_t n_ctx, halo_kv **out,
+                           halo_error *err) {
     *out = NULL;
     if (n_ctx == 0) return halo_fail(err, HALO_E_INVALID_ARG, "context size must be positive");
     halo_kv *kv = calloc(1, sizeof *kv);
@@ -125,10 +125,10 @@ halo_status halo_kv_snapshot_restore(halo_kv *kv, const halo_kv_snapshot *snap, 
     kv->buf = buf; /* views point at this kv's buffer */
     for (uint32_t il = 0; il < kv->n_layer; il++) {
         halo_kv_layer *L = &kv->layer[il];
-        halo_tensor *views[] = {&L->window, &L->comp.rows, &L->comp.pend_kv, &L->comp.pend_gate,
-                                &L->comp.prev_kv, &L->comp.prev_gate, &L->index.rows,
-                                &L->index.pend_kv, &L->index.pend_gate, &L->index.prev_kv,
-                                &L->index.prev_gate};
+        halo_tensor *views[] = {&L->window,         &L->comp.rows,      &L->comp.pend_kv,
+                                &L->comp.pend_gate, &L->comp.prev_kv,   &L->comp.prev_gate,
+                                &L->index.rows,     &L->index.pend_kv,  &L->index.pend_gate,
+                                &L->index.prev_kv,  &L->index.prev_gate};
         for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
             if (views[i]->buf) views[i]->buf = buf;
     }

@@ -13,7 +13,7 @@
 
 /* One compressed series: rows emitted so far, the partial window, the overlap state. */
 typedef struct halo_kv_series {
-    halo_tensor rows;           /* [dim, capacity] */
+    halo_tensor rows; /* [dim, capacity] */
     int64_t n_rows;
     halo_tensor pend_kv, pend_gate; /* [width, ratio]: source rows of the open window */
     int64_t n_pend;
@@ -30,10 +30,10 @@ typedef struct halo_kv_layer {
 
 typedef struct halo_kv {
     halo_backend *be;
-    halo_buf *buf;      /* one buffer holds every layer's state */
+    halo_buf *buf; /* one buffer holds every layer's state */
     uint64_t n_bytes;
     uint32_t n_ctx, n_layer;
-    int64_t n_past;     /* positions evaluated so far */
+    int64_t n_past; /* positions evaluated so far */
     halo_kv_layer layer[HALO_MAX_LAYERS];
 } halo_kv;
 
@@ -45,8 +45,8 @@ void halo_kv_reset(halo_kv *kv);
 
 /* A host copy of the state: counters and the buffer's bytes. */
 typedef struct halo_kv_snapshot {
-    halo_kv meta;          /* counters and views at the time of the snapshot */
-    unsigned char *bytes;  /* the whole state buffer */
+    halo_kv meta;         /* counters and views at the time of the snapshot */
+    unsigned char *bytes; /* the whole state buffer */
     uint64_t n_bytes;
 } halo_kv_snapshot;
 
@@ -55,8 +55,8 @@ halo_status halo_kv_snapshot_take(halo_kv *kv, halo_kv_snapshot **out, halo_erro
 halo_status halo_kv_snapshot_restore(halo_kv *kv, const halo_kv_snapshot *snap, halo_error *err);
 void halo_kv_snapshot_free(halo_kv_snapshot *snap);
 
-halo_status halo_kv_create(halo_backend *be, const halo_hparams *hp, uint32_t n_ctx,
-                           halo_kv **out, halo_error *err);
+halo_status halo_kv_create(halo_backend *be, const halo_hparams *hp, uint32_t n_ctx, halo_kv **out,
+                           halo_error *err);
 void halo_kv_free(halo_kv *kv);
 
 #endif

@@ -25,12 +25,12 @@ typedef int (*cu_fn_pop)(void **);
 typedef int (*cu_fn_info)(size_t *, size_t *);
 
 enum { /* CUdevice_attribute values (cuda.h) */
-    ATTR_INTEGRATED = 18,
-    ATTR_MEMORY_CLOCK_KHZ = 36,
-    ATTR_BUS_WIDTH_BITS = 37,
-    ATTR_CC_MAJOR = 75,
-    ATTR_CC_MINOR = 76,
-    ATTR_MANAGED_MEMORY = 83,
+       ATTR_INTEGRATED = 18,
+       ATTR_MEMORY_CLOCK_KHZ = 36,
+       ATTR_BUS_WIDTH_BITS = 37,
+       ATTR_CC_MAJOR = 75,
+       ATTR_CC_MINOR = 76,
+       ATTR_MANAGED_MEMORY = 83,
 };
 
 typedef struct cuda_info {
@@ -68,14 +68,16 @@ static void query(void) {
     }
     info.found = true;
     info.total = bytes;
-    if (name(info.name, (int)sizeof info.name, dev) != 0) snprintf(info.name, sizeof info.name, "NVIDIA GPU");
+    if (name(info.name, (int)sizeof info.name, dev) != 0)
+        snprintf(info.name, sizeof info.name, "NVIDIA GPU");
     int v = 0;
     info.integrated = attr(&v, ATTR_INTEGRATED, dev) == 0 && v;
     info.managed = attr(&v, ATTR_MANAGED_MEMORY, dev) == 0 && v;
     attr(&info.cc_major, ATTR_CC_MAJOR, dev);
     attr(&info.cc_minor, ATTR_CC_MINOR, dev);
     int clock_khz = 0, bus = 0;
-    if (attr(&clock_khz, ATTR_MEMORY_CLOCK_KHZ, dev) == 0 && attr(&bus, ATTR_BUS_WIDTH_BITS, dev) == 0)
+    if (attr(&clock_khz, ATTR_MEMORY_CLOCK_KHZ, dev) == 0 &&
+        attr(&bus, ATTR_BUS_WIDTH_BITS, dev) == 0)
         info.bandwidth_gbs = 2.0 * clock_khz * 1e3 * (bus / 8.0) / 1e9; /* double data rate */
     void *ctx = NULL;
     if (retain && release && push && pop && meminfo && retain(&ctx, dev) == 0) {

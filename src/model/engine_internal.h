@@ -33,6 +33,7 @@ struct halo_session {
     uint32_t n_rows, cap_rows;
     int32_t *tokens; /* every evaluated token, for rewinding [n_ctx] */
     halo_snapshot *anchor; /* latest snapshot taken on this session, a rewind starting point */
+    struct halo_kv_ckset *ckpts; /* checkpoints for cheap rewinds (src/kv/ckset.h) */
     bool broken;           /* the state may not match tokens[0..n_past): rebuild before use */
     bool replaying;        /* inside replay_to: a failure is reported, not repaired again */
 };

@@ -56,7 +56,8 @@ static void drop(both *b) {
 
 static float *randf(int64_t n, float scale) {
     float *x = malloc((size_t)n * sizeof *x);
-    for (int64_t i = 0; i < n; i++) x[i] = frand() * scale;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = frand() * scale;
     return x;
 }
 
@@ -85,7 +86,8 @@ static void *rand_weights(uint32_t type, int64_t n, float scale, uint64_t *bytes
     }
     *bytes_out = bytes;
     if (type == HALO_TYPE_F32) {
-        for (int64_t i = 0; i < n; i++) ((float *)p)[i] = frand() * scale;
+        for (int64_t i = 0; i < n; i++)
+            ((float *)p)[i] = frand() * scale;
         return p;
     }
     if (type == HALO_TYPE_F16 || type == HALO_TYPE_BF16) {
@@ -93,9 +95,9 @@ static void *rand_weights(uint32_t type, int64_t n, float scale, uint64_t *bytes
             float f = frand() * scale;
             uint32_t u;
             memcpy(&u, &f, 4);
-            uint16_t h = type == HALO_TYPE_BF16 ? (uint16_t)(u >> 16)
-                                                : (uint16_t)(f16_bits(fabsf(f) + 1e-4f) |
-                                                             (f < 0 ? 0x8000 : 0));
+            uint16_t h = type == HALO_TYPE_BF16
+                             ? (uint16_t)(u >> 16)
+                             : (uint16_t)(f16_bits(fabsf(f) + 1e-4f) | (f < 0 ? 0x8000 : 0));
             memcpy(p + 2 * i, &h, 2);
         }
         return p;
@@ -103,13 +105,26 @@ static void *rand_weights(uint32_t type, int64_t n, float scale, uint64_t *bytes
     const halo_type_info *ti = halo_type_info_get(type);
     int offs[2] = {-1, -1};
     switch (type) {
-    case HALO_TYPE_Q4_1: case HALO_TYPE_Q5_1: case HALO_TYPE_Q4_K: case HALO_TYPE_Q5_K:
-        offs[0] = 0, offs[1] = 2; break;
-    case HALO_TYPE_Q2_K: offs[0] = 80, offs[1] = 82; break;
-    case HALO_TYPE_Q3_K: offs[0] = 108; break;
-    case HALO_TYPE_Q6_K: offs[0] = 208; break;
-    case HALO_TYPE_MXFP4: break;
-    default: offs[0] = 0; break;
+    case HALO_TYPE_Q4_1:
+    case HALO_TYPE_Q5_1:
+    case HALO_TYPE_Q4_K:
+    case HALO_TYPE_Q5_K:
+        offs[0] = 0, offs[1] = 2;
+        break;
+    case HALO_TYPE_Q2_K:
+        offs[0] = 80, offs[1] = 82;
+        break;
+    case HALO_TYPE_Q3_K:
+        offs[0] = 108;
+        break;
+    case HALO_TYPE_Q6_K:
+        offs[0] = 208;
+        break;
+    case HALO_TYPE_MXFP4:
+        break;
+    default:
+        offs[0] = 0;
+        break;
     }
     uint16_t d = f16_bits(scale / (ti->block_size == 256 ? 32.0f : 64.0f));
     for (uint64_t b = 0; b < bytes / ti->block_bytes; b++) {
@@ -162,9 +177,9 @@ static double compare(const char *what, const both *b, double tol) {
 }
 
 static const uint32_t weight_types[] = {
-    HALO_TYPE_F32,  HALO_TYPE_F16,  HALO_TYPE_BF16, HALO_TYPE_Q8_0,   HALO_TYPE_Q4_0,
-    HALO_TYPE_Q5_0, HALO_TYPE_Q4_1, HALO_TYPE_Q5_1, HALO_TYPE_IQ4_NL, HALO_TYPE_MXFP4,
-    HALO_TYPE_Q2_K, HALO_TYPE_Q3_K, HALO_TYPE_Q4_K, HALO_TYPE_Q5_K,   HALO_TYPE_Q6_K,
+    HALO_TYPE_F32,     HALO_TYPE_F16,    HALO_TYPE_BF16, HALO_TYPE_Q8_0,   HALO_TYPE_Q4_0,
+    HALO_TYPE_Q5_0,    HALO_TYPE_Q4_1,   HALO_TYPE_Q5_1, HALO_TYPE_IQ4_NL, HALO_TYPE_MXFP4,
+    HALO_TYPE_Q2_K,    HALO_TYPE_Q3_K,   HALO_TYPE_Q4_K, HALO_TYPE_Q5_K,   HALO_TYPE_Q6_K,
     HALO_TYPE_IQ2_XXS, HALO_TYPE_IQ3_XXS};
 #define N_TYPES (sizeof weight_types / sizeof weight_types[0])
 
@@ -178,7 +193,8 @@ static void embed_decodes_every_type_bit_exactly(void) {
         gpu->ops->embed(gpu, &table.g, tokens, &out.g);
         float *c = fetch(cpu, &out.c), *g = fetch(gpu, &out.g);
         int64_t bad = 0;
-        for (int64_t k = 0; k < 4096 * 7; k++) bad += memcmp(&c[k], &g[k], 4) != 0;
+        for (int64_t k = 0; k < 4096 * 7; k++)
+            bad += memcmp(&c[k], &g[k], 4) != 0;
         printf("  embed %-10s %lld of %d values differ in any bit\n",
                halo_type_name(weight_types[i]), (long long)bad, 4096 * 7);
         CHECK_INT(bad, 0);
@@ -229,8 +245,13 @@ static void norm_rope_and_hc_match_the_cpu(void) {
     compare("rms_norm per head 512 x 64 x 4, no weight", &q, 1e-6);
     int32_t pos[4] = {0, 127, 4099, 65535};
     halo_rope plain = {.n_rot = 64, .base = 10000.0f};
-    halo_rope yarn = {.n_rot = 64, .base = 160000.0f, .yarn = true, .yarn_factor = 16.0f,
-                      .yarn_beta_fast = 32.0f, .yarn_beta_slow = 1.0f, .yarn_orig_ctx = 65536};
+    halo_rope yarn = {.n_rot = 64,
+                      .base = 160000.0f,
+                      .yarn = true,
+                      .yarn_factor = 16.0f,
+                      .yarn_beta_fast = 32.0f,
+                      .yarn_beta_slow = 1.0f,
+                      .yarn_orig_ctx = 65536};
     cpu->ops->rope(cpu, &q.c, pos, &plain, false);
     gpu->ops->rope(gpu, &q.g, pos, &plain, false);
     compare("rope 64 of 512, 64 heads, pos up to 65535", &q, 1e-5);
@@ -249,13 +270,29 @@ static void norm_rope_and_hc_match_the_cpu(void) {
     both base = rand_f32((2 + HC) * HC, 1, 1, 0.5f), scale = rand_f32(3, 1, 1, 1.0f);
     both col = make(HALO_TYPE_F32, E, T, 1, NULL), post = make(HALO_TYPE_F32, HC, T, 1, NULL);
     both comb = make(HALO_TYPE_F32, HC, HC, T, NULL);
-    halo_hc_args a = {.fn = &fn.c, .streams = &streams.c, .base = &base.c, .scale = &scale.c,
-                      .hc = HC, .sinkhorn_iters = 20, .eps = 1e-6f, .norm_eps = 1e-6f,
-                      .collapsed = &col.c, .post = &post.c, .comb = &comb.c};
+    halo_hc_args a = {.fn = &fn.c,
+                      .streams = &streams.c,
+                      .base = &base.c,
+                      .scale = &scale.c,
+                      .hc = HC,
+                      .sinkhorn_iters = 20,
+                      .eps = 1e-6f,
+                      .norm_eps = 1e-6f,
+                      .collapsed = &col.c,
+                      .post = &post.c,
+                      .comb = &comb.c};
     cpu->ops->hc_pre(cpu, &a);
-    a = (halo_hc_args){.fn = &fn.g, .streams = &streams.g, .base = &base.g, .scale = &scale.g,
-                       .hc = HC, .sinkhorn_iters = 20, .eps = 1e-6f, .norm_eps = 1e-6f,
-                       .collapsed = &col.g, .post = &post.g, .comb = &comb.g};
+    a = (halo_hc_args){.fn = &fn.g,
+                       .streams = &streams.g,
+                       .base = &base.g,
+                       .scale = &scale.g,
+                       .hc = HC,
+                       .sinkhorn_iters = 20,
+                       .eps = 1e-6f,
+                       .norm_eps = 1e-6f,
+                       .collapsed = &col.g,
+                       .post = &post.g,
+                       .comb = &comb.g};
     gpu->ops->hc_pre(gpu, &a);
     compare("hc_pre collapsed (hc 4 x 4096, f16 mixer)", &col, 1e-5);
     compare("hc_pre post", &post, 1e-5);
@@ -264,17 +301,28 @@ static void norm_rope_and_hc_match_the_cpu(void) {
     cpu->ops->hc_post(cpu, &streams.c, &y.c, &post.c, &comb.c);
     gpu->ops->hc_post(gpu, &streams.g, &y.g, &post.g, &comb.g);
     compare("hc_post streams", &streams, 1e-5);
-    a = (halo_hc_args){.fn = &fn_head.c, .streams = &streams.c, .base = &base.c,
-                       .scale = &scale.c, .hc = HC, .eps = 1e-6f, .norm_eps = 1e-6f,
+    a = (halo_hc_args){.fn = &fn_head.c,
+                       .streams = &streams.c,
+                       .base = &base.c,
+                       .scale = &scale.c,
+                       .hc = HC,
+                       .eps = 1e-6f,
+                       .norm_eps = 1e-6f,
                        .collapsed = &col.c};
     cpu->ops->hc_pre(cpu, &a);
-    a = (halo_hc_args){.fn = &fn_head.g, .streams = &streams.g, .base = &base.g,
-                       .scale = &scale.g, .hc = HC, .eps = 1e-6f, .norm_eps = 1e-6f,
+    a = (halo_hc_args){.fn = &fn_head.g,
+                       .streams = &streams.g,
+                       .base = &base.g,
+                       .scale = &scale.g,
+                       .hc = HC,
+                       .eps = 1e-6f,
+                       .norm_eps = 1e-6f,
                        .collapsed = &col.g};
     gpu->ops->hc_pre(gpu, &a);
     compare("hc_pre head (collapse only)", &col, 1e-5);
     both *all[] = {&streams, &fn, &fn_head, &base, &scale, &col, &post, &comb, &y};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) drop(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
 }
 
 /* Attention with 64 heads of 512: a window of 128 raw rows, and either the indexer's selection
@@ -287,35 +335,56 @@ static void attention_matches_the_cpu(void) {
     both sinks = rand_f32(H, 1, 1, 1.0f), out = make(HALO_TYPE_F32, HD, H, T, NULL);
     both comp4 = rand_f32(HD, 1025, 1, 1.0f), comp128 = rand_f32(HD, 32, 1, 1.0f);
     int32_t *sel = malloc(sizeof(int32_t) * 512 * T);
-    for (int i = 0; i < 512 * T; i++) sel[i] = (int32_t)(next() % 1100) - 40; /* some -1, some past */
+    for (int i = 0; i < 512 * T; i++)
+        sel[i] = (int32_t)(next() % 1100) - 40; /* some -1, some past */
     both s = make(HALO_TYPE_I32, 512, T, 1, sel);
     for (int pass = 0; pass < 2; pass++) {
         both *comp = pass == 0 ? &comp4 : &comp128;
-        halo_attn_args a = {.q = &q.c, .pos = pos, .window = &win.c, .win_pos0 = 4097 - 127,
-                            .sliding_window = W, .comp = &comp->c, .ratio = pass ? 128 : 4,
-                            .select = pass ? NULL : &s.c, .sinks = &sinks.c, .scale = 0.044f,
+        halo_attn_args a = {.q = &q.c,
+                            .pos = pos,
+                            .window = &win.c,
+                            .win_pos0 = 4097 - 127,
+                            .sliding_window = W,
+                            .comp = &comp->c,
+                            .ratio = pass ? 128 : 4,
+                            .select = pass ? NULL : &s.c,
+                            .sinks = &sinks.c,
+                            .scale = 0.044f,
                             .out = &out.c};
         cpu->ops->attention(cpu, &a);
         a.q = &q.g, a.window = &win.g, a.comp = &comp->g, a.select = pass ? NULL : &s.g;
         a.sinks = &sinks.g, a.out = &out.g;
         gpu->ops->attention(gpu, &a);
-        compare(pass ? "attention window + all ratio-128 rows" :
-                       "attention window + 512 selected ratio-4 rows", &out, 1e-5);
+        compare(pass ? "attention window + all ratio-128 rows"
+                     : "attention window + 512 selected ratio-4 rows",
+                &out, 1e-5);
     }
     free(sel);
     both *all[] = {&q, &win, &sinks, &out, &comp4, &comp128, &s};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) drop(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
 }
 
 /* Compressor pooling: ratio 4 with overlap (dim 512 and the indexer's 128), with and without
  * the previous window's saved series; ratio 128 without overlap. */
 static void pool_matches_the_cpu(void) {
-    halo_rope yarn = {.n_rot = 64, .base = 160000.0f, .yarn = true, .yarn_factor = 16.0f,
-                      .yarn_beta_fast = 32.0f, .yarn_beta_slow = 1.0f, .yarn_orig_ctx = 65536};
+    halo_rope yarn = {.n_rot = 64,
+                      .base = 160000.0f,
+                      .yarn = true,
+                      .yarn_factor = 16.0f,
+                      .yarn_beta_fast = 32.0f,
+                      .yarn_beta_slow = 1.0f,
+                      .yarn_orig_ctx = 65536};
     /* ape in the types the mixes store it in (F16, F32; Q8_0 and Q5_0 after llama-quantize) */
-    const struct { uint32_t ratio, dim; bool overlap, prev; int64_t n_win; uint32_t ape; } cases[] = {
-        {4, 512, true, false, 3, HALO_TYPE_F16}, {4, 512, true, true, 2, HALO_TYPE_Q8_0},
-        {4, 128, true, true, 5, HALO_TYPE_Q5_0}, {128, 512, false, false, 2, HALO_TYPE_F32}};
+    const struct {
+        uint32_t ratio, dim;
+        bool overlap, prev;
+        int64_t n_win;
+        uint32_t ape;
+    } cases[] = {{4, 512, true, false, 3, HALO_TYPE_F16},
+                 {4, 512, true, true, 2, HALO_TYPE_Q8_0},
+                 {4, 128, true, true, 5, HALO_TYPE_Q5_0},
+                 {128, 512, false, false, 2, HALO_TYPE_F32}};
     for (size_t i = 0; i < 4; i++) {
         uint32_t r = cases[i].ratio, dim = cases[i].dim, width = cases[i].overlap ? 2 * dim : dim;
         int64_t nw = cases[i].n_win;
@@ -323,25 +392,36 @@ static void pool_matches_the_cpu(void) {
         both ape = rand_w(cases[i].ape, width, r, 1, 1.0f), norm = rand_f32(dim, 1, 1, 1.0f);
         both pk = rand_f32(dim, r, 1, 1.0f), pg = rand_f32(dim, r, 1, 1.0f);
         both out = make(HALO_TYPE_F32, dim, nw, 1, NULL);
-        halo_pool_args a = {.kv = &kv.c, .gate = &gate.c, .ape = &ape.c, .norm = &norm.c,
-                            .eps = 1e-6f, .overlap = cases[i].overlap, .prev_kv = &pk.c,
-                            .prev_gate = &pg.c, .have_prev = cases[i].prev,
-                            .pos0 = 4096, .ratio = r, .dim = dim, .rope = &yarn, .out = &out.c};
+        halo_pool_args a = {.kv = &kv.c,
+                            .gate = &gate.c,
+                            .ape = &ape.c,
+                            .norm = &norm.c,
+                            .eps = 1e-6f,
+                            .overlap = cases[i].overlap,
+                            .prev_kv = &pk.c,
+                            .prev_gate = &pg.c,
+                            .have_prev = cases[i].prev,
+                            .pos0 = 4096,
+                            .ratio = r,
+                            .dim = dim,
+                            .rope = &yarn,
+                            .out = &out.c};
         cpu->ops->pool(cpu, &a);
         a.kv = &kv.g, a.gate = &gate.g, a.ape = &ape.g, a.norm = &norm.g, a.prev_kv = &pk.g;
         a.prev_gate = &pg.g, a.out = &out.g;
         gpu->ops->pool(gpu, &a);
         char what[80];
         snprintf(what, sizeof what, "pool ratio %u dim %u%s%s, %lld windows, ape %s", r, dim,
-                 cases[i].overlap ? " overlap" : "", cases[i].prev ? " +prev" : "",
-                 (long long)nw, halo_type_name(cases[i].ape));
+                 cases[i].overlap ? " overlap" : "", cases[i].prev ? " +prev" : "", (long long)nw,
+                 halo_type_name(cases[i].ape));
         compare(what, &out, 1e-5);
         if (cases[i].overlap) {
             compare("  saved series (kv)", &pk, 0);
             compare("  saved series (gate + ape)", &pg, 0);
         }
         both *all[] = {&kv, &gate, &ape, &norm, &pk, &pg, &out};
-        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) drop(all[k]);
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+            drop(all[k]);
     }
 }
 
@@ -354,8 +434,8 @@ static void topk_selects_the_best_rows(void) {
     float *q = randf(HD * H * T, 1.0f), *w = randf(H * T, 1.0f), *keys = randf(HD * ROWS, 1.0f);
     both tq = make(HALO_TYPE_F32, HD, H, T, q), tw = make(HALO_TYPE_F32, H, T, 1, w);
     both tk = make(HALO_TYPE_F32, HD, ROWS, 1, keys), out = make(HALO_TYPE_I32, K, T, 1, NULL);
-    halo_topk_args ag = {.q = &tq.g, .w = &tw.g, .keys = &tk.g, .pos = pos, .ratio = 4,
-                         .top_k = K, .out = &out.g};
+    halo_topk_args ag = {
+        .q = &tq.g, .w = &tw.g, .keys = &tk.g, .pos = pos, .ratio = 4, .top_k = K, .out = &out.g};
     gpu->ops->topk(gpu, &ag);
     int32_t *sel = fetch(gpu, &out.g);
     double *score = malloc(sizeof(double) * ROWS);
@@ -391,7 +471,8 @@ static void topk_selects_the_best_rows(void) {
             if (!chosen[s] && score[s] > best_left) best_left = score[s];
         int64_t want = visible < K ? visible : K;
         printf("  topk token at %5d: %lld visible, %lld chosen, weakest chosen %.6f, best left "
-               "%.6f\n", pos[t], (long long)visible, (long long)n, weakest, best_left);
+               "%.6f\n",
+               pos[t], (long long)visible, (long long)n, weakest, best_left);
         CHECK_INT(n, want);
         CHECK_INT(dup, 0);
         CHECK_INT(bad, 0);
@@ -404,14 +485,15 @@ static void topk_selects_the_best_rows(void) {
     free(w);
     free(keys);
     both *all[] = {&tq, &tw, &tk, &out};
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) drop(all[k]);
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        drop(all[k]);
 }
 
 /* MoE at full width (4096 hidden, 256 experts of 2048, top 6 of sqrt-softplus scores with the
  * selection bias, a shared expert, clamped SwiGLU), in the q2 mix's types, for 1 and 19
  * tokens; then hash routing (tid2eid) and a smaller model in the q4 and mxfp4 mixes' types. */
-static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32_t k,
-                     uint32_t tg, uint32_t td, uint32_t ts, bool hash, int64_t T) {
+static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32_t k, uint32_t tg,
+                     uint32_t td, uint32_t ts, bool hash, int64_t T) {
     both x = rand_f32(E, T, 1, 1.0f), router = rand_w(HALO_TYPE_F16, E, NE, 1, 0.05f);
     both bias = rand_f32(NE, 1, 1, 0.05f);
     both gate = rand_w(tg, E, FF, NE, 0.05f), up = rand_w(tg, E, FF, NE, 0.05f);
@@ -421,15 +503,29 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
     const int64_t V = 64;
     int32_t *table = malloc(sizeof(int32_t) * (size_t)(k * V)), tokens[32];
     for (int64_t v = 0; v < V; v++) /* distinct experts per token, as real tables */
-        for (uint32_t i = 0; i < k; i++) table[v * k + i] = (int32_t)((v * 7 + i * 37) % NE);
-    for (int64_t t = 0; t < T; t++) tokens[t] = (int32_t)(next() % V);
+        for (uint32_t i = 0; i < k; i++)
+            table[v * k + i] = (int32_t)((v * 7 + i * 37) % NE);
+    for (int64_t t = 0; t < T; t++)
+        tokens[t] = (int32_t)(next() % V);
     both tid = make(HALO_TYPE_I32, k, V, 1, table);
-    halo_moe_args a = {.x = &x.c, .gate_inp = &router.c, .probs_bias = hash ? NULL : &bias.c,
-                       .tid2eid = hash ? &tid.c : NULL, .tokens = tokens, .gate_exps = &gate.c,
-                       .up_exps = &up.c, .down_exps = &down.c, .gate_sh = &gs.c, .up_sh = &us.c,
-                       .down_sh = &ds.c, .n_used = k, .gating = HALO_GATING_SQRTSOFTPLUS,
-                       .norm_weights = true, .weights_scale = 1.5f, .clamp_exp = 10.0f,
-                       .clamp_shexp = 10.0f, .out = &out.c};
+    halo_moe_args a = {.x = &x.c,
+                       .gate_inp = &router.c,
+                       .probs_bias = hash ? NULL : &bias.c,
+                       .tid2eid = hash ? &tid.c : NULL,
+                       .tokens = tokens,
+                       .gate_exps = &gate.c,
+                       .up_exps = &up.c,
+                       .down_exps = &down.c,
+                       .gate_sh = &gs.c,
+                       .up_sh = &us.c,
+                       .down_sh = &ds.c,
+                       .n_used = k,
+                       .gating = HALO_GATING_SQRTSOFTPLUS,
+                       .norm_weights = true,
+                       .weights_scale = 1.5f,
+                       .clamp_exp = 10.0f,
+                       .clamp_shexp = 10.0f,
+                       .out = &out.c};
     cpu->ops->moe(cpu, &a);
     a.x = &x.g, a.gate_inp = &router.g, a.probs_bias = hash ? NULL : &bias.g;
     a.tid2eid = hash ? &tid.g : NULL, a.gate_exps = &gate.g, a.up_exps = &up.g;
@@ -441,7 +537,8 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
     compare(line, &out, 1e-5);
     free(table);
     both *all[] = {&x, &router, &bias, &gate, &up, &down, &gs, &us, &ds, &out, &tid};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) drop(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
 }
 
 static void moe_matches_the_cpu(void) {
@@ -453,8 +550,8 @@ static void moe_matches_the_cpu(void) {
              HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, true, 11);
     moe_once("16x512 q4_K/q6_K, shared q5_0", 4096, 16, 512, 6, HALO_TYPE_Q4_K, HALO_TYPE_Q6_K,
              HALO_TYPE_Q5_0, false, 23);
-    moe_once("16x512 mxfp4/mxfp4, shared q8_0", 4096, 16, 512, 6, HALO_TYPE_MXFP4,
-             HALO_TYPE_MXFP4, HALO_TYPE_Q8_0, false, 23);
+    moe_once("16x512 mxfp4/mxfp4, shared q8_0", 4096, 16, 512, 6, HALO_TYPE_MXFP4, HALO_TYPE_MXFP4,
+             HALO_TYPE_Q8_0, false, 23);
     moe_once("16x512 iq3_xxs/q3_K, shared bf16", 4096, 16, 512, 6, HALO_TYPE_IQ3_XXS,
              HALO_TYPE_Q3_K, HALO_TYPE_BF16, false, 9);
 }
@@ -503,11 +600,13 @@ static void weights_in_every_pool_give_the_same_result(void) {
             fprintf(stderr, "  %s\n", err.message);
             continue;
         }
-        if (pools[i] != 99) CHECK_INT(gpu->ops->buf_write(gpu, wg.buf, 0, wb, bytes, &err), HALO_OK);
+        if (pools[i] != 99)
+            CHECK_INT(gpu->ops->buf_write(gpu, wg.buf, 0, wb, bytes, &err), HALO_OK);
         gpu->ops->matmul(gpu, &wg, &x.g, 1, &y.g);
         float *got = fetch(gpu, &y.g);
         double md = 0;
-        for (int k = 0; k < 256 * 3; k++) md = fmax(md, fabs((double)got[k] - ref[k]));
+        for (int k = 0; k < 256 * 3; k++)
+            md = fmax(md, fabs((double)got[k] - ref[k]));
         printf("  weights in %-28s max|d| vs cpu %.2e\n",
                pools[i] == 99 ? "registered host memory" : halo_pool_name(pools[i]), md);
         CHECK(md < 1e-3);
@@ -516,8 +615,7 @@ static void weights_in_every_pool_give_the_same_result(void) {
     }
     halo_buf *bad = NULL;
     CHECK_INT(gpu->ops->buf_alloc_pool(gpu, HALO_POOL_HOST, 64, &bad, &err), HALO_E_UNSUPPORTED);
-    CHECK_INT(cpu->ops->buf_alloc_pool(cpu, HALO_POOL_DEVICE, 64, &bad, &err),
-              HALO_E_UNSUPPORTED);
+    CHECK_INT(cpu->ops->buf_alloc_pool(cpu, HALO_POOL_DEVICE, 64, &bad, &err), HALO_E_UNSUPPORTED);
     free(ref);
     free(wb);
     cpu->ops->buf_free(cpu, wc.buf);

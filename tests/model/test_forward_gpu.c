@@ -15,6 +15,7 @@
 #include "check.h"
 #include "golden/golden.h"
 #include "halo/halo.h"
+#include "halo/plan.h"
 
 #define TOL_REL 1e-3
 #define TOL_INCREMENTAL 1e-4
@@ -37,8 +38,8 @@ static halo_engine *open_on(const halo_golden_variant *v, const char *backend,
                             const char *weights) {
     halo_engine *e = NULL;
     halo_error err = {0};
-    halo_engine_params p = {.model_path = v->gguf_path, .backend = backend, .precise = true,
-                            .weights = weights};
+    halo_engine_params p = {
+        .model_path = v->gguf_path, .backend = backend, .precise = true, .weights = weights};
     if (halo_engine_open(&p, &e, &err)) {
         fprintf(stderr, "  %s\n", err.message);
         check_failures++;
@@ -77,11 +78,13 @@ static void expect(const halo_golden_cmp *c, const char *what, float near_tie) {
 }
 
 static void every_golden_variant_matches_transformers_on_the_gpu(void) {
-    static const struct { const char *model, *var; float tie; } vs[] = {
-        {"tiny-a", "f32", NEAR_TIE},       {"tiny-a", "f16", NEAR_TIE},
-        {"tiny-yarn", "f32", NEAR_TIE},    {"tiny-yarn", "f16", NEAR_TIE},
-        {"tiny-q", "ds4", NEAR_TIE_QUANT}, {"tiny-q", "q4km", NEAR_TIE_QUANT},
-        {"tiny-m", "mxfp4", NEAR_TIE_QUANT}};
+    static const struct {
+        const char *model, *var;
+        float tie;
+    } vs[] = {{"tiny-a", "f32", NEAR_TIE},        {"tiny-a", "f16", NEAR_TIE},
+              {"tiny-yarn", "f32", NEAR_TIE},     {"tiny-yarn", "f16", NEAR_TIE},
+              {"tiny-q", "ds4", NEAR_TIE_QUANT},  {"tiny-q", "q4km", NEAR_TIE_QUANT},
+              {"tiny-m", "mxfp4", NEAR_TIE_QUANT}};
     for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++) {
         const halo_golden_variant *v = variant(vs[k].model, vs[k].var);
         halo_engine *e = v ? open_on(v, "cuda", NULL) : NULL;
@@ -103,10 +106,12 @@ static void every_golden_variant_matches_transformers_on_the_gpu(void) {
 /* Chunked prefill and one-token decode give the batched prefill's logits; and the GPU's
  * logits equal the CPU backend's (precise) within f32 rounding. */
 static void incremental_evaluation_equals_prefill_and_the_cpu(void) {
-    static const struct { const char *model, *var, *seq; int32_t chunk; } cases[] = {
-        {"tiny-a", "f32", "L300", 1},     {"tiny-a", "f32", "L520", 7},
-        {"tiny-yarn", "f32", "L1100", 512}, {"tiny-yarn", "f32", "L129", 1},
-        {"tiny-q", "ds4", "L520", 37},    {"tiny-m", "mxfp4", "L300", 1}};
+    static const struct {
+        const char *model, *var, *seq;
+        int32_t chunk;
+    } cases[] = {{"tiny-a", "f32", "L300", 1},       {"tiny-a", "f32", "L520", 7},
+                 {"tiny-yarn", "f32", "L1100", 512}, {"tiny-yarn", "f32", "L129", 1},
+                 {"tiny-q", "ds4", "L520", 37},      {"tiny-m", "mxfp4", "L300", 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const halo_golden_variant *v = variant(cases[i].model, cases[i].var);
         const halo_golden_seq *seq = halo_golden_seq_find(golden, cases[i].seq);
@@ -122,8 +127,8 @@ static void incremental_evaluation_equals_prefill_and_the_cpu(void) {
         halo_golden_cmp c;
         char what[64];
         halo_golden_compare(batch, inc, NULL, seq->length, v->n_vocab, TOL_INCREMENTAL, &c);
-        snprintf(what, sizeof what, "%s-%s %s chunk %d", cases[i].model, cases[i].var,
-                 cases[i].seq, cases[i].chunk);
+        snprintf(what, sizeof what, "%s-%s %s chunk %d", cases[i].model, cases[i].var, cases[i].seq,
+                 cases[i].chunk);
         expect(&c, what, 0);
         halo_golden_compare(ref, batch, NULL, seq->length, v->n_vocab, TOL_INCREMENTAL, &c);
         snprintf(what, sizeof what, "%s-%s %s gpu vs cpu", cases[i].model, cases[i].var,
@@ -195,7 +200,8 @@ static void every_weights_placement_gives_the_same_logits(void) {
             first = got;
         } else {
             size_t n = (size_t)seq->length * v->n_vocab, diff = 0;
-            for (size_t k = 0; k < n; k++) diff += memcmp(&got[k], &first[k], 4) != 0;
+            for (size_t k = 0; k < n; k++)
+                diff += memcmp(&got[k], &first[k], 4) != 0;
             printf("  weights %-8s %zu of %zu logits differ from device's\n", places[i], diff, n);
             CHECK_INT(diff, 0);
             free(got);
@@ -214,10 +220,11 @@ static void a_model_larger_than_the_gpu_is_refused_with_weights_device(void) {
     char path[] = "/tmp/halo-small-gpu-XXXXXX.json";
     int fd = mkstemps(path, 5);
     if (fd < 0) return;
-    const char *json = "{\"name\": \"small-gpu\", \"description\": \"test\", \"sources\": [\"test\"], \"host\": "
-                       "{\"total_mib\": 65536, \"available_mib\": 60000}, \"gpu\": {\"vendor\": "
-                       "\"nvidia\", \"name\": \"tiny\", \"integrated\": false, \"vram_mib\": 1, "
-                       "\"managed\": true}}";
+    const char *json =
+        "{\"name\": \"small-gpu\", \"description\": \"test\", \"sources\": [\"test\"], \"host\": "
+        "{\"total_mib\": 65536, \"available_mib\": 60000}, \"gpu\": {\"vendor\": "
+        "\"nvidia\", \"name\": \"tiny\", \"integrated\": false, \"vram_mib\": 1, "
+        "\"managed\": true}}";
     CHECK(write(fd, json, strlen(json)) == (ssize_t)strlen(json));
     close(fd);
     setenv("HALO_PROFILE", path, 1);
@@ -233,6 +240,21 @@ static void a_model_larger_than_the_gpu_is_refused_with_weights_device(void) {
     halo_engine_close(e);
     unsetenv("HALO_PROFILE");
     unlink(path);
+}
+
+/* The probe asks the driver (dlopen of libcuda.so.1): on a machine where the backend starts, it
+ * reports an NVIDIA GPU with its memory, so `halo plan` plans the device pool. */
+static void the_probe_reports_the_gpu_and_its_memory(void) {
+    halo_machine m;
+    halo_error err = {0};
+    CHECK_INT(halo_machine_probe("/", NULL, &m, &err), HALO_OK);
+    printf("  probe: %s, %.2f GiB (%.2f GiB in use), integrated %d, managed %d, %.0f GB/s\n",
+           m.gpu_name, (double)m.vram_total / (double)HALO_GIB,
+           (double)m.vram_used / (double)HALO_GIB, m.gpu_integrated, m.has_managed,
+           m.device_bandwidth_gbs);
+    if (strcmp(halo_backend_cuda_flavor(), "cuda") != 0) return; /* HIP: amdgpu's sysfs */
+    CHECK_INT(m.gpu_vendor, HALO_GPU_NVIDIA);
+    CHECK(m.vram_total > 0 && m.vram_used < m.vram_total);
 }
 
 /* An op failing inside an eval (injected: the N-th scratch request of the GPU backend) fails
@@ -294,6 +316,7 @@ int main(void) {
     RUN(every_weights_placement_gives_the_same_logits);
     RUN(a_model_larger_than_the_gpu_is_refused_with_weights_device);
     RUN(an_op_failing_mid_eval_leaves_the_session_usable);
+    RUN(the_probe_reports_the_gpu_and_its_memory);
     halo_golden_close(golden);
     return check_report();
 }

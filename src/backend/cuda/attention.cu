@@ -74,7 +74,8 @@ __global__ void attention_kernel(attn_params a) {
     __syncthreads();
     const float sink = load_float(a.sinks_type, a.sinks, h);
     float mx = sink;
-    for (int k = 0; k < ATT_WARPS; k++) mx = fmaxf(mx, sm_m[k]);
+    for (int k = 0; k < ATT_WARPS; k++)
+        mx = fmaxf(mx, sm_m[k]);
     float sum = expf(sink - mx), f[ATT_WARPS];
     for (int k = 0; k < ATT_WARPS; k++) {
         f[k] = sm_l[k] > 0.0f ? expf(sm_m[k] - mx) : 0.0f;
@@ -83,7 +84,8 @@ __global__ void attention_kernel(attn_params a) {
     float *out = a.out + (t * a.n_head + h) * a.head_dim;
     for (int64_t d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
         float o = 0.0f;
-        for (int k = 0; k < ATT_WARPS; k++) o += sm_acc[k][d] * f[k];
+        for (int k = 0; k < ATT_WARPS; k++)
+            o += sm_acc[k][d] * f[k];
         out[d] = o / sum;
     }
 }
@@ -101,11 +103,23 @@ void cu_attention(halo_backend *hbe, const halo_attn_args *a) {
     int32_t *dpos = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "attention");
     if (!dpos || !cu_upload(be, dpos, a->pos, (uint64_t)n_tok * sizeof(int32_t), "attention"))
         return;
-    attn_params p = {cu_f32(a->q), cu_f32(a->window), a->comp ? cu_f32(a->comp) : NULL, dpos,
-                     a->select ? (const int32_t *)cu_ptr(a->select) : NULL, cu_ptr(a->sinks),
-                     a->sinks->type, hd, n_head, a->window->ne[1], a->comp ? a->comp->ne[1] : 0,
-                     a->select ? a->select->ne[0] : 0, a->win_pos0, a->sliding_window,
-                     a->ratio ? a->ratio : 1, a->scale, cu_f32(a->out)};
+    attn_params p = {cu_f32(a->q),
+                     cu_f32(a->window),
+                     a->comp ? cu_f32(a->comp) : NULL,
+                     dpos,
+                     a->select ? (const int32_t *)cu_ptr(a->select) : NULL,
+                     cu_ptr(a->sinks),
+                     a->sinks->type,
+                     hd,
+                     n_head,
+                     a->window->ne[1],
+                     a->comp ? a->comp->ne[1] : 0,
+                     a->select ? a->select->ne[0] : 0,
+                     a->win_pos0,
+                     a->sliding_window,
+                     a->ratio ? a->ratio : 1,
+                     a->scale,
+                     cu_f32(a->out)};
     if (a->comp && a->comp->ne[1] == 0) p.comp = NULL;
     dim3 grid((unsigned)n_tok, (unsigned)n_head);
     attention_kernel<<<grid, ATT_WARPS * WARP, 0, be->stream>>>(p);

@@ -44,17 +44,30 @@ uint64_t cu_row_bytes(uint32_t type, int64_t n) {
 
 bool cu_type_supported(cu_backend *be, uint32_t type, const char *op) {
     switch (type) {
-    case HALO_TYPE_F32: case HALO_TYPE_F16: case HALO_TYPE_BF16: case HALO_TYPE_Q4_0:
-    case HALO_TYPE_Q4_1: case HALO_TYPE_Q5_0: case HALO_TYPE_Q5_1: case HALO_TYPE_Q8_0:
-    case HALO_TYPE_IQ4_NL: case HALO_TYPE_MXFP4: case HALO_TYPE_Q2_K: case HALO_TYPE_Q3_K:
-    case HALO_TYPE_Q4_K: case HALO_TYPE_Q5_K: case HALO_TYPE_Q6_K: case HALO_TYPE_IQ2_XXS:
+    case HALO_TYPE_F32:
+    case HALO_TYPE_F16:
+    case HALO_TYPE_BF16:
+    case HALO_TYPE_Q4_0:
+    case HALO_TYPE_Q4_1:
+    case HALO_TYPE_Q5_0:
+    case HALO_TYPE_Q5_1:
+    case HALO_TYPE_Q8_0:
+    case HALO_TYPE_IQ4_NL:
+    case HALO_TYPE_MXFP4:
+    case HALO_TYPE_Q2_K:
+    case HALO_TYPE_Q3_K:
+    case HALO_TYPE_Q4_K:
+    case HALO_TYPE_Q5_K:
+    case HALO_TYPE_Q6_K:
+    case HALO_TYPE_IQ2_XXS:
     case HALO_TYPE_IQ3_XXS:
         return true;
     default:
         if (!be->failed) {
             be->failed = true;
-            snprintf(be->fail, sizeof be->fail, "%s: weights of type %s are not supported on the "
-                     GPU_RUNTIME " backend yet", op, halo_type_name(type));
+            snprintf(be->fail, sizeof be->fail,
+                     "%s: weights of type %s are not supported on the " GPU_RUNTIME " backend yet",
+                     op, halo_type_name(type));
         }
         return false;
     }
@@ -64,8 +77,10 @@ bool cu_float_only(cu_backend *be, uint32_t type, const char *op, const char *wh
     if (type == HALO_TYPE_F32 || type == HALO_TYPE_F16 || type == HALO_TYPE_BF16) return true;
     if (!be->failed) {
         be->failed = true;
-        snprintf(be->fail, sizeof be->fail, "%s: %s of type %s is not supported on the "
-                 GPU_RUNTIME " backend (f32, f16 or bf16 only)", op, what, halo_type_name(type));
+        snprintf(be->fail, sizeof be->fail,
+                 "%s: %s of type %s is not supported on the " GPU_RUNTIME
+                 " backend (f32, f16 or bf16 only)",
+                 op, what, halo_type_name(type));
     }
     return false;
 }
@@ -91,8 +106,7 @@ char *cu_scratch(cu_backend *be, uint64_t bytes, const char *op) {
 }
 
 bool cu_upload(cu_backend *be, void *dst, const void *src, uint64_t bytes, const char *op) {
-    return CU_OK(be, op,
-                 cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, be->stream));
+    return CU_OK(be, op, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, be->stream));
 }
 
 bool cu_rope_freq_make(cu_backend *be, const halo_rope *rope, cu_rope_freq *f, const char *op) {
@@ -117,8 +131,8 @@ static halo_status fail_call(halo_error *err, halo_status st, const char *what, 
                      (unsigned long long)bytes, cudaGetErrorString(e));
 }
 
-static halo_status buf_alloc_pool(halo_backend *hbe, uint32_t pool, uint64_t bytes,
-                                  halo_buf **out, halo_error *err) {
+static halo_status buf_alloc_pool(halo_backend *hbe, uint32_t pool, uint64_t bytes, halo_buf **out,
+                                  halo_error *err) {
     cudaStream_t stream = cu_of(hbe)->stream;
     halo_buf *b = (halo_buf *)calloc(1, sizeof *b);
     if (!b) return halo_fail(err, HALO_E_NOMEM, "out of memory");
@@ -135,13 +149,26 @@ static halo_status buf_alloc_pool(halo_backend *hbe, uint32_t pool, uint64_t byt
         if (e == cudaSuccess) e = cudaMemsetAsync(b->dev, 0, n, stream);
         if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
         break;
-    case HALO_POOL_MANAGED:
+    case HALO_POOL_MANAGED: {
+        /* More managed memory than the GPU has free can hang a discrete GPU under migration
+         * pressure (not only this process): refuse it rather than oversubscribe. */
+        size_t free_b = 0, total_b = 0;
+        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && n > free_b) {
+            free(b);
+            return halo_fail(
+                err, HALO_E_NOMEM,
+                GPU_RUNTIME " backend: %.2f GiB of managed memory asked, more than the "
+                            "GPU's %.2f GiB free: managed memory is not oversubscribed "
+                            "(use --weights host for weights larger than the GPU)",
+                (double)n / (double)(1ull << 30), (double)free_b / (double)(1ull << 30));
+        }
         what = "cudaMallocManaged";
         b->kind = CU_MANAGED;
         e = cudaMallocManaged((void **)&b->dev, n, cudaMemAttachGlobal);
         if (e == cudaSuccess) e = cudaMemsetAsync(b->dev, 0, n, stream);
         if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
         break;
+    }
     case HALO_POOL_GPU_HOST:
 #ifdef HALO_HIP
         what = "hipHostMalloc";
@@ -161,8 +188,10 @@ static halo_status buf_alloc_pool(halo_backend *hbe, uint32_t pool, uint64_t byt
     }
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        if (b->kind == CU_HOST_ALLOC && b->host) (void)cudaFreeHost(b->host);
-        else if (b->dev) (void)cudaFree(b->dev);
+        if (b->kind == CU_HOST_ALLOC && b->host)
+            (void)cudaFreeHost(b->host);
+        else if (b->dev)
+            (void)cudaFree(b->dev);
         free(b);
         return fail_call(err, e == cudaErrorMemoryAllocation ? HALO_E_NOMEM : HALO_E_IO, what,
                          bytes, e);
@@ -183,9 +212,15 @@ static void buf_free(halo_backend *hbe, halo_buf *b) {
     (void)cudaStreamSynchronize(be->stream);
     switch (b->kind) {
     case CU_DEVICE:
-    case CU_MANAGED: (void)cudaFree(b->dev); break;
-    case CU_HOST_ALLOC: (void)cudaFreeHost(b->host); break;
-    case CU_REGISTERED: (void)cudaHostUnregister(b->host); break;
+    case CU_MANAGED:
+        (void)cudaFree(b->dev);
+        break;
+    case CU_HOST_ALLOC:
+        (void)cudaFreeHost(b->host);
+        break;
+    case CU_REGISTERED:
+        (void)cudaHostUnregister(b->host);
+        break;
     }
     free(b);
 }
@@ -228,24 +263,25 @@ static halo_status copy_sync(cu_backend *be, void *dst, const void *src, uint64_
 static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, const void *src,
                              uint64_t n, halo_error *err) {
     if (offset > b->size || n > b->size - offset)
-        return halo_fail(err, HALO_E_OUT_OF_BOUNDS, GPU_RUNTIME " backend: write past a buffer's end");
-    return copy_sync(cu_of(hbe), b->dev + offset, src, n, cudaMemcpyHostToDevice, "buf_write",
-                     err);
+        return halo_fail(err, HALO_E_OUT_OF_BOUNDS,
+                         GPU_RUNTIME " backend: write past a buffer's end");
+    return copy_sync(cu_of(hbe), b->dev + offset, src, n, cudaMemcpyHostToDevice, "buf_write", err);
 }
 
 static halo_status buf_read(halo_backend *hbe, const halo_buf *b, uint64_t offset, void *dst,
                             uint64_t n, halo_error *err) {
     if (offset > b->size || n > b->size - offset)
-        return halo_fail(err, HALO_E_OUT_OF_BOUNDS, GPU_RUNTIME " backend: read past a buffer's end");
-    return copy_sync(cu_of(hbe), dst, b->dev + offset, n, cudaMemcpyDeviceToHost, "buf_read",
-                     err);
+        return halo_fail(err, HALO_E_OUT_OF_BOUNDS,
+                         GPU_RUNTIME " backend: read past a buffer's end");
+    return copy_sync(cu_of(hbe), dst, b->dev + offset, n, cudaMemcpyDeviceToHost, "buf_read", err);
 }
 
 void cu_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
     cu_backend *be = cu_of(hbe);
     if (be->failed) return;
-    CU_OK(be, "copy", cudaMemcpyAsync(cu_ptr(dst), cu_ptr(src), halo_tensor_nbytes(src),
-                                      cudaMemcpyDefault, be->stream));
+    CU_OK(be, "copy",
+          cudaMemcpyAsync(cu_ptr(dst), cu_ptr(src), halo_tensor_nbytes(src), cudaMemcpyDefault,
+                          be->stream));
 }
 
 static halo_status sync(halo_backend *hbe, halo_error *err) {
@@ -256,7 +292,10 @@ static halo_status sync(halo_backend *hbe, halo_error *err) {
     be->failed = false;
     bool nomem = strstr(be->fail, "out of memory") != NULL;
     bool unsupported = strstr(be->fail, "not supported") != NULL;
-    return halo_fail(err, nomem ? HALO_E_NOMEM : unsupported ? HALO_E_UNSUPPORTED : HALO_E_IO,
+    return halo_fail(err,
+                     nomem         ? HALO_E_NOMEM
+                     : unsupported ? HALO_E_UNSUPPORTED
+                                   : HALO_E_IO,
                      GPU_RUNTIME " backend: %s", be->fail);
 }
 
@@ -302,8 +341,7 @@ extern "C" const char *halo_backend_cuda_flavor(void) {
     return GPU_RUNTIME;
 }
 
-extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out,
-                                                halo_error *err) {
+extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, halo_error *err) {
     *out = NULL;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -316,8 +354,8 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out,
                          e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     }
     if (device < 0 || device >= count)
-        return halo_fail(err, HALO_E_INVALID_ARG, GPU_RUNTIME " device %d: only %d present",
-                         device, count);
+        return halo_fail(err, HALO_E_INVALID_ARG, GPU_RUNTIME " device %d: only %d present", device,
+                         count);
     cu_backend_full *full = (cu_backend_full *)calloc(1, sizeof *full);
     if (!full) return halo_fail(err, HALO_E_NOMEM, "out of memory");
     cu_backend *be = &full->be;

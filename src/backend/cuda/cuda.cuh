@@ -22,10 +22,10 @@ extern "C" {
 enum cu_buf_kind { CU_DEVICE, CU_MANAGED, CU_HOST_ALLOC, CU_REGISTERED };
 
 struct halo_buf {
-    char *dev;      /* the pointer kernels use */
-    void *host;     /* host address of GPU-visible host memory, else NULL */
+    char *dev;  /* the pointer kernels use */
+    void *host; /* host address of GPU-visible host memory, else NULL */
     uint64_t size;
-    int kind;       /* cu_buf_kind */
+    int kind; /* cu_buf_kind */
 };
 
 typedef struct cu_backend {
@@ -33,15 +33,17 @@ typedef struct cu_backend {
     int device;
     int sm_count;
     cudaStream_t stream;
-    char *scratch;        /* device memory ops borrow; one op at a time (stream order) */
+    char *scratch; /* device memory ops borrow; one op at a time (stream order) */
     uint64_t scratch_cap;
     bool failed;
-    char fail[400];       /* "op: call: error" of the first failure since the last sync */
+    char fail[400]; /* "op: call: error" of the first failure since the last sync */
     /* Fault injection for tests (HALO_TEST_FAIL_SCRATCH=N): the N-th scratch request fails. */
     int64_t fail_at, n_scratch;
 } cu_backend;
 
-static inline cu_backend *cu_of(halo_backend *be) { return (cu_backend *)be; }
+static inline cu_backend *cu_of(halo_backend *be) {
+    return (cu_backend *)be;
+}
 
 /* Records a failed call (the first since the last sync); returns whether `e` is a success. */
 bool cu_check(cu_backend *be, const char *op, const char *call, cudaError_t e);
@@ -62,8 +64,12 @@ bool cu_float_only(cu_backend *be, uint32_t type, const char *op, const char *wh
 /* A type the kernels decode, or false after recording the failure for `op`. */
 bool cu_type_supported(cu_backend *be, uint32_t type, const char *op);
 
-static inline char *cu_ptr(const halo_tensor *t) { return t->buf->dev + t->offset; }
-static inline float *cu_f32(const halo_tensor *t) { return (float *)cu_ptr(t); }
+static inline char *cu_ptr(const halo_tensor *t) {
+    return t->buf->dev + t->offset;
+}
+static inline float *cu_f32(const halo_tensor *t) {
+    return (float *)cu_ptr(t);
+}
 uint64_t cu_row_bytes(uint32_t type, int64_t n);
 
 static inline unsigned cu_blocks(int64_t n, unsigned per) {
@@ -82,8 +88,7 @@ void cu_to_f32(cu_backend *be, uint32_t type, const char *src, int64_t n, float 
                const char *op);
 
 /* The ops (backend.h). */
-void cu_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens,
-              halo_tensor *out);
+void cu_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens, halo_tensor *out);
 void cu_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
                halo_tensor *out);
 void cu_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src);
@@ -110,12 +115,14 @@ bool cu_rope_freq_make(cu_backend *be, const halo_rope *rope, cu_rope_freq *f, c
 /* ---- device helpers ------------------------------------------------------------------- */
 
 static __device__ __forceinline__ float warp_sum(float v) {
-    for (int m = WARP / 2; m > 0; m >>= 1) v += gpu_shfl_xor(v, m);
+    for (int m = WARP / 2; m > 0; m >>= 1)
+        v += gpu_shfl_xor(v, m);
     return v;
 }
 
 static __device__ __forceinline__ float warp_max(float v) {
-    for (int m = WARP / 2; m > 0; m >>= 1) v = fmaxf(v, gpu_shfl_xor(v, m));
+    for (int m = WARP / 2; m > 0; m >>= 1)
+        v = fmaxf(v, gpu_shfl_xor(v, m));
     return v;
 }
 

@@ -51,10 +51,18 @@
 #define cudaGraph_t hipGraph_t
 #define cudaGraphExec_t hipGraphExec_t
 
-static __device__ __forceinline__ float gpu_shfl_xor(float v, int m) { return __shfl_xor(v, m, 32); }
-static __device__ __forceinline__ int gpu_shfl_xor_i(int v, int m) { return __shfl_xor(v, m, 32); }
-static __device__ __forceinline__ float gpu_shfl(float v, int l) { return __shfl(v, l, 32); }
-static __device__ __forceinline__ int gpu_shfl_up_i(int v, int d) { return __shfl_up(v, d, 32); }
+static __device__ __forceinline__ float gpu_shfl_xor(float v, int m) {
+    return __shfl_xor(v, m, 32);
+}
+static __device__ __forceinline__ int gpu_shfl_xor_i(int v, int m) {
+    return __shfl_xor(v, m, 32);
+}
+static __device__ __forceinline__ float gpu_shfl(float v, int l) {
+    return __shfl(v, l, 32);
+}
+static __device__ __forceinline__ int gpu_shfl_up_i(int v, int d) {
+    return __shfl_up(v, d, 32);
+}
 #else
 #include <cuda_runtime.h>
 

@@ -12,35 +12,46 @@ __global__ void hc_flat_kernel(const float *x, int64_t width, float eps, float *
     const float *row = x + (int64_t)blockIdx.x * width;
     float *out = flat + (int64_t)blockIdx.x * width;
     float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) ss += row[i] * row[i];
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+        ss += row[i] * row[i];
     ss = block_sum(ss, red);
     float r = 1.0f / sqrtf(ss / (float)width + eps);
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[i] = row[i] * r;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+        out[i] = row[i] * r;
 }
 
-static __device__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+static __device__ float sigmoidf_(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
 
 /* Sinkhorn-Knopp as the CPU backend (and the reference) does it: softmax rows, then column and
  * row normalisations, eps keeping every division finite. */
 static __device__ void sinkhorn(float *m, uint32_t hc, uint32_t iters, float eps) {
     for (uint32_t j = 0; j < hc; j++) {
         float *row = m + j * hc, mx = row[0], sum = 0;
-        for (uint32_t k = 1; k < hc; k++) mx = row[k] > mx ? row[k] : mx;
-        for (uint32_t k = 0; k < hc; k++) sum += row[k] = expf(row[k] - mx);
-        for (uint32_t k = 0; k < hc; k++) row[k] = row[k] / sum + eps;
+        for (uint32_t k = 1; k < hc; k++)
+            mx = row[k] > mx ? row[k] : mx;
+        for (uint32_t k = 0; k < hc; k++)
+            sum += row[k] = expf(row[k] - mx);
+        for (uint32_t k = 0; k < hc; k++)
+            row[k] = row[k] / sum + eps;
     }
     for (uint32_t it = 0; it < iters; it++) {
         if (it > 0) {
             for (uint32_t j = 0; j < hc; j++) {
                 float sum = 0;
-                for (uint32_t k = 0; k < hc; k++) sum += m[j * hc + k];
-                for (uint32_t k = 0; k < hc; k++) m[j * hc + k] /= sum + eps;
+                for (uint32_t k = 0; k < hc; k++)
+                    sum += m[j * hc + k];
+                for (uint32_t k = 0; k < hc; k++)
+                    m[j * hc + k] /= sum + eps;
             }
         }
         for (uint32_t k = 0; k < hc; k++) {
             float sum = 0;
-            for (uint32_t j = 0; j < hc; j++) sum += m[j * hc + k];
-            for (uint32_t j = 0; j < hc; j++) m[j * hc + k] /= sum + eps;
+            for (uint32_t j = 0; j < hc; j++)
+                sum += m[j * hc + k];
+            for (uint32_t j = 0; j < hc; j++)
+                m[j * hc + k] /= sum + eps;
         }
     }
 }
@@ -81,7 +92,8 @@ __global__ void hc_mix_kernel(hc_mix_args a) {
     float *out = a.collapsed + t * a.n_embd;
     for (int64_t d = threadIdx.x; d < a.n_embd; d += blockDim.x) {
         float s = 0;
-        for (uint32_t k = 0; k < hc; k++) s += pre[k] * x[k * a.n_embd + d];
+        for (uint32_t k = 0; k < hc; k++)
+            s += pre[k] * x[k * a.n_embd + d];
         out[d] = s;
     }
 }
@@ -103,22 +115,32 @@ void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
     char *s = cu_scratch(be, flat_bytes + (uint64_t)(n_tok * n_mix) * sizeof(float), "hc_pre");
     if (!s) return;
     float *flat = (float *)s, *mix = (float *)(s + flat_bytes);
-    hc_flat_kernel<<<(unsigned)n_tok, 256, 0, be->stream>>>(cu_f32(a->streams), width,
-                                                            a->norm_eps, flat);
+    hc_flat_kernel<<<(unsigned)n_tok, 256, 0, be->stream>>>(cu_f32(a->streams), width, a->norm_eps,
+                                                            flat);
     if (!CU_LAUNCHED(be, "hc_pre", "hc_flat_kernel")) return;
     cu_matmul_launch(be, a->fn->type, cu_ptr(a->fn), width, n_mix, 1, flat, width, n_tok, mix,
                      "hc_pre");
-    hc_mix_args m = {cu_f32(a->streams), mix, cu_ptr(a->base), cu_ptr(a->scale), a->base->type,
-                     a->scale->type, a->hc, n_mix, a->sinkhorn_iters, n_embd, a->eps,
-                     cu_f32(a->collapsed), head ? NULL : cu_f32(a->post),
+    hc_mix_args m = {cu_f32(a->streams),
+                     mix,
+                     cu_ptr(a->base),
+                     cu_ptr(a->scale),
+                     a->base->type,
+                     a->scale->type,
+                     a->hc,
+                     n_mix,
+                     a->sinkhorn_iters,
+                     n_embd,
+                     a->eps,
+                     cu_f32(a->collapsed),
+                     head ? NULL : cu_f32(a->post),
                      head ? NULL : cu_f32(a->comb)};
     if (be->failed) return;
     hc_mix_kernel<<<(unsigned)n_tok, 256, 0, be->stream>>>(m);
     CU_LAUNCHED(be, "hc_pre", "hc_mix_kernel");
 }
 
-__global__ void hc_post_kernel(float *streams, const float *y, const float *post,
-                               const float *comb, int64_t n_embd, uint32_t hc, int64_t n_tok) {
+__global__ void hc_post_kernel(float *streams, const float *y, const float *post, const float *comb,
+                               int64_t n_embd, uint32_t hc, int64_t n_tok) {
     int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n_tok * n_embd) return;
     int64_t t = id / n_embd, d = id % n_embd;
@@ -127,10 +149,12 @@ __global__ void hc_post_kernel(float *streams, const float *y, const float *post
     float mixed[HC_MAX];
     for (uint32_t k = 0; k < hc; k++) {
         float s = p[k] * y[t * n_embd + d];
-        for (uint32_t j = 0; j < hc; j++) s += c[j * hc + k] * x[j * n_embd + d];
+        for (uint32_t j = 0; j < hc; j++)
+            s += c[j * hc + k] * x[j * n_embd + d];
         mixed[k] = s;
     }
-    for (uint32_t k = 0; k < hc; k++) x[k * n_embd + d] = mixed[k];
+    for (uint32_t k = 0; k < hc; k++)
+        x[k * n_embd + d] = mixed[k];
 }
 
 void cu_hc_post(halo_backend *hbe, halo_tensor *streams, const halo_tensor *y,

@@ -12,17 +12,17 @@
 enum { MOE_WARPS = 4, MOE_TOK = 8 };
 
 typedef struct route_params {
-    const float *score_in;   /* [n_tok][n_expert] router logits */
-    const char *bias;        /* [n_expert] or NULL */
+    const float *score_in; /* [n_tok][n_expert] router logits */
+    const char *bias;      /* [n_expert] or NULL */
     uint32_t bias_type;
-    const int32_t *tid2eid;  /* [n_vocab][k] or NULL */
+    const int32_t *tid2eid; /* [n_vocab][k] or NULL */
     const int32_t *tokens;
     int64_t n_expert;
     uint32_t k, slots, gating;
     bool norm_weights;
     float weights_scale;
-    int32_t *sel;            /* [n_tok][k] */
-    float *weight;           /* [n_tok][slots] */
+    int32_t *sel;  /* [n_tok][k] */
+    float *weight; /* [n_tok][slots] */
 } route_params;
 
 static __device__ float score_fn(uint32_t gating, float x) {
@@ -47,13 +47,17 @@ __global__ void route_kernel(route_params a) {
     if (threadIdx.x != 0) return;
     if (a.gating == HALO_GATING_SOFTMAX) {
         float mx = score[0], sum = 0;
-        for (int64_t e = 1; e < a.n_expert; e++) mx = score[e] > mx ? score[e] : mx;
-        for (int64_t e = 0; e < a.n_expert; e++) sum += score[e] = expf(score[e] - mx);
-        for (int64_t e = 0; e < a.n_expert; e++) score[e] /= sum;
+        for (int64_t e = 1; e < a.n_expert; e++)
+            mx = score[e] > mx ? score[e] : mx;
+        for (int64_t e = 0; e < a.n_expert; e++)
+            sum += score[e] = expf(score[e] - mx);
+        for (int64_t e = 0; e < a.n_expert; e++)
+            score[e] /= sum;
     }
     int32_t *sel = a.sel + t * a.k;
     if (a.tid2eid) {
-        for (uint32_t i = 0; i < a.k; i++) sel[i] = a.tid2eid[(int64_t)a.tokens[t] * a.k + i];
+        for (uint32_t i = 0; i < a.k; i++)
+            sel[i] = a.tid2eid[(int64_t)a.tokens[t] * a.k + i];
     } else {
         for (uint32_t i = 0; i < a.k; i++) {
             int64_t best = -1;
@@ -73,8 +77,10 @@ __global__ void route_kernel(route_params a) {
     for (uint32_t i = 0; i < a.k; i++) {
         int32_t e = sel[i];
         /* A hash table row naming an expert out of range: weight 0, the expert clamped. */
-        if (e < 0 || e >= a.n_expert) sel[i] = e = 0, w[i] = 0.0f;
-        else w[i] = score[e];
+        if (e < 0 || e >= a.n_expert)
+            sel[i] = e = 0, w[i] = 0.0f;
+        else
+            w[i] = score[e];
         sum += w[i];
     }
     for (uint32_t i = 0; i < a.k; i++) {
@@ -90,8 +96,10 @@ __global__ void route_kernel(route_params a) {
 __global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, uint32_t slots,
                              int64_t n_expert, int32_t *first, int32_t *fill, int32_t *pairs) {
     const int64_t groups = n_expert + 1;
-    for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x) first[e] = 0;
-    for (int64_t e = threadIdx.x; e < groups; e += blockDim.x) fill[e] = 0;
+    for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
+        first[e] = 0;
+    for (int64_t e = threadIdx.x; e < groups; e += blockDim.x)
+        fill[e] = 0;
     __syncthreads();
     for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
         uint32_t s = (uint32_t)(p % slots);
@@ -100,7 +108,8 @@ __global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, ui
     }
     __syncthreads();
     if (threadIdx.x == 0)
-        for (int64_t e = 0; e < groups; e++) first[e + 1] += first[e];
+        for (int64_t e = 0; e < groups; e++)
+            first[e + 1] += first[e];
     __syncthreads();
     for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
         uint32_t s = (uint32_t)(p % slots);
@@ -110,9 +119,9 @@ __global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, ui
 }
 
 typedef struct expert_mats {
-    const char *gate, *up, *down;              /* routed: stacked over experts */
+    const char *gate, *up, *down; /* routed: stacked over experts */
     uint32_t gate_type, up_type, down_type;
-    const char *gate_sh, *up_sh, *down_sh;     /* shared expert, or NULL */
+    const char *gate_sh, *up_sh, *down_sh; /* shared expert, or NULL */
     uint32_t gate_sh_type, up_sh_type, down_sh_type;
     int64_t n_embd, n_ff, n_ff_sh, n_expert, n_h;
     uint32_t slots;
@@ -170,16 +179,18 @@ __global__ void down_kernel(expert_mats m, const float *h, float *y) {
     for (int32_t i0 = p0; i0 < p1; i0 += MOE_TOK) {
         int nt = p1 - i0 < MOE_TOK ? p1 - i0 : MOE_TOK;
         const float *hs[MOE_TOK];
-        for (int k = 0; k < MOE_TOK; k++) hs[k] = h + (int64_t)m.pairs[i0 + (k < nt ? k : 0)] * m.n_h;
+        for (int k = 0; k < MOE_TOK; k++)
+            hs[k] = h + (int64_t)m.pairs[i0 + (k < nt ? k : 0)] * m.n_h;
         float acc[MOE_TOK];
         warp_dot_gather<MOE_TOK>(dt, row, n_in, hs, nt, acc, m.g);
         if (threadIdx.x % WARP == 0)
-            for (int k = 0; k < nt; k++) y[(int64_t)m.pairs[i0 + k] * m.n_embd + r] = acc[k];
+            for (int k = 0; k < nt; k++)
+                y[(int64_t)m.pairs[i0 + k] * m.n_embd + r] = acc[k];
     }
 }
 
-__global__ void moe_sum_kernel(const float *y, const float *weight, uint32_t slots,
-                               int64_t n_embd, int64_t n_tok, float *out) {
+__global__ void moe_sum_kernel(const float *y, const float *weight, uint32_t slots, int64_t n_embd,
+                               int64_t n_tok, float *out) {
     int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n_tok * n_embd) return;
     int64_t t = id / n_embd, d = id % n_embd;
@@ -205,7 +216,14 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     const uint32_t k = a->n_used, slots = k + (a->gate_sh ? 1 : 0);
     const int64_t n_pairs = n_tok * slots;
     if (be->failed || n_tok <= 0) return;
-    uint32_t types[] = {a->gate_exps->type, a->up_exps->type, a->down_exps->type,
+    if (a->experts) { /* the engine refuses plans that stream on a GPU backend */
+        cu_check(be, op, "streamed experts (not supported on this backend yet)",
+                 cudaErrorInvalidValue);
+        return;
+    }
+    uint32_t types[] = {a->gate_exps->type,
+                        a->up_exps->type,
+                        a->down_exps->type,
                         a->gate_sh ? a->gate_sh->type : (uint32_t)HALO_TYPE_F32,
                         a->up_sh ? a->up_sh->type : (uint32_t)HALO_TYPE_F32,
                         a->down_sh ? a->down_sh->type : (uint32_t)HALO_TYPE_F32};
@@ -213,13 +231,13 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         if (!cu_type_supported(be, types[i], op)) return;
     if (a->probs_bias && !cu_float_only(be, a->probs_bias->type, op, "expert bias")) return;
     /* Scratch, in order: tokens, router scores, choice, weights, grouping, h, y. */
-    const uint64_t sizes[] = {(uint64_t)n_tok * 4,         (uint64_t)(n_tok * n_expert) * 4,
-                              (uint64_t)(n_tok * k) * 4,   (uint64_t)n_pairs * 4,
-                              (uint64_t)(n_expert + 2) * 4, (uint64_t)(n_expert + 1) * 4,
-                              (uint64_t)n_pairs * 4,       (uint64_t)(n_pairs * n_h) * 4,
-                              (uint64_t)(n_pairs * n_embd) * 4};
+    const uint64_t sizes[] = {
+        (uint64_t)n_tok * 4,   (uint64_t)(n_tok * n_expert) * 4, (uint64_t)(n_tok * k) * 4,
+        (uint64_t)n_pairs * 4, (uint64_t)(n_expert + 2) * 4,     (uint64_t)(n_expert + 1) * 4,
+        (uint64_t)n_pairs * 4, (uint64_t)(n_pairs * n_h) * 4,    (uint64_t)(n_pairs * n_embd) * 4};
     uint64_t total = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += (sizes[i] + 255) & ~255ull;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        total += (sizes[i] + 255) & ~255ull;
     char *at = cu_scratch(be, total, op);
     if (!at) return;
     int32_t *tokens = (int32_t *)carve(&at, sizes[0]);
@@ -233,26 +251,55 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     float *y = (float *)carve(&at, sizes[8]);
 
     if (a->tid2eid && !cu_upload(be, tokens, a->tokens, sizes[0], op)) return;
-    cu_matmul_launch(be, a->gate_inp->type, cu_ptr(a->gate_inp), n_embd, n_expert, 1,
-                     cu_f32(a->x), n_embd, n_tok, scores, op);
-    route_params rp = {scores, a->probs_bias ? cu_ptr(a->probs_bias) : NULL,
+    cu_matmul_launch(be, a->gate_inp->type, cu_ptr(a->gate_inp), n_embd, n_expert, 1, cu_f32(a->x),
+                     n_embd, n_tok, scores, op);
+    route_params rp = {scores,
+                       a->probs_bias ? cu_ptr(a->probs_bias) : NULL,
                        a->probs_bias ? a->probs_bias->type : (uint32_t)HALO_TYPE_F32,
-                       a->tid2eid ? (const int32_t *)cu_ptr(a->tid2eid) : NULL, tokens, n_expert,
-                       k, slots, a->gating, a->norm_weights, a->weights_scale, sel, weight};
+                       a->tid2eid ? (const int32_t *)cu_ptr(a->tid2eid) : NULL,
+                       tokens,
+                       n_expert,
+                       k,
+                       slots,
+                       a->gating,
+                       a->norm_weights,
+                       a->weights_scale,
+                       sel,
+                       weight};
     if (be->failed) return;
     route_kernel<<<(unsigned)n_tok, 256, (size_t)n_expert * 5, be->stream>>>(rp);
     if (!CU_LAUNCHED(be, op, "route_kernel")) return;
     group_kernel<<<1, 1024, 0, be->stream>>>(sel, n_pairs, k, slots, n_expert, first, fill, pairs);
     if (!CU_LAUNCHED(be, op, "group_kernel")) return;
     /* Rows of h past an expert's width stay as they are: the down kernel reads only n_in. */
-    expert_mats m = {cu_ptr(a->gate_exps), cu_ptr(a->up_exps), cu_ptr(a->down_exps), types[0],
-                     types[1], types[2], a->gate_sh ? cu_ptr(a->gate_sh) : NULL,
-                     a->up_sh ? cu_ptr(a->up_sh) : NULL, a->down_sh ? cu_ptr(a->down_sh) : NULL,
-                     types[3], types[4], types[5], n_embd, n_ff, n_ff_sh, n_expert, n_h, slots,
-                     a->clamp_exp, a->clamp_shexp, first, pairs,
-                     cu_row_bytes(types[0], n_embd), cu_row_bytes(types[1], n_embd),
-                     cu_row_bytes(types[2], n_ff), cu_row_bytes(types[3], n_embd),
-                     cu_row_bytes(types[4], n_embd), cu_row_bytes(types[5], n_ff_sh),
+    expert_mats m = {cu_ptr(a->gate_exps),
+                     cu_ptr(a->up_exps),
+                     cu_ptr(a->down_exps),
+                     types[0],
+                     types[1],
+                     types[2],
+                     a->gate_sh ? cu_ptr(a->gate_sh) : NULL,
+                     a->up_sh ? cu_ptr(a->up_sh) : NULL,
+                     a->down_sh ? cu_ptr(a->down_sh) : NULL,
+                     types[3],
+                     types[4],
+                     types[5],
+                     n_embd,
+                     n_ff,
+                     n_ff_sh,
+                     n_expert,
+                     n_h,
+                     slots,
+                     a->clamp_exp,
+                     a->clamp_shexp,
+                     first,
+                     pairs,
+                     cu_row_bytes(types[0], n_embd),
+                     cu_row_bytes(types[1], n_embd),
+                     cu_row_bytes(types[2], n_ff),
+                     cu_row_bytes(types[3], n_embd),
+                     cu_row_bytes(types[4], n_embd),
+                     cu_row_bytes(types[5], n_ff_sh),
                      cu_grids_get(hbe)};
     dim3 g1(cu_blocks(n_h, MOE_WARPS), (unsigned)(n_expert + 1));
     gate_up_kernel<<<g1, MOE_WARPS * WARP, 0, be->stream>>>(m, cu_f32(a->x), h);
@@ -260,8 +307,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     dim3 g2(cu_blocks(n_embd, MOE_WARPS), (unsigned)(n_expert + 1));
     down_kernel<<<g2, MOE_WARPS * WARP, 0, be->stream>>>(m, h, y);
     if (!CU_LAUNCHED(be, op, "down_kernel")) return;
-    moe_sum_kernel<<<cu_blocks(n_tok * n_embd, 256), 256, 0, be->stream>>>(y, weight, slots,
-                                                                          n_embd, n_tok,
-                                                                          cu_f32(a->out));
+    moe_sum_kernel<<<cu_blocks(n_tok * n_embd, 256), 256, 0, be->stream>>>(y, weight, slots, n_embd,
+                                                                           n_tok, cu_f32(a->out));
     CU_LAUNCHED(be, op, "moe_sum_kernel");
 }

@@ -6,7 +6,8 @@ __global__ void rms_norm_kernel(float *x, int64_t width, const float *w, float e
     __shared__ float red[32];
     float *row = x + (int64_t)blockIdx.x * width;
     float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) ss += row[i] * row[i];
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+        ss += row[i] * row[i];
     ss = block_sum(ss, red);
     float r = 1.0f / sqrtf(ss / (float)width + eps);
     for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
@@ -50,7 +51,7 @@ void cu_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_r
     if (!dpos || !cu_upload(be, dpos, pos, (uint64_t)n_tok * sizeof(int32_t), "rope")) return;
     int64_t n = n_tok * n_head * (rope->n_rot / 2);
     if (n == 0) return;
-    rope_kernel<<<cu_blocks(n, 256), 256, 0, be->stream>>>(cu_f32(x), x->ne[0], n_head, n_tok,
-                                                           dpos, f, inverse);
+    rope_kernel<<<cu_blocks(n, 256), 256, 0, be->stream>>>(cu_f32(x), x->ne[0], n_head, n_tok, dpos,
+                                                           f, inverse);
     CU_LAUNCHED(be, "rope", "rope_kernel");
 }

@@ -53,8 +53,9 @@ __global__ void pool_kernel(pool_params a) {
                 chan = cur + d;
             }
             for (uint32_t i = 0; i < r; i++) {
-                float lg = pg[i * stride + chan] +
-                           (add_ape ? load_float(a.ape_type, a.ape, (int64_t)i * width + chan) : 0.0f);
+                float lg =
+                    pg[i * stride + chan] +
+                    (add_ape ? load_float(a.ape_type, a.ape, (int64_t)i * width + chan) : 0.0f);
                 float m_new = fmaxf(m, lg);
                 float corr = expf(m - m_new), p = expf(lg - m_new);
                 sum = sum * corr + p;
@@ -66,10 +67,12 @@ __global__ void pool_kernel(pool_params a) {
     }
     __syncthreads();
     float ss = 0.0f;
-    for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x) ss += row[d] * row[d];
+    for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x)
+        ss += row[d] * row[d];
     ss = block_sum(ss, red);
     float rr = 1.0f / sqrtf(ss / (float)dim + a.eps);
-    for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x) row[d] = a.norm[d] * (row[d] * rr);
+    for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x)
+        row[d] = a.norm[d] * (row[d] * rr);
     __syncthreads();
     float *out = a.out + w * dim;
     const uint32_t tail = dim - a.rope.n_rot;
@@ -133,7 +136,7 @@ void cu_pool(halo_backend *hbe, const halo_pool_args *a) {
     if (!CU_LAUNCHED(be, "pool", "pool_kernel") || !a->overlap) return;
     const int64_t last = (n_win - 1) * a->ratio * width;
     pool_save_kernel<<<cu_blocks((int64_t)a->ratio * a->dim, 256), 256, 0, be->stream>>>(
-        p.kv + last, p.gate + last, p.ape, p.ape_type, a->ratio, a->dim, width,
-        cu_f32(a->prev_kv), cu_f32(a->prev_gate));
+        p.kv + last, p.gate + last, p.ape, p.ape_type, a->ratio, a->dim, width, cu_f32(a->prev_kv),
+        cu_f32(a->prev_gate));
     CU_LAUNCHED(be, "pool", "pool_save_kernel");
 }

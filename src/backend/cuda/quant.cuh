@@ -25,10 +25,11 @@ static __device__ __forceinline__ uint16_t ld16(const uint8_t *p) {
     return (uint16_t)(p[0] | (p[1] << 8));
 }
 static __device__ __forceinline__ uint32_t ld32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
-static __device__ __forceinline__ float h16(const uint8_t *p) { return f16_to_f32(ld16(p)); }
+static __device__ __forceinline__ float h16(const uint8_t *p) {
+    return f16_to_f32(ld16(p));
+}
 
 static __device__ __forceinline__ float e8m0_half(uint8_t e) {
     uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
@@ -52,33 +53,62 @@ static __device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int
 /* Bytes and element count of one block of a block format. */
 static __device__ __forceinline__ void block_shape(uint32_t t, int *bytes, int *elems) {
     switch (t) {
-    case HALO_TYPE_Q4_0: *bytes = 18, *elems = 32; return;
-    case HALO_TYPE_Q4_1: *bytes = 20, *elems = 32; return;
-    case HALO_TYPE_Q5_0: *bytes = 22, *elems = 32; return;
-    case HALO_TYPE_Q5_1: *bytes = 24, *elems = 32; return;
-    case HALO_TYPE_Q8_0: *bytes = 34, *elems = 32; return;
-    case HALO_TYPE_IQ4_NL: *bytes = 18, *elems = 32; return;
-    case HALO_TYPE_MXFP4: *bytes = 17, *elems = 32; return;
-    case HALO_TYPE_Q2_K: *bytes = 84, *elems = 256; return;
-    case HALO_TYPE_Q3_K: *bytes = 110, *elems = 256; return;
-    case HALO_TYPE_Q4_K: *bytes = 144, *elems = 256; return;
-    case HALO_TYPE_Q5_K: *bytes = 176, *elems = 256; return;
-    case HALO_TYPE_Q6_K: *bytes = 210, *elems = 256; return;
-    case HALO_TYPE_IQ2_XXS: *bytes = 66, *elems = 256; return;
-    case HALO_TYPE_IQ3_XXS: *bytes = 98, *elems = 256; return;
-    default: *bytes = 0, *elems = 32; return;
+    case HALO_TYPE_Q4_0:
+        *bytes = 18, *elems = 32;
+        return;
+    case HALO_TYPE_Q4_1:
+        *bytes = 20, *elems = 32;
+        return;
+    case HALO_TYPE_Q5_0:
+        *bytes = 22, *elems = 32;
+        return;
+    case HALO_TYPE_Q5_1:
+        *bytes = 24, *elems = 32;
+        return;
+    case HALO_TYPE_Q8_0:
+        *bytes = 34, *elems = 32;
+        return;
+    case HALO_TYPE_IQ4_NL:
+        *bytes = 18, *elems = 32;
+        return;
+    case HALO_TYPE_MXFP4:
+        *bytes = 17, *elems = 32;
+        return;
+    case HALO_TYPE_Q2_K:
+        *bytes = 84, *elems = 256;
+        return;
+    case HALO_TYPE_Q3_K:
+        *bytes = 110, *elems = 256;
+        return;
+    case HALO_TYPE_Q4_K:
+        *bytes = 144, *elems = 256;
+        return;
+    case HALO_TYPE_Q5_K:
+        *bytes = 176, *elems = 256;
+        return;
+    case HALO_TYPE_Q6_K:
+        *bytes = 210, *elems = 256;
+        return;
+    case HALO_TYPE_IQ2_XXS:
+        *bytes = 66, *elems = 256;
+        return;
+    case HALO_TYPE_IQ3_XXS:
+        *bytes = 98, *elems = 256;
+        return;
+    default:
+        *bytes = 0, *elems = 32;
+        return;
     }
 }
 
-static __constant__ const signed char cu_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35,
-                                                             -22,  -10,  1,   13,  25,  38,
-                                                             53,   69,   89,  113};
+static __constant__ const signed char cu_kvalues_iq4nl[16] = {
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 static __constant__ const signed char cu_kvalues_mxfp4[16] = {0, 1,  2,  3,  4,  6,  8,  12,
-                                                             0, -1, -2, -3, -4, -6, -8, -12};
+                                                              0, -1, -2, -3, -4, -6, -8, -12};
 
 /* Decodes elements [32c, 32c + 32) of a row of block format t into v. */
-static inline __device__ __noinline__ void deq32(uint32_t t, const uint8_t *row, int64_t c, float v[32],
-                                          cu_grids g) {
+static inline __device__ __noinline__ void deq32(uint32_t t, const uint8_t *row, int64_t c,
+                                                 float v[32], cu_grids g) {
     int bytes, elems;
     block_shape(t, &bytes, &elems);
     const int per = elems / 32;
@@ -125,7 +155,8 @@ static inline __device__ __noinline__ void deq32(uint32_t t, const uint8_t *row,
     }
     case HALO_TYPE_Q8_0: {
         float d = h16(b);
-        for (int j = 0; j < 32; j++) v[j] = __fmul_rn((float)(int8_t)b[2 + j], d);
+        for (int j = 0; j < 32; j++)
+            v[j] = __fmul_rn((float)(int8_t)b[2 + j], d);
         return;
     }
     case HALO_TYPE_IQ4_NL: {
@@ -229,7 +260,8 @@ static inline __device__ __noinline__ void deq32(uint32_t t, const uint8_t *row,
         return;
     }
     default:
-        for (int j = 0; j < 32; j++) v[j] = 0.0f;
+        for (int j = 0; j < 32; j++)
+            v[j] = 0.0f;
         return;
     }
 }
@@ -242,7 +274,8 @@ static __device__ __forceinline__ void warp_dot_rows(uint32_t t, const char *wro
                                                      const float *x, int64_t x_stride, int nt,
                                                      float acc[NT], cu_grids g) {
     const int lane = threadIdx.x % WARP;
-    for (int k = 0; k < NT; k++) acc[k] = 0.0f;
+    for (int k = 0; k < NT; k++)
+        acc[k] = 0.0f;
     if (is_float_type(t)) {
         for (int64_t i = lane; i < n; i += WARP) {
             float w = load_float(t, wrow, i);
@@ -260,23 +293,26 @@ static __device__ __forceinline__ void warp_dot_rows(uint32_t t, const char *wro
                     const float *xx = x + k * x_stride + 32 * c;
                     float s = 0.0f;
 #pragma unroll
-                    for (int j = 0; j < 32; j++) s += v[j] * xx[j];
+                    for (int j = 0; j < 32; j++)
+                        s += v[j] * xx[j];
                     acc[k] += s;
                 }
             }
         }
     }
 #pragma unroll
-    for (int k = 0; k < NT; k++) acc[k] = warp_sum(acc[k]);
+    for (int k = 0; k < NT; k++)
+        acc[k] = warp_sum(acc[k]);
 }
 
 /* As warp_dot_rows, with the activation rows given by pointers (gathered tokens). */
 template <int NT>
 static __device__ __forceinline__ void warp_dot_gather(uint32_t t, const char *wrow, int64_t n,
-                                                       const float *const *x, int nt,
-                                                       float acc[NT], cu_grids g) {
+                                                       const float *const *x, int nt, float acc[NT],
+                                                       cu_grids g) {
     const int lane = threadIdx.x % WARP;
-    for (int k = 0; k < NT; k++) acc[k] = 0.0f;
+    for (int k = 0; k < NT; k++)
+        acc[k] = 0.0f;
     if (is_float_type(t)) {
         for (int64_t i = lane; i < n; i += WARP) {
             float w = load_float(t, wrow, i);
@@ -294,14 +330,16 @@ static __device__ __forceinline__ void warp_dot_gather(uint32_t t, const char *w
                     const float *xx = x[k] + 32 * c;
                     float s = 0.0f;
 #pragma unroll
-                    for (int j = 0; j < 32; j++) s += v[j] * xx[j];
+                    for (int j = 0; j < 32; j++)
+                        s += v[j] * xx[j];
                     acc[k] += s;
                 }
             }
         }
     }
 #pragma unroll
-    for (int k = 0; k < NT; k++) acc[k] = warp_sum(acc[k]);
+    for (int k = 0; k < NT; k++)
+        acc[k] = warp_sum(acc[k]);
 }
 
 #endif

@@ -1,6 +1,6 @@
 /* Lightning-indexer top-k on the GPU: scores of every visible compressed row for each token
- * (score(t, s) = Σ_h w[t,h]·n_head^-½ · relu(q[t,h]·k[s]) · head_dim^-½, as the CPU backend), then
- * per token the top_k rows by an exact radix select on the scores' bits: four passes of 8 bits
+ * (score(t, s) = Σ_h w[t,h]·n_head^-½ · relu(q[t,h]·k[s]) · head_dim^-½, as the CPU backend),
+ * then per token the top_k rows by an exact radix select on the scores' bits: four passes of 8 bits
  * find the k-th largest score T; rows above T and the lowest-numbered rows equal to T are
  * written in row order (the CPU's tie rule: equal scores select the lower row). */
 #include <math.h>
@@ -23,7 +23,8 @@ __global__ void score_kernel(const float *q, const float *w, const float *keys, 
     float acc = 0.0f;
     for (int64_t h = 0; h < n_head; h++) {
         float part = 0.0f;
-        for (int64_t d = lane; d < hd; d += WARP) part += qt[h * hd + d] * k[d];
+        for (int64_t d = lane; d < hd; d += WARP)
+            part += qt[h * hd + d] * k[d];
         float dd = warp_sum(part);
         acc += (dd > 0 ? dd * qs : 0) * (wt[h] * ws);
     }
@@ -76,7 +77,8 @@ __global__ void select_kernel(const float *score, int64_t n_rows, const int32_t 
     if (visible <= (int64_t)k) return;
     uint32_t prefix = 0, mask = 0, krem = k;
     for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+        for (int i = threadIdx.x; i < 256; i += blockDim.x)
+            hist[i] = 0;
         __syncthreads();
         for (int64_t s = threadIdx.x; s < visible; s += blockDim.x) {
             uint32_t key = fkey(sc[s]);

@@ -14,7 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Only what the build and the binaries need (the device tool carries at most 64 MiB in all).
 pkgs=(libcjson-dev libcjson1 libpcre2-dev libpcre2-8-0 libedit-dev libedit2 libbsd0 libmd0
-      libtinfo6 libmicrohttpd-dev libmicrohttpd12 pkgconf pkgconf-bin libpkgconf3 pkg-config)
+      libtinfo6 libmicrohttpd-dev libmicrohttpd12 pkgconf pkgconf-bin libpkgconf3 pkg-config
+      libxxhash-dev libxxhash0)
 if [ "${1:-}" = fetch ]; then
     dir=${2:-.carry/cuda/debs}
     mkdir -p "$dir"

@@ -26,7 +26,8 @@ prefix_pkgs=(libvulkan-dev glslc libshaderc1
              libpcre2-posix3 libedit-dev libedit2 libbsd0 libmd0 libtinfo6 libncurses-dev
              libncurses6 libncursesw6 libbsd-dev libmd-dev pkgconf pkgconf-bin libpkgconf3
              pkg-config libmicrohttpd-dev libmicrohttpd12 libgnutls30 libp11-kit0 libidn2-0
-             libunistring2 libtasn1-6 libnettle8 libhogweed6 libgmp10 libffi8)
+             libunistring2 libtasn1-6 libnettle8 libhogweed6 libgmp10 libffi8 libxxhash-dev
+             libxxhash0)
 if [ "${1:-}" = fetch ]; then
     dir=${2:-.carry/vulkan/debs}
     mkdir -p "$dir/root" "$dir/prefix"

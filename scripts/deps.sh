@@ -2,13 +2,17 @@
 # Installs what halo's build and tests need on Debian 12: the packages below (as root, or with
 # sudo) and ggml's prebuilt CPU libraries that the quant tests compare against
 # (scripts/fetch-ggml.sh, from the npm registry). Idempotent and quiet: prints nothing when
-# everything is already there. `deps.sh fuzz` also installs clang for `make fuzz`.
+# everything is already there. `deps.sh fuzz` also installs clang for `make fuzz`; `deps.sh gpu`
+# Debian's hipcc (ROCm 5.2) to compile the GPU backend as HIP (-DHALO_HIP=ON; docs/hip.md). The
+# CUDA toolkit is not a Debian package recent enough for halo's targets: nvcc comes from NVIDIA's
+# installer, in /usr/local/cuda (docs/cuda.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(build-essential cmake pkg-config libcjson-dev libpcre2-dev libedit-dev python3
-          libmicrohttpd-dev libxxhash-dev)
+          libmicrohttpd-dev liburing-dev libxxhash-dev)
 [ "${1:-}" = fuzz ] && packages+=(clang)
+[ "${1:-}" = gpu ] && packages+=(hipcc libamdhip64-dev rocm-device-libs)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 

@@ -17,7 +17,11 @@ typedef struct halo_session halo_session;
 
 typedef struct halo_engine_params {
     const char *model_path;
-    const char *backend; /* "cpu" (default when NULL) */
+    /* "cpu" (default when NULL), "cuda" (HIP builds: also "hip"), or "auto": the GPU backend
+     * when this halo has one and a GPU is usable, else the CPU with one line on stderr saying
+     * why. NULL: $HALO_BACKEND, else "cpu". The GPU backends keep activations f32 for every
+     * weight type (as `precise`). */
+    const char *backend;
     uint32_t threads;    /* 0: one per core */
     /* Keep activations f32 for quantized weights (slower; the reference for comparisons).
      * Off: activations are quantized for integer dot products, as ggml's CPU backend does. */
@@ -27,10 +31,12 @@ typedef struct halo_engine_params {
      * (src/mem), and a model that does not fit is refused with the reason. 0: 4096, or the
      * model's trained context if smaller. */
     uint32_t n_ctx;
-    /* Where the weights go: NULL keeps every weight resident and refuses a model that would
-     * have to stream; "auto" streams routed experts from disk when the plan says they do not
-     * fit; "stream" always streams them (docs/streaming.md); "host"/"device"/"managed" as for
-     * `halo plan --weights`. */
+    /* Where the weights go (as `halo plan --weights`): "auto" (fastest pool that fits; routed
+     * experts stream from disk when the plan says they do not fit), "device" (GPU memory, or
+     * refuse before loading), "host" (GPU-visible host memory: the loader's arena pinned and
+     * mapped), "managed" (only when asked), "stream" (routed experts always stream:
+     * docs/streaming.md). NULL: as "auto" but a model that would have to stream is refused.
+     * The HALO_WEIGHTS and HALO_FORCE_DEVICE_MEM variables apply first; this field wins. */
     const char *weights;
     /* Expert cache for streamed experts, in bytes; 0: as large as fits. The plan admits it
      * (never silently less: halo_engine_stream_stats tells what was admitted and why). */

@@ -25,6 +25,7 @@ typedef struct halo_stream_stats {
     uint64_t bytes_read;
     double read_seconds; /* time waiting for reads */
     bool direct;         /* O_DIRECT reads (the page cache is bypassed) */
+    const char *reader;  /* "io_uring" or "threads" */
 } halo_stream_stats;
 
 /* False when the engine's experts are resident (nothing streams). */

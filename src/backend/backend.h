@@ -152,11 +152,19 @@ typedef struct halo_backend_ops {
     const char *name;
     void (*destroy)(halo_backend *be);
 
+    /* The backend's working memory (device memory on a GPU): activations, KV state. */
     halo_status (*buf_alloc)(halo_backend *be, uint64_t bytes, halo_buf **out, halo_error *err);
+    /* Memory in one pool of the plan (halo_pool_kind: device, gpu-host, managed, host), for
+     * weights placed there: the backend never picks a pool itself. A pool the backend cannot
+     * use is HALO_E_UNSUPPORTED naming it (the CPU backend computes on host memory, so it takes
+     * host and gpu-host and refuses device and managed). */
+    halo_status (*buf_alloc_pool)(halo_backend *be, uint32_t pool, uint64_t bytes,
+                                  halo_buf **out, halo_error *err);
     void (*buf_free)(halo_backend *be, halo_buf *buf);
     /* A buffer over host memory the caller owns and keeps alive (e.g. the loader's arena), so
      * weights read once into their place are used there without a copy. Freeing the buffer
-     * leaves the memory alone. */
+     * leaves the memory alone. A GPU backend pins and maps the range (cudaHostRegister) so its
+     * kernels read it over the bus: the gpu-host pool made from the loader's arena. */
     halo_status (*buf_wrap_host)(halo_backend *be, void *data, uint64_t bytes, halo_buf **out,
                                  halo_error *err);
     halo_status (*buf_write)(halo_backend *be, halo_buf *buf, uint64_t offset, const void *src,
@@ -206,6 +214,14 @@ struct halo_backend {
  * quantized to the weight type's pair format for integer dot products, as ggml does. */
 halo_status halo_backend_cpu_create(uint32_t threads, bool precise, halo_backend **out,
                                     halo_error *err);
+
+/* Creates the CUDA backend (HIP when built with -DHALO_HIP=ON) on GPU `device`. Activations
+ * stay f32 for every weight type (the CPU's precise mode). HALO_E_UNSUPPORTED when halo was
+ * built without it, or when no usable GPU or driver is found (the message says which), so a
+ * caller can fall back to the CPU. */
+halo_status halo_backend_cuda_create(int device, halo_backend **out, halo_error *err);
+/* "cuda", "hip", or NULL when halo was built without a GPU backend of this family. */
+const char *halo_backend_cuda_flavor(void);
 
 /* Element count and byte size of a view. */
 int64_t halo_tensor_nelements(const halo_tensor *t);

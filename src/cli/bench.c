@@ -81,16 +81,33 @@ static bool parse_list(const char *s, u32_list *l) {
     return l->n > 0;
 }
 
-/* Splits a comma list of strings into dst (pointers into a copy that lives until exit). */
+/* Copies made while parsing, freed when the command ends. */
+static char *owned[4 * MAX_LIST];
+static uint32_t n_owned;
+
+static char *own(char *p) {
+    if (!p || n_owned == sizeof owned / sizeof owned[0]) {
+        free(p);
+        return NULL;
+    }
+    return owned[n_owned++] = p;
+}
+
+static void free_owned(void) {
+    while (n_owned)
+        free(owned[--n_owned]);
+}
+
+/* Splits a comma list of strings into dst (pointers into copies freed by free_owned). */
 static bool add_strings(const char *s, const char **dst, uint32_t *n, const char *prefix) {
-    char *copy = strdup(s);
+    char *copy = own(strdup(s));
     if (!copy) return false;
     for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
         if (*n == MAX_LIST) return false;
         if (prefix) {
             size_t len = strlen(prefix) + strlen(tok) + 1;
-            char *p = malloc(len);
+            char *p = own(malloc(len));
             if (!p) return false;
             snprintf(p, len, "%s%s", prefix, tok);
             tok = p;
@@ -639,7 +656,15 @@ static int write_gguf(const opts *o) {
     return 0;
 }
 
+static int bench_run(int argc, char **argv);
+
 int cli_bench(int argc, char **argv) {
+    int rc = bench_run(argc, argv);
+    free_owned();
+    return rc;
+}
+
+static int bench_run(int argc, char **argv) {
     opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;

@@ -179,14 +179,15 @@ void bench_print_header(FILE *f, bench_format fmt) {
     case BENCH_JSONL:
         break;
     case BENCH_MD:
-        fprintf(f, "| %-30s | %10s | %9s | %7s | %7s | %7s | %16s | %20s | %10s | %8s |\n", "model",
+        fprintf(f, "| %-40s | %10s | %9s | %7s | %7s | %7s | %16s | %20s | %10s | %8s |\n", "model",
                 "size", "params", "backend", "weights", "threads", "test", "t/s", "B/token",
                 "roofline");
         fprintf(f,
-                "| %.30s | %.9s: | %.8s: | %.7s | %.7s | %.6s: | %.15s: | %.19s: | %.9s: "
+                "| %.40s | %.9s: | %.8s: | %.7s | %.7s | %.6s: | %.15s: | %.19s: | %.9s: "
                 "| %.7s: |\n",
-                "------------------------------", "----------", "---------", "-------", "-------",
-                "-------", "----------------", "--------------------", "----------", "--------");
+                "----------------------------------------", "----------", "---------", "-------",
+                "-------", "-------", "----------------", "--------------------", "----------",
+                "--------");
         break;
     }
     fflush(f);
@@ -228,7 +229,7 @@ void bench_print_result(FILE *f, bench_format fmt, const bench_result *r, bool f
         else
             snprintf(roof, sizeof roof, "-");
         /* the ± sign is two bytes in UTF-8: one more column of padding, as llama-bench does */
-        fprintf(f, "| %-30.30s | %10s | %9s | %7s | %7s | %7u | %16s | %21s | %10s | %8s |\n",
+        fprintf(f, "| %-40.40s | %10s | %9s | %7s | %7s | %7u | %16s | %21s | %10s | %8s |\n",
                 r->model_type, size, params, r->backend, r->weights, r->n_threads, test, ts, bpt,
                 roof);
         break;
@@ -278,7 +279,20 @@ static bool same_series(const bench_result *a, const bench_result *b) {
 static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                      "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
-enum { W = 520, H = 340, ML = 64, MR = 16, MT = 36, MB = 120 };
+/* Panel size; the legend below the plot grows by a line per series. */
+enum { W = 520, PH = 184, ML = 64, MR = 16, MT = 36, LEGEND = 48 };
+
+static uint32_t count_series(const bench_result *r, uint32_t n, bool gen) {
+    uint32_t c = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if ((r[i].n_gen > 0) != gen) continue;
+        bool seen = false;
+        for (uint32_t j = 0; j < i && !seen; j++)
+            seen = same_series(&r[j], &r[i]);
+        c += !seen;
+    }
+    return c;
+}
 
 /* One panel: prefill (gen = false) or decode tokens/s against depth. */
 static void panel(FILE *f, const bench_result *r, uint32_t n, bool gen, int x0) {
@@ -291,7 +305,7 @@ static void panel(FILE *f, const bench_result *r, uint32_t n, bool gen, int x0) 
     if (max_d <= 0) max_d = 1;
     if (max_ts <= 0) max_ts = 1;
     max_ts *= 1.1;
-    const int pw = W - ML - MR, ph = H - MT - MB;
+    const int pw = W - ML - MR, ph = PH;
     fprintf(f, "<g class=\"panel\" data-kind=\"%s\" transform=\"translate(%d,0)\">\n",
             gen ? "decode" : "prefill", x0);
     fprintf(f, "<text x=\"%d\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">%s</text>\n",
@@ -350,7 +364,7 @@ static void panel(FILE *f, const bench_result *r, uint32_t n, bool gen, int x0) 
                         "data-depth=\"%u\" data-ts=\"%.3f\" data-stddev=\"%.3f\"/>\n",
                         ML + pw * r[j].n_depth / max_d, MT + ph - ph * r[j].avg_ts / max_ts, c,
                         r[j].n_depth, r[j].avg_ts, r[j].stddev_ts);
-        int ly = MT + ph + 48 + 14 * (int)series;
+        int ly = MT + ph + LEGEND + 14 * (int)series;
         fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"%s\">", ML, ly, c);
         put_xml(f, r[i].model_type);
         fprintf(f, " · %s · %s · weights ", r[i].backend, test);
@@ -364,13 +378,16 @@ static void panel(FILE *f, const bench_result *r, uint32_t n, bool gen, int x0) 
 bool bench_write_svg(const char *path, const bench_result *r, uint32_t n) {
     FILE *f = fopen(path, "w");
     if (!f) return false;
+    uint32_t most = count_series(r, n, false) > count_series(r, n, true) ? count_series(r, n, false)
+                                                                         : count_series(r, n, true);
+    int h = MT + PH + LEGEND + 14 * (int)most + 8;
     fprintf(f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
             "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n"
             "<title>halo bench: tokens/s against depth</title>\n"
             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-            2 * W, H, 2 * W, H);
+            2 * W, h, 2 * W, h);
     panel(f, r, n, false, 0);
     panel(f, r, n, true, W);
     fputs("</svg>\n", f);

@@ -42,7 +42,7 @@ static void usage(FILE *out) {
             "--nothink)\n"
             "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, --frequency-penalty,\n"
             "  --presence-penalty, --seed, --ignore-eos, --ctx N, --threads N   as for halo run\n"
-            "  --weights POLICY, --expert-cache SIZE   as for halo run\n"
+            "  --backend B, --weights POLICY, --expert-cache SIZE   as for halo run\n"
             "  --cache-ram SIZE     prefix cache in RAM; --kv-dir DIR [--kv-dir-size SIZE] on disk\n"
             "commands: /think  /nothink  /think-max  /reset  /ctx  /save FILE  /load FILE  /help\n"
             "  /quit\n");

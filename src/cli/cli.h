@@ -11,6 +11,7 @@ int cli_plan(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_chat(int argc, char **argv);
 int cli_bench(int argc, char **argv);
+int cli_doctor(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 
 /* Formats a byte count for people: "80.76 GiB", "512.00 MiB", "34 B". */

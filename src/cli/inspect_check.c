@@ -64,7 +64,10 @@ report(checker *c, const char *tensor, const char *fmt, ...) {
 static void check_model(checker *c) {
     const halo_gguf_kv *arch = halo_gguf_find_kv(c->g, "general.architecture");
     halo_error err;
-    if (arch && arch->type == HALO_GGUF_STRING && !strcmp(arch->v.str.data, "deepseek4")) {
+    /* A file without tensors is a vocabulary-only GGUF (as llama.cpp's ggml-vocab-*.gguf):
+     * only its tokenizer is checked. */
+    if (arch && arch->type == HALO_GGUF_STRING && !strcmp(arch->v.str.data, "deepseek4") &&
+        halo_gguf_tensor_count(c->g) > 0) {
         if (halo_hparams_load(c->g, &c->hp, &err)) {
             report(c, NULL, "%s", err.message);
         } else {

@@ -18,7 +18,7 @@ static void usage(FILE *out) {
                  "  --chunk N    evaluate N tokens per step (default: all at once)\n"
                  "  --threads N  CPU threads (default: one per core)\n"
                  "  --precise    f32 activations for quantized weights (no integer dots)\n"
-                 CLI_STREAM_USAGE);
+                 "  --backend B  cpu|cuda|auto (default cpu)\n" CLI_STREAM_USAGE);
 }
 
 /* Strict unsigned parse: digits only, no overflow. */
@@ -59,7 +59,7 @@ static int32_t *read_tokens(const char *path, uint32_t *n) {
 }
 
 int cli_logits(int argc, char **argv) {
-    const char *model = NULL, *in = NULL, *outp = NULL;
+    const char *model = NULL, *in = NULL, *outp = NULL, *backend = NULL;
     uint32_t ctx = 0, chunk = 0, threads = 0;
     bool precise = false;
     cli_stream_opts so = {0};
@@ -77,6 +77,7 @@ int cli_logits(int argc, char **argv) {
         else if (!strcmp(a, "--chunk")) ok = parse_u32(v, &chunk), i++;
         else if (!strcmp(a, "--threads")) ok = parse_u32(v, &threads), i++;
         else if (!strcmp(a, "--precise")) precise = true;
+        else if (!strcmp(a, "--backend")) ok = (backend = v) != NULL, i++;
         else if ((r = cli_stream_option("logits", argc, argv, &i, &so)) != 0) {
             if (r < 0) return 2;
         } else {
@@ -87,7 +88,8 @@ int cli_logits(int argc, char **argv) {
         if (!ok) {
             fprintf(stderr, "halo logits: option '%s' needs a %s\n", a,
                     strcmp(a, "-m") && strcmp(a, "--model") && strcmp(a, "--tokens") &&
-                            strcmp(a, "--out") ? "non-negative integer" : "path");
+                            strcmp(a, "--out") && strcmp(a, "--backend") &&
+                            strcmp(a, "--weights") ? "non-negative integer" : "value");
             return 2;
         }
     }
@@ -104,7 +106,7 @@ int cli_logits(int argc, char **argv) {
     halo_session *s = NULL;
     halo_error err;
     halo_engine_params p = {.model_path = model, .threads = threads, .precise = precise,
-                            .n_ctx = ctx};
+                            .n_ctx = ctx, .backend = backend};
     cli_stream_params(&so, &p);
     int rc = 1;
     FILE *f = NULL;

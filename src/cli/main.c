@@ -18,6 +18,7 @@ static const command commands[] = {
     {"run", cli_run, "generate text from a prompt, streamed, with the speed"},
     {"chat", cli_chat, "talk with a model: multi-turn, line editing, /commands"},
     {"bench", cli_bench, "prefill and decode speed, llama-bench style, with the roofline"},
+    {"doctor", cli_doctor, "what on this machine limits running a model, with the fix"},
     {"serve", cli_serve, "serve the model over HTTP: OpenAI and Anthropic APIs"},
 };
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "cli/cli.h"
 #include "halo/gguf.h"
 #include "halo/plan.h"
@@ -184,9 +185,11 @@ int cli_plan(int argc, char **argv) {
     }
     fputs(text, stdout);
     if (json) fputc('\n', stdout);
-    if (!json && p->options.backend != HALO_BACKEND_CPU)
-        printf("(only the cpu backend is built so far: this is the plan the %s backend will "
-               "carry out)\n",
+    const char *gpu = halo_backend_cuda_flavor(); /* the GPU backend this halo has, if any */
+    bool built = p->options.backend == HALO_BACKEND_CPU ||
+                 (gpu && !strcmp(gpu, halo_backend_name(p->options.backend)));
+    if (!json && !built)
+        printf("(this halo has no %s backend: this is the plan that backend will carry out)\n",
                halo_backend_name(p->options.backend));
     free(text);
     int rc = p->refused ? 2 : 0;

@@ -46,6 +46,7 @@ static void usage(FILE *out) {
             "  --ignore-eos         keep generating past the end-of-turn token\n"
             "  --ctx N              context size (default: %d or the model's, if smaller)\n"
             "  --threads N          CPU threads (default and most: the cores available)\n"
+            "  --backend B          cpu|cuda|auto (default cpu; auto: the GPU when usable)\n"
             "  --prompt-cache FILE  reuse the prompt's state saved in FILE, save it there\n"
             "  --kv-dir DIR [--kv-dir-size SIZE]   prefix cache on disk (default size 16G)\n"
             CLI_STREAM_USAGE,
@@ -126,6 +127,8 @@ int cli_common_option(const char *cmd, int argc, char **argv, int *i, cli_common
         ok = cli_parse_u32(v, &c->ctx) && c->ctx > 0, want = "positive integer";
     else if (!strcmp(a, "--threads"))
         ok = cli_parse_u32(v, &c->threads), want = "non-negative integer";
+    else if (!strcmp(a, "--backend"))
+        ok = (c->backend = v) != NULL, want = "backend name";
     else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
         ok = cli_parse_u32(v, &c->n_predict), want = "non-negative integer";
     else if (!strcmp(a, "--system"))
@@ -228,7 +231,8 @@ int cli_open(const char *cmd, cli_common *c, cli_model *m) {
 
 int cli_load(const char *cmd, cli_common *c, cli_model *m) {
     halo_error err = {0};
-    halo_engine_params ep = {.model_path = c->model, .threads = c->threads, .n_ctx = m->n_ctx};
+    halo_engine_params ep = {.model_path = c->model, .threads = c->threads, .n_ctx = m->n_ctx,
+                             .backend = c->backend};
     cli_stream_params(&c->stream, &ep);
     if (halo_engine_open(&ep, &m->engine, &err)) {
         fprintf(stderr, "halo %s: %s\n", cmd, err.message);

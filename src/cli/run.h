@@ -13,6 +13,7 @@
 
 typedef struct cli_common {
     const char *model, *system;
+    const char *backend; /* --backend (NULL: cpu) */
     halo_sampler_params sp;
     bool seed_set, ignore_eos;
     uint32_t ctx, threads, n_predict;

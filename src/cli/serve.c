@@ -9,28 +9,34 @@
 
 #include "cli/cli.h"
 #include "cli/run.h"
+#include "cli/stream_opts.h"
 #include "serve/serve.h"
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: halo serve [-m MODEL] [options]\n"
-                 "  Serves the model over HTTP: OpenAI (/v1/chat/completions, /v1/completions,\n"
-                 "  /v1/responses, /v1/models) and Anthropic (/v1/messages,\n"
-                 "  /v1/messages/count_tokens) APIs, /health and /metrics. See docs/serve.md.\n"
-                 "  -m, --model PATH      GGUF model (default: $HALO_MODEL, else models/*.gguf)\n"
-                 "  --host ADDR           address to listen on (default 127.0.0.1)\n"
-                 "  --port N              port (default 8080; 0 picks a free one)\n"
-                 "  -np, --parallel N     requests run at once, each in its own slot (default 1)\n"
-                 "  --ctx N               context size of each slot (default 4096 or the model's)\n"
-                 "  --api-key KEY         require this key (Authorization: Bearer or x-api-key)\n"
-                 "  --api-key-file F      read the key from the file's first line\n"
-                 "  --cors ORIGIN         allow browser requests from ORIGIN ('*' for any)\n"
-                 "  --queue N             requests waiting for a slot before 429 (default 64)\n"
-                 "  --max-body BYTES      largest request body (default 33554432)\n"
-                 "  --max-conn N          concurrent connections (default 256)\n"
-                 "  --keepalive S         SSE comment after S idle seconds (default 5)\n"
-                 "  --alias NAME          the model id /v1/models lists (default: file name)\n"
-                 "  --threads N           CPU threads (default: one per core)\n"
-                 "  --test-hooks          accept \"halo_test_reply\" in requests (tests only)\n");
+    fprintf(
+        out,
+        "usage: halo serve [-m MODEL] [options]\n"
+        "  Serves the model over HTTP: OpenAI (/v1/chat/completions, /v1/completions,\n"
+        "  /v1/responses, /v1/models) and Anthropic (/v1/messages,\n"
+        "  /v1/messages/count_tokens) APIs, /health and /metrics. See docs/serve.md.\n"
+        "  -m, --model PATH      GGUF model (default: $HALO_MODEL, else models/*.gguf)\n"
+        "  --host ADDR           address to listen on (default 127.0.0.1)\n"
+        "  --port N              port (default 8080; 0 picks a free one)\n"
+        "  -np, --parallel N     requests run at once, each in its own slot (default 1)\n"
+        "  --ctx N               context size of each slot (default 4096 or the model's)\n"
+        "  --api-key KEY         require this key (Authorization: Bearer or x-api-key)\n"
+        "  --api-key-file F      read the key from the file's first line\n"
+        "  --cors ORIGIN         allow browser requests from ORIGIN ('*' for any)\n"
+        "  --queue N             requests waiting for a slot before 429 (default 64)\n"
+        "  --max-body BYTES      largest request body (default 33554432)\n"
+        "  --max-conn N          concurrent connections (default 256)\n"
+        "  --keepalive S         SSE comment after S idle seconds (default 5)\n"
+        "  --alias NAME          the model id /v1/models lists (default: file name)\n"
+        "  --threads N           CPU threads (default: one per core)\n"
+        "  --backend B           cpu|cuda|auto, as for halo run (default cpu)\n" CLI_STREAM_USAGE
+        "  --tokenizer GGUF      take the tokenizer and chat format from another GGUF (for\n"
+        "                        synthetic models without a vocabulary, in benchmarks)\n"
+        "  --test-hooks          accept \"halo_test_reply\" in requests (tests only)\n");
 }
 
 static bool parse_size(const char *s, size_t *out) {
@@ -78,7 +84,7 @@ int cli_serve(int argc, char **argv) {
                             .max_conn = 256,
                             .keepalive_s = 5};
     uint32_t n_slots = 1, queue = 64, port = 8080, conns = 256, keepalive = 5;
-    const char *key_file = NULL, *alias = NULL;
+    const char *key_file = NULL, *alias = NULL, *tokenizer = NULL;
     char *key = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -87,6 +93,12 @@ int cli_serve(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
+        int sr = cli_stream_option("serve", argc, argv, &i, &c.stream);
+        if (sr < 0) {
+            free(key);
+            return 2;
+        }
+        if (sr > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model"))
             ok = (c.model = v) != NULL;
         else if (!strcmp(a, "--host"))
@@ -99,6 +111,8 @@ int cli_serve(int argc, char **argv) {
             ok = cli_parse_u32(v, &c.ctx) && c.ctx > 0;
         else if (!strcmp(a, "--threads"))
             ok = cli_parse_u32(v, &c.threads);
+        else if (!strcmp(a, "--backend"))
+            ok = (c.backend = v) != NULL;
         else if (!strcmp(a, "--api-key"))
             ok = v && *v && (key = strdup(v)) != NULL;
         else if (!strcmp(a, "--api-key-file"))
@@ -115,6 +129,8 @@ int cli_serve(int argc, char **argv) {
             ok = cli_parse_u32(v, &keepalive) && keepalive > 0;
         else if (!strcmp(a, "--alias"))
             ok = (alias = v) != NULL;
+        else if (!strcmp(a, "--tokenizer"))
+            ok = (tokenizer = v) != NULL;
         else if (!strcmp(a, "--test-hooks")) {
             hp.mi.test_hooks = true;
             continue;
@@ -148,8 +164,19 @@ int cli_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* With --tokenizer, the tokenizer (and the training context the context is checked
+     * against) come from that file; the weights from -m. */
+    if (!c.model) c.model = cli_default_model();
+    const char *weights = c.model;
+    if (tokenizer) c.model = tokenizer;
     cli_model m;
     int rc = cli_open("serve", &c, &m);
+    c.model = weights;
+    if (!rc && !weights) {
+        fprintf(stderr, "halo serve: no model: pass -m MODEL (or set HALO_MODEL)\n");
+        cli_close(&m);
+        rc = 2;
+    }
     if (rc) {
         free(key);
         return rc;
@@ -171,11 +198,14 @@ int cli_serve(int argc, char **argv) {
     }
     fprintf(stderr, "halo serve: listening on http://%s:%u (loading %s)\n", hp.host, bound,
             c.model);
-    halo_engine_params ep = {.model_path = c.model, .threads = c.threads, .n_ctx = m.n_ctx};
+    halo_engine_params ep = {
+        .model_path = c.model, .threads = c.threads, .n_ctx = m.n_ctx, .backend = c.backend};
+    cli_stream_params(&c.stream, &ep);
     if (halo_engine_open(&ep, &m.engine, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);
         goto done;
     }
+    cli_stream_report("serve", m.engine, false);
     if (halo_tokenizer_n_vocab(m.tok) > halo_engine_n_vocab(m.engine)) {
         fprintf(stderr, "halo serve: %s: the tokenizer has more tokens than the model\n", c.model);
         goto done;

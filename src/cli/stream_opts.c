@@ -45,9 +45,9 @@ void cli_stream_report(const char *cmd, const halo_engine *e, bool final) {
     if (!final) {
         fprintf(stderr,
                 "halo %s: routed experts (%.2f GiB) stream from disk through a %.2f GiB expert "
-                "cache (%u experts, %s, %s reads)\n",
+                "cache (%u experts, %s, %s reads through %s)\n",
                 cmd, gib(s.expert_bytes), gib(s.cache_admitted), s.slots, s.policy,
-                s.direct ? "O_DIRECT" : "buffered");
+                s.direct ? "O_DIRECT" : "buffered", s.reader);
         if (*s.note) fprintf(stderr, "halo %s: NOTE: %s\n", cmd, s.note);
         return;
     }

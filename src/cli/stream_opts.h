@@ -15,7 +15,7 @@ typedef struct cli_stream_opts {
 
 #define CLI_STREAM_USAGE                                                                           \
     "  --weights POLICY     auto (default: routed experts stream from disk when the model does\n"  \
-    "                       not fit), stream, host\n"                                              \
+    "                       not fit), stream, host; GPU backends: device, managed (halo plan)\n"  \
     "  --expert-cache SIZE  expert cache when streaming (e.g. 12G; default: as large as fits)\n"
 
 /* Parses argv[*i] if it is one of the two: 1 (and *i advanced), 0 when it is not, -1 when its

@@ -15,6 +15,11 @@
 
 #include "core/error.h"
 
+#ifdef HALO_HAVE_URING
+#include <liburing.h>
+#define RING_DEPTH 64
+#endif
+
 #define BLOCK 4096u
 #define MAX_READERS 64
 
@@ -26,6 +31,7 @@ typedef struct read_job {
     uint64_t off, len; /* block-aligned file range */
     uint64_t need;     /* the expert's bytes end here (file offset) */
     int error;         /* errno, or -1 for a short read */
+    bool done;
     uint64_t got;
 } read_job;
 
@@ -51,10 +57,16 @@ struct halo_expert_cache {
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
     read_job *jobs;
+    uint64_t max_jobs;
+    uint64_t piece; /* largest single read */
     uint32_t n_jobs, next, n_done;
     bool stop;
 
     atomic_uint_fast64_t reads_issued, fail_at;
+#ifdef HALO_HAVE_URING
+    struct io_uring ring;
+    bool have_ring;
+#endif
     halo_expert_stats st;
     FILE *trace;
 };
@@ -71,12 +83,26 @@ static uint64_t align_up(uint64_t v) {
 
 /* ---- reads -------------------------------------------------------------------------------- */
 
-static void do_read(halo_expert_cache *c, read_job *j) {
+/* Counts a read and applies the test fault: true when this read is to fail. */
+static bool injected_fault(halo_expert_cache *c, read_job *j) {
     uint64_t idx = atomic_fetch_add(&c->reads_issued, 1) + 1;
-    if (idx == atomic_load(&c->fail_at)) {
-        j->error = EIO;
-        return;
-    }
+    if (idx != atomic_load(&c->fail_at)) return false;
+    j->error = EIO;
+    j->done = true;
+    return true;
+}
+
+/* A read's end: short reads past the expert's bytes are errors; buffered reads drop their
+ * pages (keeps the page cache from holding streamed experts). */
+static void finish_read(halo_expert_cache *c, read_job *j, int fd) {
+    j->done = true;
+    if (!j->error && j->off + j->got < j->need) j->error = -1;
+    if (fd == c->fd_buf[j->shard])
+        posix_fadvise(fd, (off_t)j->off, (off_t)j->len, POSIX_FADV_DONTNEED);
+}
+
+static void do_read(halo_expert_cache *c, read_job *j) {
+    if (injected_fault(c, j)) return;
     int fd = c->fd_direct[j->shard] >= 0 && !atomic_load(&c->direct_failed) ? c->fd_direct[j->shard]
                                                                             : c->fd_buf[j->shard];
     uint64_t got = 0;
@@ -96,9 +122,7 @@ static void do_read(halo_expert_cache *c, read_job *j) {
         got += (uint64_t)n;
     }
     j->got = got;
-    if (j->off + got < j->need) j->error = -1;
-    if (fd == c->fd_buf[j->shard]) /* keep the page cache from holding streamed experts */
-        posix_fadvise(fd, (off_t)j->off, (off_t)j->len, POSIX_FADV_DONTNEED);
+    finish_read(c, j, fd);
 }
 
 /* Takes and runs waiting jobs; the caller holds c->mu and keeps it on return. */
@@ -123,7 +147,81 @@ static void *reader(void *arg) {
     return NULL;
 }
 
+#ifdef HALO_HAVE_URING
+/* io_uring: the calling thread queues every read of the round (up to RING_DEPTH in flight) and
+ * reaps completions, with no thread to wake: on a busy machine, waking reader threads cost tens
+ * of milliseconds per round (bench/stream/RESULTS.md). */
+static int job_fd(halo_expert_cache *c, const read_job *j) {
+    return c->fd_direct[j->shard] >= 0 && !atomic_load(&c->direct_failed) ? c->fd_direct[j->shard]
+                                                                          : c->fd_buf[j->shard];
+}
+
+static bool queue_read(halo_expert_cache *c, read_job *j, uint32_t index) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+    if (!sqe) return false;
+    io_uring_prep_read(sqe, job_fd(c, j), j->dst + j->got, (unsigned)(j->len - j->got),
+                       j->off + j->got);
+    io_uring_sqe_set_data64(sqe, index);
+    return true;
+}
+
+static void run_jobs_ring(halo_expert_cache *c, uint32_t n) {
+    uint32_t next = 0, in_flight = 0;
+    while (next < n || in_flight) {
+        while (next < n && in_flight < RING_DEPTH) {
+            read_job *j = &c->jobs[next];
+            if (injected_fault(c, j)) {
+                next++;
+                continue;
+            }
+            if (!queue_read(c, j, next)) break;
+            next++;
+            in_flight++;
+        }
+        if (io_uring_submit(&c->ring) < 0 && !in_flight) break;
+        if (!in_flight) continue;
+        struct io_uring_cqe *cqe;
+        int r = io_uring_wait_cqe(&c->ring, &cqe);
+        if (r == -EINTR) continue;
+        if (r < 0) { /* the ring broke: every unfinished read fails (its slot is dropped) */
+            for (uint32_t i = 0; i < n; i++)
+                if (!c->jobs[i].done) c->jobs[i].error = -r;
+            return;
+        }
+        read_job *j = &c->jobs[io_uring_cqe_get_data64(cqe)];
+        int res = cqe->res;
+        io_uring_cqe_seen(&c->ring, cqe);
+        in_flight--;
+        int fd = job_fd(c, j);
+        if (res == -EINVAL && fd == c->fd_direct[j->shard]) {
+            atomic_store(&c->direct_failed, true); /* O_DIRECT refused: buffered from now */
+            res = -EAGAIN;
+        }
+        if (res == -EAGAIN || res == -EINTR || (res > 0 && j->got + (uint64_t)res < j->len)) {
+            if (res > 0) j->got += (uint64_t)res;
+            if (queue_read(c, j, (uint32_t)(j - c->jobs))) {
+                in_flight++;
+                continue;
+            }
+            do_read(c, j); /* no queue entry free: read the rest here */
+            continue;
+        }
+        if (res < 0)
+            j->error = -res;
+        else
+            j->got += (uint64_t)res; /* res == 0: end of file */
+        finish_read(c, j, job_fd(c, j));
+    }
+}
+#endif
+
 static void run_jobs(halo_expert_cache *c, uint32_t n) {
+#ifdef HALO_HAVE_URING
+    if (c->have_ring) {
+        run_jobs_ring(c, n);
+        return;
+    }
+#endif
     pthread_mutex_lock(&c->mu);
     c->n_jobs = n;
     c->next = c->n_done = 0;
@@ -137,23 +235,30 @@ static void run_jobs(halo_expert_cache *c, uint32_t n) {
 
 /* ---- resolve ------------------------------------------------------------------------------ */
 
+/* One expert matrix's read, split into pieces of at most c->piece bytes (1 MiB) so that even a
+ * single miss keeps several reads in flight (an NVMe reaches its bandwidth only with queue depth).
+ */
 static void add_job(halo_expert_cache *c, uint32_t *n, int32_t slot, uint32_t layer,
                     uint32_t expert, int mat) {
     const halo_expert_layer *L = &c->layers[layer];
     const halo_gguf_tensor *t = mat == 0 ? L->gate : mat == 1 ? L->up : L->down;
     uint64_t per = t->n_bytes / (uint64_t)t->ne[2];
     uint64_t off = t->file_offset + (uint64_t)expert * per;
-    read_job *j = &c->jobs[(*n)++];
-    memset(j, 0, sizeof *j);
-    j->slot = slot;
-    j->layer = layer;
-    j->expert = expert;
-    j->shard = t->shard;
-    j->tensor = t->name;
-    j->off = off / BLOCK * BLOCK;
-    j->len = align_up(off + per) - j->off;
-    j->need = off + per;
-    j->dst = c->mem + (uint64_t)slot * c->slot_bytes + c->region[mat];
+    uint64_t start = off / BLOCK * BLOCK, end = align_up(off + per);
+    uint8_t *dst = c->mem + (uint64_t)slot * c->slot_bytes + c->region[mat];
+    for (uint64_t at = start; at < end; at += c->piece) {
+        read_job *j = &c->jobs[(*n)++];
+        memset(j, 0, sizeof *j);
+        j->slot = slot;
+        j->layer = layer;
+        j->expert = expert;
+        j->shard = t->shard;
+        j->tensor = t->name;
+        j->off = at;
+        j->len = end - at < c->piece ? end - at : c->piece;
+        j->need = off + per < at + j->len ? off + per : at + j->len;
+        j->dst = dst + (at - start);
+    }
 }
 
 static halo_tensor view_of(const halo_expert_cache *c, int32_t slot, uint32_t layer,
@@ -222,7 +327,7 @@ static halo_status resolve(const halo_expert_source *src, int32_t *ids, uint32_t
         if (bad) {
             /* Nothing half-read stays in the cache: every slot of this round's misses is
              * emptied, so a retry reads them again. */
-            for (uint32_t i = 0; i < n_jobs; i += 3)
+            for (uint32_t i = 0; i < n_jobs; i++)
                 halo_expert_slots_drop(s, c->jobs[i].slot);
             const char *path = halo_gguf_shard_path(c->g, bad->shard);
             if (bad->error < 0)
@@ -249,6 +354,23 @@ static halo_status resolve(const halo_expert_source *src, int32_t *ids, uint32_t
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
+/* Commits the cache's memory now. Left to fault in under the reads, a slot's first fill on a
+ * machine short of free memory waited for reclaim: reads into never-touched slots ran at 0.16
+ * GB/s against 1.5 GB/s into reused ones (bench/stream/RESULTS.md). Committing at load also
+ * makes the admitted size fail at open, not in the middle of a reply. */
+static halo_status populate(halo_expert_cache *c, halo_error *err) {
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(c->mem, c->mem_bytes, MADV_POPULATE_WRITE) == 0) return HALO_OK;
+    if (errno == ENOMEM || errno == EFAULT || errno == EHWPOISON)
+        return halo_fail(err, HALO_E_NOMEM, "expert cache: cannot commit %llu bytes: %s",
+                         (unsigned long long)c->mem_bytes, strerror(errno));
+#endif
+    long page = sysconf(_SC_PAGESIZE); /* older kernels: touch every page */
+    for (uint64_t at = 0; at < c->mem_bytes; at += (uint64_t)page)
+        c->mem[at] = 0;
+    return HALO_OK;
+}
+
 halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer *layers,
                                      uint32_t n_layer, const halo_expert_cache_options *o,
                                      halo_expert_cache **out, halo_error *err) {
@@ -271,8 +393,10 @@ halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer
         st = halo_fail(err, HALO_E_NOMEM, "expert cache: out of memory");
     for (uint32_t s = 0; !st && s < c->n_shards; s++)
         c->fd_direct[s] = c->fd_buf[s] = -1;
-    /* A slot fits the largest expert of any layer; each matrix gets its bytes plus one block,
-     * since an expert's bytes rarely start on a block boundary. */
+    /* A slot fits the largest expert of any layer: each matrix the blocks its bytes touch
+     * (O_DIRECT reads whole blocks into the slot), so a slot is a little larger than the
+     * expert — by at most one block per matrix, 0.2 % of DeepSeek V4 Flash's 6.75 MiB
+     * experts, more for tiny test models. */
     uint64_t cap[3] = {0, 0, 0};
     for (uint32_t l = 0; !st && l < n_layer; l++) {
         c->layers[l] = layers[l];
@@ -286,13 +410,20 @@ halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer
                                "expert cache: tensor %s does not split "
                                "into %lld experts",
                                m[k]->name, (long long)m[0]->ne[2]);
-            uint64_t need = align_up(per) + BLOCK;
-            cap[k] = need > cap[k] ? need : cap[k];
+            for (int64_t e = 0; e < m[k]->ne[2]; e++) {
+                uint64_t off = m[k]->file_offset + (uint64_t)e * per;
+                uint64_t span = align_up(off + per) - off / BLOCK * BLOCK;
+                cap[k] = span > cap[k] ? span : cap[k];
+            }
         }
         if (c->n_expert && (uint32_t)m[0]->ne[2] != c->n_expert)
             st = halo_fail(err, HALO_E_BAD_VALUE, "expert cache: layers differ in expert count");
         c->n_expert = (uint32_t)m[0]->ne[2];
     }
+    /* HALO_TEST_READ_PIECE (a multiple of 4 KiB) makes tests split tiny experts too. */
+    const char *piece = getenv("HALO_TEST_READ_PIECE");
+    c->piece = piece && *piece ? strtoull(piece, NULL, 10) / BLOCK * BLOCK : 0;
+    if (!c->piece) c->piece = (uint64_t)1 << 20;
     c->region[0] = 0;
     c->region[1] = cap[0];
     c->region[2] = cap[0] + cap[1];
@@ -308,7 +439,11 @@ halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer
         !halo_expert_slots_init(&c->slots, n_layer, c->n_expert, (uint32_t)n_slots, o->policy))
         st = halo_fail(err, HALO_E_NOMEM, "expert cache: out of memory");
     if (!st) {
-        c->jobs = malloc((size_t)n_slots * 3 * sizeof *c->jobs);
+        uint64_t pieces = 0;
+        for (int k = 0; k < 3; k++)
+            pieces += (cap[k] + c->piece - 1) / c->piece;
+        c->max_jobs = n_slots * pieces;
+        c->jobs = malloc((size_t)c->max_jobs * sizeof *c->jobs);
         if (!c->jobs) st = halo_fail(err, HALO_E_NOMEM, "expert cache: out of memory");
     }
     if (!st) {
@@ -322,6 +457,7 @@ halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer
         else {
             c->mem = m;
             madvise(m, c->mem_bytes, MADV_HUGEPAGE);
+            st = populate(c, err);
         }
     }
     c->direct = !o->no_direct;
@@ -337,7 +473,17 @@ halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer
         if (c->fd_direct[s] < 0) c->direct = false;
         posix_fadvise(c->fd_buf[s], 0, 0, POSIX_FADV_RANDOM);
     }
+#ifdef HALO_HAVE_URING
+    /* io_uring unless refused (a seccomp filter, an old kernel) or HALO_STREAM_READER=threads. */
+    const char *rd = getenv("HALO_STREAM_READER");
+    if (!st && !(rd && !strcmp(rd, "threads")))
+        c->have_ring = io_uring_queue_init(RING_DEPTH, &c->ring, 0) == 0;
+    c->st.reader = c->have_ring ? "io_uring" : "threads";
+    uint32_t readers = c->have_ring ? 1 : o->readers ? o->readers : 8;
+#else
+    c->st.reader = "threads";
     uint32_t readers = o->readers ? o->readers : 8;
+#endif
     if (readers > MAX_READERS) readers = MAX_READERS;
     /* The calling thread reads too: readers - 1 helpers. */
     for (uint32_t i = 1; !st && i < readers; i++)
@@ -371,6 +517,9 @@ void halo_expert_cache_free(halo_expert_cache *c) {
         if (c->fd_direct[s] >= 0) close(c->fd_direct[s]);
     }
     if (c->trace) fclose(c->trace);
+#ifdef HALO_HAVE_URING
+    if (c->have_ring) io_uring_queue_exit(&c->ring);
+#endif
     if (c->mem) munmap(c->mem, c->mem_bytes);
     halo_expert_slots_free(&c->slots);
     pthread_mutex_destroy(&c->mu);

@@ -3,12 +3,14 @@
  *
  * Each slot holds one expert of one layer: its gate, up and down matrices, each read with one
  * O_DIRECT read of the expert's contiguous bytes in the stacked [.., .., n_expert] tensor
- * (widened to 4 KiB blocks). The misses of a batch are read together by a pool of reader
- * threads (many reads in flight: an NVMe needs queue depth to reach its bandwidth). When the
- * filesystem refuses O_DIRECT, reads are buffered and their pages dropped right after
+ * (widened to 4 KiB blocks, in 1 MiB pieces). The misses of a batch are read together, many
+ * reads in flight (an NVMe needs queue depth to reach its bandwidth): through io_uring when
+ * halo is built with liburing and the kernel allows it, else by a pool of reader threads.
+ * When the filesystem refuses O_DIRECT, reads are buffered and their pages dropped right after
  * (POSIX_FADV_DONTNEED), so the page cache never holds the model twice.
  *
- * The cache's memory is a host mapping of exactly the size the plan admitted; the caller wraps
+ * The cache's memory is a host mapping of exactly the size the plan admitted, committed when the
+ * cache is created (not under the first reads); the caller wraps
  * it in a backend buffer (halo_expert_cache_bind) so views are ordinary tensors. A GPU backend
  * will give device or GPU-visible host memory instead (a staging copy for device memory). */
 #ifndef HALO_MEM_EXPERT_CACHE_H
@@ -40,12 +42,13 @@ typedef struct halo_expert_stats {
     uint64_t bytes_allocated;        /* the cache's memory (the plan's admitted size) */
     uint64_t slot_bytes;
     uint32_t slots;
-    bool direct; /* every read so far used O_DIRECT */
+    bool direct;        /* every read so far used O_DIRECT */
+    const char *reader; /* "io_uring" or "threads" (a pool of reader threads) */
     halo_expert_policy policy;
 } halo_expert_stats;
 
-/* Sets up the cache for the layers of g (n_layer entries of `layers`). The memory is mapped but
- * not touched; errors: a cache too small for one expert, a shard that cannot be opened. */
+/* Sets up the cache for the layers of g (n_layer entries of `layers`), its memory mapped and
+ * committed; errors: a cache too small for one expert, a shard that cannot be opened. */
 halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer *layers,
                                      uint32_t n_layer, const halo_expert_cache_options *o,
                                      halo_expert_cache **out, halo_error *err);

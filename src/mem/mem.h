@@ -2,6 +2,7 @@
 #ifndef HALO_MEM_MEM_H
 #define HALO_MEM_MEM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "halo/plan.h"
@@ -24,6 +25,10 @@ uint64_t halo_mem_context_bytes(const halo_hparams *hp, uint64_t n_ctx, uint32_t
  * (summed over heads chunk by chunk), the routed experts' intermediate activations and the
  * logits of one token. An upper estimate of buffers live at once, not a sum over the graph. */
 uint64_t halo_mem_scratch_bytes(const halo_hparams *hp, uint64_t n_ctx, uint32_t n_batch);
+
+/* Fills m's GPU fields from the CUDA driver (probe_cuda.c) when an NVIDIA GPU and its driver
+ * are present; false otherwise (m untouched). */
+bool halo_mem_probe_cuda(halo_machine *m);
 
 /* Role of a tensor by its GGUF name; *layer gets blk.N's N or -1. */
 halo_group_role halo_mem_tensor_role(const char *name, int32_t *layer);

@@ -564,8 +564,8 @@ halo_status halo_plan_build(const halo_gguf *g, const halo_machine *m,
     /* Unasked, the context is the default or the model's own, whichever is smaller (a model
      * trained on 4,096 tokens must plan without --ctx). Asked for more, it is refused below. */
     if (!o.n_ctx)
-        o.n_ctx = s->hp.n_ctx_train && s->hp.n_ctx_train < DEFAULT_CTX ? s->hp.n_ctx_train
-                                                                      : DEFAULT_CTX;
+        o.n_ctx =
+            s->hp.n_ctx_train && s->hp.n_ctx_train < DEFAULT_CTX ? s->hp.n_ctx_train : DEFAULT_CTX;
     if (!o.n_batch) o.n_batch = DEFAULT_BATCH;
     if (!o.kv_elem_size) o.kv_elem_size = 4;
     if (!o.host_reserve)

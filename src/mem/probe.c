@@ -6,8 +6,8 @@
  *                                      (amdgpu's sysfs, Documentation/gpu/amdgpu/driver-misc)
  *   /sys/module/ttm/parameters/pages_limit   the TTM page limit that caps GTT (4 KiB pages)
  *   /sys/dev/block/MAJ:MIN/            the model file's block device: nvme / rotational
- * NVIDIA memory comes from the CUDA runtime once the CUDA backend exists; until then a found
- * NVIDIA GPU is reported without sizes and --profile supplies them. */
+ * NVIDIA GPUs come from the CUDA driver (probe_cuda.c: dlopen of libcuda.so.1), on the real
+ * machine only (root "/"); without a driver a GPU seen in sysfs is reported without sizes. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -25,6 +25,7 @@
 
 #include "core/error.h"
 #include "halo/plan.h"
+#include "mem/mem.h"
 
 #define PAGE_4K 4096u
 
@@ -256,6 +257,9 @@ halo_status halo_machine_probe(const char *root, const char *model_path, halo_ma
     if (st != HALO_OK) return st;
     probe_cgroup(root, m);
     probe_gpus(root, m);
+    /* An AMD GPU's pools come from sysfs; an NVIDIA GPU's from its driver (also when sysfs
+     * does not list it, as in some VMs). Only on the real machine, not a test's fake tree. */
+    if (strcmp(root, "/") == 0 && m->gpu_vendor != HALO_GPU_AMD) halo_mem_probe_cuda(m);
     probe_disk(root, model_path, m);
     snprintf(m->description, sizeof m->description, "%.1f GiB RAM%s%s",
              (double)m->host_total / (double)HALO_GIB, m->gpu_vendor ? ", " : "",

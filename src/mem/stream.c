@@ -28,7 +28,7 @@ static halo_expert_policy policy_from_env(void) {
     for (int k = 0; p && k < HALO_EXPERT_POLICY_COUNT; k++)
         if (!strcmp(p, halo_expert_policy_name((halo_expert_policy)k)))
             return (halo_expert_policy)k;
-    return HALO_EXPERT_LRU;
+    return HALO_EXPERT_LRU_LAYER; /* measured best: bench/stream/RESULTS.md */
 }
 
 halo_status halo_stream_create(const halo_gguf *g, halo_weights *w, const halo_plan *plan,
@@ -88,7 +88,7 @@ void halo_stream_free(halo_engine_stream *s, halo_backend *be) {
 
 bool halo_engine_stream_stats(const halo_engine *e, halo_stream_stats *out) {
     memset(out, 0, sizeof *out);
-    out->policy = out->note = "";
+    out->policy = out->note = out->reader = "";
     const halo_engine_stream *s = e->stream;
     if (!s) return false;
     halo_expert_stats cs;
@@ -106,5 +106,6 @@ bool halo_engine_stream_stats(const halo_engine *e, halo_stream_stats *out) {
     out->bytes_read = cs.bytes_read;
     out->read_seconds = cs.read_seconds;
     out->direct = cs.direct;
+    out->reader = cs.reader;
     return true;
 }

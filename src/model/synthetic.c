@@ -403,6 +403,10 @@ static halo_status make_image(const halo_synth_spec *s, uint8_t **base, size_t *
     return HALO_OK;
 }
 
+static void *hash_dst(uint64_t index, const halo_gguf_tensor *t, void *user) {
+    return t->type == HALO_TYPE_I32 ? (void *)halo_mem_arena_tensor(user, index) : NULL;
+}
+
 halo_status halo_synth_open(const char *path, halo_gguf **g, halo_mem_arena **arena,
                             halo_error *err) {
     *g = NULL;
@@ -415,10 +419,16 @@ halo_status halo_synth_open(const char *path, halo_gguf **g, halo_mem_arena **ar
     if (st) return st;
     st = halo_gguf_open_memory(img, size, g, err);
     if (!st) st = halo_mem_arena_adopt(*g, img, size, arena, err);
+    /* The hash-routing tables now (a few MB): opening a model checks them before loading. */
+    if (!st) st = halo_synth_fill_all(&s, *g, hash_dst, *arena, 0, NULL, NULL, err);
     if (st) {
         halo_gguf_close(*g);
         *g = NULL;
-        if (!*arena) munmap(img, size);
+        if (*arena)
+            halo_mem_arena_free(*arena);
+        else
+            munmap(img, size);
+        *arena = NULL;
         return st;
     }
     return HALO_OK;

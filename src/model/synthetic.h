@@ -101,7 +101,8 @@ halo_status halo_synth_fill_all(const halo_synth_spec *s, const halo_gguf *g, ha
 
 /* Opens a synthetic model as the engine opens a file: *g is the GGUF header of the model (an
  * in-memory image) and *arena the memory every tensor will live in (one anonymous mapping,
- * reserved but not yet touched). Nothing is generated yet: admission can refuse first. */
+ * reserved but not yet touched). Only the hash-routing tables are generated (a few MB: opening
+ * a model checks them); the rest waits, so admission can refuse first. */
 halo_status halo_synth_open(const char *path, halo_gguf **g, halo_mem_arena **arena,
                             halo_error *err);
 /* Generates every tensor of a model opened by halo_synth_open into its arena. */

@@ -51,16 +51,28 @@ static void bind(binder *b, halo_weight *slot, int il, const char *fmt, uint32_t
     slot->t = (halo_tensor){.type = t->type, .ne = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}};
 }
 
+/* Norm weights are read by the backends' rms_norm as plain f32 rows (every GGUF converter keeps
+ * 1-D norm weights in f32); any other type would be read past its end. */
+static void bind_norm(binder *b, halo_weight *slot, int il, const char *fmt, int64_t n) {
+    bind(b, slot, il, fmt, 1, n, 0, 0);
+    if (!b->st && slot->src->type != HALO_TYPE_F32) {
+        char name[96];
+        snprintf(name, sizeof name, fmt, il);
+        b->st = halo_fail(b->err, HALO_E_BAD_VALUE, "tensor '%s' has type %s: norm weights are f32",
+                          name, halo_type_name(slot->src->type));
+    }
+}
+
 static void bind_layer(binder *b, const halo_hparams *hp, halo_layer_weights *L, int il) {
     int64_t E = hp->n_embd, hd = hp->head_dim, H = hp->n_head, hc = hp->hc;
     int64_t mix = (2 + hc) * hc, ff = hp->n_ff_exp, ffs = hp->n_ff_exp * hp->n_expert_shared;
-    bind(b, &L->attn_norm, il, "blk.%d.attn_norm.weight", 1, E, 0, 0);
+    bind_norm(b, &L->attn_norm, il, "blk.%d.attn_norm.weight", E);
     bind(b, &L->attn_sinks, il, "blk.%d.attn_sinks.weight", 1, H, 0, 0);
     bind(b, &L->q_a, il, "blk.%d.attn_q_a.weight", 2, E, hp->q_lora_rank, 0);
-    bind(b, &L->q_a_norm, il, "blk.%d.attn_q_a_norm.weight", 1, hp->q_lora_rank, 0, 0);
+    bind_norm(b, &L->q_a_norm, il, "blk.%d.attn_q_a_norm.weight", hp->q_lora_rank);
     bind(b, &L->q_b, il, "blk.%d.attn_q_b.weight", 2, hp->q_lora_rank, H * hd, 0);
     bind(b, &L->kv, il, "blk.%d.attn_kv.weight", 2, E, hd, 0);
-    bind(b, &L->kv_norm, il, "blk.%d.attn_kv_a_norm.weight", 1, hd, 0, 0);
+    bind_norm(b, &L->kv_norm, il, "blk.%d.attn_kv_a_norm.weight", hd);
     bind(b, &L->out_a, il, "blk.%d.attn_output_a.weight", 2, H * hd / hp->o_groups,
          (int64_t)hp->o_groups * hp->o_lora_rank, 0);
     bind(b, &L->out_b, il, "blk.%d.attn_output_b.weight", 2,
@@ -78,7 +90,7 @@ static void bind_layer(binder *b, const halo_hparams *hp, halo_layer_weights *L,
         bind(b, &L->comp_kv, il, "blk.%d.attn_compressor_kv.weight", 2, E, w, 0);
         bind(b, &L->comp_gate, il, "blk.%d.attn_compressor_gate.weight", 2, E, w, 0);
         bind(b, &L->comp_ape, il, "blk.%d.attn_compressor_ape.weight", 2, w, ratio, 0);
-        bind(b, &L->comp_norm, il, "blk.%d.attn_compressor_norm.weight", 1, hd, 0, 0);
+        bind_norm(b, &L->comp_norm, il, "blk.%d.attn_compressor_norm.weight", hd);
     }
     if (ratio == 4) {
         int64_t ih = hp->indexer_n_head, id = hp->indexer_head_dim;
@@ -87,10 +99,10 @@ static void bind_layer(binder *b, const halo_hparams *hp, halo_layer_weights *L,
         bind(b, &L->idx_kv, il, "blk.%d.indexer_compressor_kv.weight", 2, E, 2 * id, 0);
         bind(b, &L->idx_gate, il, "blk.%d.indexer_compressor_gate.weight", 2, E, 2 * id, 0);
         bind(b, &L->idx_ape, il, "blk.%d.indexer_compressor_ape.weight", 2, 2 * id, 4, 0);
-        bind(b, &L->idx_norm, il, "blk.%d.indexer_compressor_norm.weight", 1, id, 0, 0);
+        bind_norm(b, &L->idx_norm, il, "blk.%d.indexer_compressor_norm.weight", id);
     }
 
-    bind(b, &L->ffn_norm, il, "blk.%d.ffn_norm.weight", 1, E, 0, 0);
+    bind_norm(b, &L->ffn_norm, il, "blk.%d.ffn_norm.weight", E);
     bind(b, &L->gate_inp, il, "blk.%d.ffn_gate_inp.weight", 2, E, hp->n_expert, 0);
     if ((uint32_t)il < hp->n_hash_layer)
         bind(b, &L->tid2eid, il, "blk.%d.ffn_gate_tid2eid.weight", 2, hp->n_expert_used,
@@ -118,7 +130,7 @@ halo_status halo_weights_bind(const halo_gguf *g, const halo_hparams *hp, halo_w
     bind(&b, &w->out_hc_fn, 0, "output_hc_fn.weight", 2, hc * E, hc, 0);
     bind(&b, &w->out_hc_base, 0, "output_hc_base.weight", 1, hc, 0, 0);
     bind(&b, &w->out_hc_scale, 0, "output_hc_scale.weight", 1, 1, 0, 0);
-    bind(&b, &w->output_norm, 0, "output_norm.weight", 1, E, 0, 0);
+    bind_norm(&b, &w->output_norm, 0, "output_norm.weight", E);
     bind(&b, &w->output, 0, "output.weight", 2, E, hp->n_vocab, 0);
     return b.st;
 }

@@ -26,8 +26,15 @@ void halo_quantize_q8_0(const float *x, void *dst, int64_t n) {
         float d = amax / 127.0f;
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = halo_f32_to_f16(d);
-        for (int j = 0; j < QK32; j++)
-            y[i].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < QK32; j++) {
+            /* Activations a broken model produces can leave int8's range here: NaN or inf
+             * inputs (NaN times id), or a subnormal amax whose inverse is inf. Casting those is
+             * undefined behaviour, so NaN is stored as 0 and the rest clamped (finite normal
+             * inputs never reach the clamp, and stay bit-exact with ggml). */
+            float v = roundf(x[j] * id);
+            v = v != v ? 0.0f : v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+            y[i].qs[j] = (int8_t)v;
+        }
     }
 }
 

@@ -34,6 +34,7 @@ static void add_range(chat_text *o, size_t start, size_t end) {
 }
 
 void chat_text_content(chat_text *o, const char *s, size_t n) {
+    if (!n) return;
     size_t start = o->b.n;
     pj_buf_add(&o->b, s, n);
     if (!o->b.oom) add_range(o, start, o->b.n);
@@ -44,12 +45,13 @@ void chat_text_contents(chat_text *o, const char *s) {
 }
 
 void chat_text_append(chat_text *dst, const chat_text *src) {
+    dst->oom |= src->oom || src->b.oom;
+    if (!src->b.n) return; /* nothing written: src->b.p may be NULL */
     size_t base = dst->b.n;
     pj_buf_add(&dst->b, src->b.p, src->b.n);
     if (dst->b.oom) return;
     for (size_t i = 0; i < src->n_content; i++)
         add_range(dst, base + src->content[2 * i], base + src->content[2 * i + 1]);
-    dst->oom |= src->oom;
 }
 
 void chat_text_free(chat_text *o) {

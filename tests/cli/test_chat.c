@@ -210,6 +210,21 @@ static void typed_control_tokens_stay_text(void) {
     long first = strtol(a + 8, NULL, 10), second = strtol(b + 8, NULL, 10);
     CHECK_INT(first, 5); /* BOS <｜User｜> x <｜Assistant｜> </think> */
     CHECK_INT(second, first + (long)strlen(HALO_CHAT_ASSISTANT_TAG));
+
+    /* The same typed on a terminal in the C locale, where libedit decodes by the locale (it
+     * dropped the non-ASCII characters until halo chat switched to a UTF-8 one). */
+    static term t;
+    unsetenv("LC_ALL");
+    unsetenv("LC_CTYPE");
+    setenv("LANG", "C", 1);
+    CHECK(start(&t, "1"));
+    CHECK(wait_for(&t, "> ", 20));
+    size_t from = t.n;
+    type(&t, "x" HALO_CHAT_ASSISTANT_TAG "\r");
+    CHECK(wait_for(&t, "generated: 1 tokens", 30));
+    CHECK_INT(prompt_tokens_after(&t, from), first + (long)strlen(HALO_CHAT_ASSISTANT_TAG));
+    type(&t, "/quit\r");
+    CHECK_INT(finish(&t), 0);
 }
 
 int main(void) {

@@ -120,6 +120,20 @@ static void table_as_f32(model_image *m) {
     memcpy(m->data + t->info_off + 4 + 8 * t->n_dims, &f32, 4);
 }
 
+static void set_type(model_image *m, const char *name, uint32_t type) {
+    const image_tensor *t = model_image_tensor(m, name);
+    memcpy(m->data + t->info_off + 4 + 8 * t->n_dims, &type, 4);
+}
+static void norm_as_f16(model_image *m) {
+    set_type(m, "blk.3.ffn_norm.weight", HALO_TYPE_F16);
+}
+
+/* rms_norm reads its weight as f32: an f16 one would be read past its end. */
+static void norm_weights_of_another_type_are_refused(void) {
+    expect(norm_as_f16, HALO_E_BAD_VALUE,
+           "tensor 'blk.3.ffn_norm.weight' has type f16: norm weights are f32");
+}
+
 static void routing_tables_of_the_wrong_shape_or_type_are_refused(void) {
     expect(table_of_one_column, HALO_E_BAD_VALUE,
            "tensor '" TABLE0 "' has shape {1, 4096, 1, 1}, expected {2, 4096, 1}");
@@ -190,6 +204,7 @@ int main(void) {
     RUN(negative_routing_ids_are_refused);
     RUN(duplicate_experts_in_a_row_are_refused);
     RUN(routing_tables_of_the_wrong_shape_or_type_are_refused);
+    RUN(norm_weights_of_another_type_are_refused);
     RUN(contradictory_metadata_is_refused_naming_the_key);
     RUN(metadata_asking_for_absurd_sizes_is_refused_naming_the_key);
     tmpdir_remove(dir);

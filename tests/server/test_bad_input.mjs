@@ -61,6 +61,12 @@ await run(
       openaiShape(await post('/v1/chat/completions', big), 413);
       anthropicShape(await post('/v1/messages', big), 413);
     }],
+    ['oversized_headers_are_refused_with_a_4xx', async () => {
+      const r = await fetch(`${srv.base}/v1/chat/completions`, {
+        method: 'POST', headers: { ...H, 'x-junk': 'j'.repeat(100000) }, body: chat({ messages: user }),
+      }).catch((e) => ({ status: `transport: ${e.cause && e.cause.code}` }));
+      assert(r.status >= 400 && r.status < 500, `status ${r.status}`);
+    }],
     ['invalid_utf8_is_400', async () => {
       const body = Buffer.concat([Buffer.from('{"model":"m","max_tokens":4,"messages":[{"role":"user","content":"'),
         Buffer.from([0xc3, 0x28, 0xff]), Buffer.from('"}]}')]);

@@ -1,8 +1,10 @@
 /* Robustness of the text layer on arbitrary bytes: the tokenizer (with and without special
  * tokens) must round-trip any input exactly, UTF-8 sanitizing must give valid UTF-8, the streaming
  * hold-back must pass every byte through once, and the chat JSON reader / renderer must fail
- * cleanly or render. A libFuzzer target (`fuzz_text`, built with -DHALO_FUZZ=ON) and, without
- * libFuzzer, a deterministic replay (`test_text_fuzz_replay`) of mutated corpus lines for CI. */
+ * cleanly or render (and tokenize to ids that decode to the rendering). A libFuzzer target
+ * (`fuzz_text`, built with -DHALO_FUZZ=ON) and, without libFuzzer, a deterministic replay
+ * (`test_text_fuzz_replay`) of mutated corpus lines for CI. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,8 +62,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(req, data, size);
     req[size] = 0;
     char *rendered = NULL;
-    if (!halo_chat_render_json(req, HALO_CHAT_V4, &rendered, NULL, &err) && !rendered)
-        fail("render succeeded without output");
+    size_t rendered_len = 0;
+    bool ok = !halo_chat_render_json(req, HALO_CHAT_V4, &rendered, &rendered_len, &err);
+    if (ok && !rendered) fail("render succeeded without output");
+    /* Straight to ids: the same outcome, and the ids give the rendering's bytes back. */
+    halo_tokens ids = {0};
+    if (ok != !halo_chat_tokenize_json(tok, req, HALO_CHAT_V4, &ids, &err))
+        fail("tokenize and render disagree on a request");
+    if (ok) {
+        char *back = NULL;
+        size_t len = 0;
+        if (halo_tokenizer_decode(tok, ids.ids, ids.n, HALO_TOKENIZE_SPECIAL, &back, &len, &err))
+            fail(err.message);
+        if (len != rendered_len || memcmp(back, rendered, len)) fail("chat ids differ from text");
+        free(back);
+    }
+    halo_tokens_free(&ids);
     free(rendered);
     pj *v = NULL;
     if (!pj_parse(req, strlen(req), &v, &err)) {

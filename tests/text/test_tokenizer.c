@@ -162,6 +162,52 @@ static void special_tokens_are_text_unless_asked(void) {
     halo_tokens_free(&b);
 }
 
+/* Issue 19: the text of every control token, alone and inside other text, encoded without
+ * special parsing gives llama.cpp v0.5.0's ids with parse_special = false (tests/tokenizer/
+ * added_as_text.*.jsonl, made by tools/oracle/added_tokens_as_text.py; the same prebuilt
+ * llama.cpp reproduces all 2374 lines of corpus.ids.jsonl), in both vocabularies. */
+static size_t plain_matches_llama_cpp(const char *vocab, const char *path) {
+    halo_tokenizer *t = NULL;
+    halo_error err;
+    CHECK_INT(halo_tokenizer_open(vocab, &t, &err), HALO_OK);
+    size_t n = 0, agree = 0;
+    char **lines = read_lines(path, &n);
+    CHECK(lines != NULL);
+    for (size_t i = 0; t && i < n; i++) {
+        cJSON *j = cJSON_Parse(lines[i]);
+        const cJSON *text = cJSON_GetObjectItem(j, "text"), *ids = cJSON_GetObjectItem(j, "ids");
+        CHECK(cJSON_IsString(text) && cJSON_IsArray(ids));
+        halo_tokens got = {0};
+        if (cJSON_IsString(text) &&
+            !halo_tokenizer_encode(t, text->valuestring, strlen(text->valuestring), 0, &got,
+                                   &err)) {
+            bool same = (size_t)cJSON_GetArraySize(ids) == got.n;
+            for (size_t k = 0; same && k < got.n; k++)
+                same = cJSON_GetArrayItem(ids, (int)k)->valueint == got.ids[k];
+            for (size_t k = 0; k < got.n; k++)
+                same = same && halo_tokenizer_type(t, got.ids[k]) == HALO_TOKEN_NORMAL;
+            if (!same && agree + 5 > i) fprintf(stderr, "%s: line %zu differs\n", path, i + 1);
+            agree += same;
+        }
+        halo_tokens_free(&got);
+        cJSON_Delete(j);
+        free(lines[i]);
+    }
+    free(lines);
+    CHECK_INT(agree, n);
+    halo_tokenizer_free(t);
+    return n;
+}
+
+static void control_token_text_encodes_like_llama_cpp_without_special_parsing(void) {
+    CHECK_INT(plain_matches_llama_cpp(TOK_GGUF, "tests/tokenizer/added_as_text."
+                                                "deepseek-v3-tokenizer.jsonl"),
+              818 * 4);
+    CHECK_INT(plain_matches_llama_cpp("models/kjv-tiny.gguf",
+                                      "tests/tokenizer/added_as_text.kjv-tiny.jsonl"),
+              10 * 4);
+}
+
 static void any_bytes_round_trip(void) {
     /* Invalid UTF-8, NULs, lone continuation bytes, truncated sequences, surrogates. */
     const char cases[][16] = {"\xff\xfe", "a\x80 b",          "\xe4\xb8",        "x\xed\xa0\x80y",
@@ -300,6 +346,7 @@ int main(int argc, char **argv) {
     RUN(reads_the_vocabulary_metadata);
     RUN(matches_hf_tokenizers_on_the_corpus_and_round_trips);
     RUN(special_tokens_are_text_unless_asked);
+    RUN(control_token_text_encodes_like_llama_cpp_without_special_parsing);
     RUN(any_bytes_round_trip);
     RUN(streaming_never_splits_a_character);
     RUN(sanitize_replaces_invalid_sequences);

@@ -4,6 +4,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "core/error.h"
+#include "halo/plan.h"
 #include "halo/types.h"
 
 int64_t halo_tensor_nelements(const halo_tensor *t) {
@@ -38,6 +39,16 @@ static halo_status buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, h
     b->owned = true;
     *out = b;
     return HALO_OK;
+}
+
+/* The CPU computes on host memory: host and gpu-host (which is host memory too) are the same
+ * allocation here; device and managed memory belong to a GPU backend. */
+static halo_status buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes,
+                                  halo_buf **out, halo_error *err) {
+    if (pool != HALO_POOL_HOST && pool != HALO_POOL_GPU_HOST)
+        return halo_fail(err, HALO_E_UNSUPPORTED, "cpu backend: cannot allocate in the %s pool",
+                         halo_pool_name((halo_pool_kind)pool));
+    return buf_alloc(be, bytes, out, err);
 }
 
 static void buf_free(halo_backend *be, halo_buf *b) {
@@ -110,6 +121,7 @@ static const halo_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = destroy,
     .buf_alloc = buf_alloc,
+    .buf_alloc_pool = buf_alloc_pool,
     .buf_free = buf_free,
     .buf_wrap_host = buf_wrap_host,
     .buf_write = buf_write,

@@ -1,0 +1,160 @@
+/* Internals of the CUDA backend (also built as HIP, see gpu.h): buffers, the stream, op
+ * scratch, error recording, and device helpers shared by the kernels.
+ *
+ * Every op is queued on one stream, so ops run in the order the forward calls them and an op's
+ * scratch can be reused by the next op. A failed runtime call or launch is recorded (the first
+ * one since the last sync, naming the op and the call) and later ops are skipped; sync reports
+ * it. */
+#ifndef HALO_BACKEND_CUDA_CUH
+#define HALO_BACKEND_CUDA_CUH
+
+#include <stdint.h>
+
+#include "backend/cuda/gpu.h"
+
+extern "C" {
+#include "backend/backend.h"
+#include "core/error.h"
+#include "halo/types.h"
+}
+
+/* Where a buffer's memory lives (one of the plan's pools). */
+enum cu_buf_kind { CU_DEVICE, CU_MANAGED, CU_HOST_ALLOC, CU_REGISTERED };
+
+struct halo_buf {
+    char *dev;  /* the pointer kernels use */
+    void *host; /* host address of GPU-visible host memory, else NULL */
+    uint64_t size;
+    int kind; /* cu_buf_kind */
+};
+
+typedef struct cu_backend {
+    halo_backend base;
+    int device;
+    int sm_count;
+    cudaStream_t stream;
+    char *scratch; /* device memory ops borrow; one op at a time (stream order) */
+    uint64_t scratch_cap;
+    bool failed;
+    char fail[400]; /* "op: call: error" of the first failure since the last sync */
+    /* Fault injection for tests (HALO_TEST_FAIL_SCRATCH=N): the N-th scratch request fails. */
+    int64_t fail_at, n_scratch;
+} cu_backend;
+
+static inline cu_backend *cu_of(halo_backend *be) {
+    return (cu_backend *)be;
+}
+
+/* Records a failed call (the first since the last sync); returns whether `e` is a success. */
+bool cu_check(cu_backend *be, const char *op, const char *call, cudaError_t e);
+#define CU_OK(be, op, call) cu_check((be), (op), #call, (call))
+/* Checks the launch just made. */
+#define CU_LAUNCHED(be, op, kernel) cu_check((be), (op), "launch " kernel, cudaGetLastError())
+
+/* Scratch of at least `bytes` for one op (grown between ops when needed), or NULL after
+ * recording the failure. */
+char *cu_scratch(cu_backend *be, uint64_t bytes, const char *op);
+/* Copies n host ints into device memory at dst (part of an op's scratch). */
+bool cu_upload(cu_backend *be, void *dst, const void *src, uint64_t bytes, const char *op);
+
+/* A small vector read element by element (sinks, biases, hc scales) must be a float type;
+ * false after recording the failure otherwise. */
+bool cu_float_only(cu_backend *be, uint32_t type, const char *op, const char *what);
+
+/* A type the kernels decode, or false after recording the failure for `op`. */
+bool cu_type_supported(cu_backend *be, uint32_t type, const char *op);
+
+static inline char *cu_ptr(const halo_tensor *t) {
+    return t->buf->dev + t->offset;
+}
+static inline float *cu_f32(const halo_tensor *t) {
+    return (float *)cu_ptr(t);
+}
+uint64_t cu_row_bytes(uint32_t type, int64_t n);
+
+static inline unsigned cu_blocks(int64_t n, unsigned per) {
+    return (unsigned)((n + per - 1) / per);
+}
+
+/* Launches out[o, t] = Σ_i w[i, o] · x[i, t] (the matmul op's kernel, shared by hc and moe):
+ * w rows of `type` with n_in elements, x rows of x_stride floats (group g reads its slice at
+ * g·n_in), out rows of n_out floats. */
+void cu_matmul_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
+                      uint32_t groups, const float *x, int64_t x_stride, int64_t n_tok, float *out,
+                      const char *op);
+
+/* dst[0..n) = the n elements at src (any supported type) as f32. */
+void cu_to_f32(cu_backend *be, uint32_t type, const char *src, int64_t n, float *dst,
+               const char *op);
+
+/* The ops (backend.h). */
+void cu_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens, halo_tensor *out);
+void cu_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
+               halo_tensor *out);
+void cu_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src);
+void cu_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
+                 float eps);
+void cu_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
+             bool inverse);
+void cu_hc_pre(halo_backend *be, const halo_hc_args *a);
+void cu_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
+                const halo_tensor *post, const halo_tensor *comb);
+void cu_attention(halo_backend *be, const halo_attn_args *a);
+void cu_pool(halo_backend *be, const halo_pool_args *a);
+void cu_topk(halo_backend *be, const halo_topk_args *a);
+void cu_moe(halo_backend *be, const halo_moe_args *a);
+
+/* Rotary inverse frequencies, as the CPU backend computes them (host side). */
+enum { CU_MAX_ROT_PAIRS = 256 };
+typedef struct cu_rope_freq {
+    float inv_freq[CU_MAX_ROT_PAIRS];
+    uint32_t n_rot;
+} cu_rope_freq;
+bool cu_rope_freq_make(cu_backend *be, const halo_rope *rope, cu_rope_freq *f, const char *op);
+
+/* ---- device helpers ------------------------------------------------------------------- */
+
+static __device__ __forceinline__ float warp_sum(float v) {
+    for (int m = WARP / 2; m > 0; m >>= 1)
+        v += gpu_shfl_xor(v, m);
+    return v;
+}
+
+static __device__ __forceinline__ float warp_max(float v) {
+    for (int m = WARP / 2; m > 0; m >>= 1)
+        v = fmaxf(v, gpu_shfl_xor(v, m));
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it. */
+static __device__ __forceinline__ float block_sum(float v, float *smem32) {
+    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) smem32[w] = v;
+    __syncthreads();
+    v = lane < nw ? smem32[lane] : 0.0f;
+    return warp_sum(v);
+}
+
+/* IEEE half to f32, exact (subnormals, infinities, NaN payloads), from the bits: the same on
+ * CUDA and HIP without either's half type. */
+static __device__ __forceinline__ float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | (man << 13));
+    if (exp != 0) return __uint_as_float(sign | ((exp + 112) << 23) | (man << 13));
+    float v = (float)man * 5.9604644775390625e-8f; /* man · 2^-24, exact */
+    return sign ? -v : v;
+}
+static __device__ __forceinline__ float bf16_to_f32(uint16_t h) {
+    return __uint_as_float((uint32_t)h << 16);
+}
+
+/* Element i of a vector of a float type (F32, F16, BF16): norm weights, sinks, biases. */
+static __device__ __forceinline__ float load_float(uint32_t type, const char *p, int64_t i) {
+    if (type == HALO_TYPE_F16) return f16_to_f32(((const uint16_t *)p)[i]);
+    if (type == HALO_TYPE_BF16) return bf16_to_f32(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+#endif

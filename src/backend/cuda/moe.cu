@@ -1,0 +1,313 @@
+/* DeepSeek V4 mixture of experts on the GPU, in the CPU backend's phases: router projection
+ * (the matmul kernel); per token the scores (sqrt-softplus, sigmoid or softmax), the choice of
+ * experts (biased top-k with the lowest index winning ties, or the hash table) and their
+ * weights; the (token, slot) pairs grouped by expert on the device; gate/up projections and the
+ * clamped SwiGLU for one block of rows of one expert over all its pairs, MOE_TOK pairs at a time
+ * (each expert's weights read once per MOE_TOK tokens); the down projections likewise; and the
+ * weighted sum per token in slot order. Nothing is read back to the host. */
+#include <math.h>
+
+#include "backend/cuda/quant.cuh"
+
+enum { MOE_WARPS = 4, MOE_TOK = 8 };
+
+typedef struct route_params {
+    const float *score_in; /* [n_tok][n_expert] router logits */
+    const char *bias;      /* [n_expert] or NULL */
+    uint32_t bias_type;
+    const int32_t *tid2eid; /* [n_vocab][k] or NULL */
+    const int32_t *tokens;
+    int64_t n_expert;
+    uint32_t k, slots, gating;
+    bool norm_weights;
+    float weights_scale;
+    int32_t *sel;  /* [n_tok][k] */
+    float *weight; /* [n_tok][slots] */
+} route_params;
+
+static __device__ float score_fn(uint32_t gating, float x) {
+    if (gating == HALO_GATING_SIGMOID) return 1.0f / (1.0f + expf(-x));
+    if (gating == HALO_GATING_SQRTSOFTPLUS) return sqrtf(x > 20.0f ? x : log1pf(expf(x)));
+    return x;
+}
+
+/* One token per block: scores in parallel, then the CPU's sequential choice on one thread
+ * (k·n_expert comparisons), so ties resolve exactly as there. */
+__global__ void route_kernel(route_params a) {
+    extern __shared__ float sm[]; /* score[n_expert], then taken flags */
+    float *score = sm;
+    unsigned char *taken = (unsigned char *)(sm + a.n_expert);
+    const int64_t t = blockIdx.x;
+    const float *in = a.score_in + t * a.n_expert;
+    for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x) {
+        score[e] = a.gating == HALO_GATING_SOFTMAX ? in[e] : score_fn(a.gating, in[e]);
+        taken[e] = 0;
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    if (a.gating == HALO_GATING_SOFTMAX) {
+        float mx = score[0], sum = 0;
+        for (int64_t e = 1; e < a.n_expert; e++)
+            mx = score[e] > mx ? score[e] : mx;
+        for (int64_t e = 0; e < a.n_expert; e++)
+            sum += score[e] = expf(score[e] - mx);
+        for (int64_t e = 0; e < a.n_expert; e++)
+            score[e] /= sum;
+    }
+    int32_t *sel = a.sel + t * a.k;
+    if (a.tid2eid) {
+        for (uint32_t i = 0; i < a.k; i++)
+            sel[i] = a.tid2eid[(int64_t)a.tokens[t] * a.k + i];
+    } else {
+        for (uint32_t i = 0; i < a.k; i++) {
+            int64_t best = -1;
+            float best_v = 0;
+            for (int64_t e = 0; e < a.n_expert; e++) {
+                float v = score[e] + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
+                if (!taken[e] && (best < 0 || v > best_v)) {
+                    best = e;
+                    best_v = v;
+                }
+            }
+            taken[best] = 1;
+            sel[i] = (int32_t)best;
+        }
+    }
+    float *w = a.weight + t * a.slots, sum = 0;
+    for (uint32_t i = 0; i < a.k; i++) {
+        int32_t e = sel[i];
+        /* A hash table row naming an expert out of range: weight 0, the expert clamped. */
+        if (e < 0 || e >= a.n_expert)
+            sel[i] = e = 0, w[i] = 0.0f;
+        else
+            w[i] = score[e];
+        sum += w[i];
+    }
+    for (uint32_t i = 0; i < a.k; i++) {
+        if (a.norm_weights) w[i] /= sum + 1e-20f;
+        w[i] *= a.weights_scale;
+    }
+    if (a.slots > a.k) w[a.k] = 1.0f;
+}
+
+/* Groups the (token, slot) pairs by expert (the shared expert is group n_expert): pairs of
+ * group e are pairs[first[e] .. first[e+1]). The order inside a group does not matter: every
+ * pair's result is computed on its own. One block. */
+__global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, uint32_t slots,
+                             int64_t n_expert, int32_t *first, int32_t *fill, int32_t *pairs) {
+    const int64_t groups = n_expert + 1;
+    for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
+        first[e] = 0;
+    for (int64_t e = threadIdx.x; e < groups; e += blockDim.x)
+        fill[e] = 0;
+    __syncthreads();
+    for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
+        uint32_t s = (uint32_t)(p % slots);
+        int64_t e = s < k ? sel[(p / slots) * k + s] : n_expert;
+        atomicAdd(&first[e + 1], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int64_t e = 0; e < groups; e++)
+            first[e + 1] += first[e];
+    __syncthreads();
+    for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
+        uint32_t s = (uint32_t)(p % slots);
+        int64_t e = s < k ? sel[(p / slots) * k + s] : n_expert;
+        pairs[first[e] + atomicAdd(&fill[e], 1)] = (int32_t)p;
+    }
+}
+
+typedef struct expert_mats {
+    const char *gate, *up, *down; /* routed: stacked over experts */
+    uint32_t gate_type, up_type, down_type;
+    const char *gate_sh, *up_sh, *down_sh; /* shared expert, or NULL */
+    uint32_t gate_sh_type, up_sh_type, down_sh_type;
+    int64_t n_embd, n_ff, n_ff_sh, n_expert, n_h;
+    uint32_t slots;
+    float clamp_exp, clamp_sh;
+    const int32_t *first, *pairs;
+    uint64_t grb, urb, drb, grb_sh, urb_sh, drb_sh; /* bytes per row of each matrix */
+    cu_grids g;
+} expert_mats;
+
+/* h[pair, r] = silu(min(gate·x, c)) · clamp(up·x, ±c) for rows r of one expert. */
+__global__ void gate_up_kernel(expert_mats m, const float *x, float *h) {
+    const int64_t e = blockIdx.y;
+    const bool shared = e == m.n_expert;
+    const int64_t rows = shared ? m.n_ff_sh : m.n_ff;
+    const int64_t r = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP;
+    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    if (r >= rows || p0 == p1) return;
+    const uint32_t gt = shared ? m.gate_sh_type : m.gate_type;
+    const uint32_t ut = shared ? m.up_sh_type : m.up_type;
+    const uint64_t grb = shared ? m.grb_sh : m.grb, urb = shared ? m.urb_sh : m.urb;
+    const char *grow = shared ? m.gate_sh + r * grb : m.gate + ((uint64_t)e * m.n_ff + r) * grb;
+    const char *urow = shared ? m.up_sh + r * urb : m.up + ((uint64_t)e * m.n_ff + r) * urb;
+    const float clamp = shared ? m.clamp_sh : m.clamp_exp;
+    for (int32_t i0 = p0; i0 < p1; i0 += MOE_TOK) {
+        int nt = p1 - i0 < MOE_TOK ? p1 - i0 : MOE_TOK;
+        const float *xs[MOE_TOK];
+        for (int k = 0; k < MOE_TOK; k++)
+            xs[k] = x + (int64_t)(m.pairs[i0 + (k < nt ? k : 0)] / m.slots) * m.n_embd;
+        float gv[MOE_TOK], uv[MOE_TOK];
+        warp_dot_gather<MOE_TOK>(gt, grow, m.n_embd, xs, nt, gv, m.g);
+        warp_dot_gather<MOE_TOK>(ut, urow, m.n_embd, xs, nt, uv, m.g);
+        if (threadIdx.x % WARP == 0)
+            for (int k = 0; k < nt; k++) {
+                float a = gv[k], b = uv[k];
+                if (clamp > 0) {
+                    a = a > clamp ? clamp : a;
+                    b = b > clamp ? clamp : b < -clamp ? -clamp : b;
+                }
+                h[(int64_t)m.pairs[i0 + k] * m.n_h + r] = a / (1.0f + expf(-a)) * b;
+            }
+    }
+}
+
+/* y[pair, r] = down[r] · h[pair] for rows r of one expert. */
+__global__ void down_kernel(expert_mats m, const float *h, float *y) {
+    const int64_t e = blockIdx.y;
+    const bool shared = e == m.n_expert;
+    const int64_t r = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP;
+    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    if (r >= m.n_embd || p0 == p1) return;
+    const uint32_t dt = shared ? m.down_sh_type : m.down_type;
+    const int64_t n_in = shared ? m.n_ff_sh : m.n_ff;
+    const uint64_t rb = shared ? m.drb_sh : m.drb;
+    const char *row = shared ? m.down_sh + r * rb : m.down + ((uint64_t)e * m.n_embd + r) * rb;
+    for (int32_t i0 = p0; i0 < p1; i0 += MOE_TOK) {
+        int nt = p1 - i0 < MOE_TOK ? p1 - i0 : MOE_TOK;
+        const float *hs[MOE_TOK];
+        for (int k = 0; k < MOE_TOK; k++)
+            hs[k] = h + (int64_t)m.pairs[i0 + (k < nt ? k : 0)] * m.n_h;
+        float acc[MOE_TOK];
+        warp_dot_gather<MOE_TOK>(dt, row, n_in, hs, nt, acc, m.g);
+        if (threadIdx.x % WARP == 0)
+            for (int k = 0; k < nt; k++)
+                y[(int64_t)m.pairs[i0 + k] * m.n_embd + r] = acc[k];
+    }
+}
+
+__global__ void moe_sum_kernel(const float *y, const float *weight, uint32_t slots, int64_t n_embd,
+                               int64_t n_tok, float *out) {
+    int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= n_tok * n_embd) return;
+    int64_t t = id / n_embd, d = id % n_embd;
+    float s = 0.0f;
+    for (uint32_t k = 0; k < slots; k++)
+        s += weight[t * slots + k] * y[(t * slots + k) * n_embd + d];
+    out[id] = s;
+}
+
+static char *carve(char **at, uint64_t bytes) {
+    char *p = *at;
+    *at += (bytes + 255) & ~255ull;
+    return p;
+}
+
+void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
+    cu_backend *be = cu_of(hbe);
+    const char *op = "moe";
+    const int64_t n_tok = a->x->ne[1], n_embd = a->x->ne[0];
+    const int64_t n_expert = a->gate_inp->ne[1], n_ff = a->gate_exps->ne[1];
+    const int64_t n_ff_sh = a->gate_sh ? a->gate_sh->ne[1] : 0;
+    const int64_t n_h = n_ff > n_ff_sh ? n_ff : n_ff_sh;
+    const uint32_t k = a->n_used, slots = k + (a->gate_sh ? 1 : 0);
+    const int64_t n_pairs = n_tok * slots;
+    if (be->failed || n_tok <= 0) return;
+    if (a->experts) { /* the engine refuses plans that stream on a GPU backend */
+        cu_check(be, op, "streamed experts (not supported on this backend yet)",
+                 cudaErrorInvalidValue);
+        return;
+    }
+    uint32_t types[] = {a->gate_exps->type,
+                        a->up_exps->type,
+                        a->down_exps->type,
+                        a->gate_sh ? a->gate_sh->type : (uint32_t)HALO_TYPE_F32,
+                        a->up_sh ? a->up_sh->type : (uint32_t)HALO_TYPE_F32,
+                        a->down_sh ? a->down_sh->type : (uint32_t)HALO_TYPE_F32};
+    for (int i = 0; i < 6; i++)
+        if (!cu_type_supported(be, types[i], op)) return;
+    if (a->probs_bias && !cu_float_only(be, a->probs_bias->type, op, "expert bias")) return;
+    /* Scratch, in order: tokens, router scores, choice, weights, grouping, h, y. */
+    const uint64_t sizes[] = {
+        (uint64_t)n_tok * 4,   (uint64_t)(n_tok * n_expert) * 4, (uint64_t)(n_tok * k) * 4,
+        (uint64_t)n_pairs * 4, (uint64_t)(n_expert + 2) * 4,     (uint64_t)(n_expert + 1) * 4,
+        (uint64_t)n_pairs * 4, (uint64_t)(n_pairs * n_h) * 4,    (uint64_t)(n_pairs * n_embd) * 4};
+    uint64_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        total += (sizes[i] + 255) & ~255ull;
+    char *at = cu_scratch(be, total, op);
+    if (!at) return;
+    int32_t *tokens = (int32_t *)carve(&at, sizes[0]);
+    float *scores = (float *)carve(&at, sizes[1]);
+    int32_t *sel = (int32_t *)carve(&at, sizes[2]);
+    float *weight = (float *)carve(&at, sizes[3]);
+    int32_t *first = (int32_t *)carve(&at, sizes[4]);
+    int32_t *fill = (int32_t *)carve(&at, sizes[5]);
+    int32_t *pairs = (int32_t *)carve(&at, sizes[6]);
+    float *h = (float *)carve(&at, sizes[7]);
+    float *y = (float *)carve(&at, sizes[8]);
+
+    if (a->tid2eid && !cu_upload(be, tokens, a->tokens, sizes[0], op)) return;
+    cu_matmul_launch(be, a->gate_inp->type, cu_ptr(a->gate_inp), n_embd, n_expert, 1, cu_f32(a->x),
+                     n_embd, n_tok, scores, op);
+    route_params rp = {scores,
+                       a->probs_bias ? cu_ptr(a->probs_bias) : NULL,
+                       a->probs_bias ? a->probs_bias->type : (uint32_t)HALO_TYPE_F32,
+                       a->tid2eid ? (const int32_t *)cu_ptr(a->tid2eid) : NULL,
+                       tokens,
+                       n_expert,
+                       k,
+                       slots,
+                       a->gating,
+                       a->norm_weights,
+                       a->weights_scale,
+                       sel,
+                       weight};
+    if (be->failed) return;
+    route_kernel<<<(unsigned)n_tok, 256, (size_t)n_expert * 5, be->stream>>>(rp);
+    if (!CU_LAUNCHED(be, op, "route_kernel")) return;
+    group_kernel<<<1, 1024, 0, be->stream>>>(sel, n_pairs, k, slots, n_expert, first, fill, pairs);
+    if (!CU_LAUNCHED(be, op, "group_kernel")) return;
+    /* Rows of h past an expert's width stay as they are: the down kernel reads only n_in. */
+    expert_mats m = {cu_ptr(a->gate_exps),
+                     cu_ptr(a->up_exps),
+                     cu_ptr(a->down_exps),
+                     types[0],
+                     types[1],
+                     types[2],
+                     a->gate_sh ? cu_ptr(a->gate_sh) : NULL,
+                     a->up_sh ? cu_ptr(a->up_sh) : NULL,
+                     a->down_sh ? cu_ptr(a->down_sh) : NULL,
+                     types[3],
+                     types[4],
+                     types[5],
+                     n_embd,
+                     n_ff,
+                     n_ff_sh,
+                     n_expert,
+                     n_h,
+                     slots,
+                     a->clamp_exp,
+                     a->clamp_shexp,
+                     first,
+                     pairs,
+                     cu_row_bytes(types[0], n_embd),
+                     cu_row_bytes(types[1], n_embd),
+                     cu_row_bytes(types[2], n_ff),
+                     cu_row_bytes(types[3], n_embd),
+                     cu_row_bytes(types[4], n_embd),
+                     cu_row_bytes(types[5], n_ff_sh),
+                     cu_grids_get(hbe)};
+    dim3 g1(cu_blocks(n_h, MOE_WARPS), (unsigned)(n_expert + 1));
+    gate_up_kernel<<<g1, MOE_WARPS * WARP, 0, be->stream>>>(m, cu_f32(a->x), h);
+    if (!CU_LAUNCHED(be, op, "gate_up_kernel")) return;
+    dim3 g2(cu_blocks(n_embd, MOE_WARPS), (unsigned)(n_expert + 1));
+    down_kernel<<<g2, MOE_WARPS * WARP, 0, be->stream>>>(m, h, y);
+    if (!CU_LAUNCHED(be, op, "down_kernel")) return;
+    moe_sum_kernel<<<cu_blocks(n_tok * n_embd, 256), 256, 0, be->stream>>>(y, weight, slots, n_embd,
+                                                                           n_tok, cu_f32(a->out));
+    CU_LAUNCHED(be, op, "moe_sum_kernel");
+}

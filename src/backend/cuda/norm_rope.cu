@@ -1,0 +1,57 @@
+/* RMS norm and DeepSeek V4's rotary embedding on the GPU. */
+#include "backend/cuda/cuda.cuh"
+
+/* One row per block: x = x / sqrt(mean(x²) + eps) · weight. */
+__global__ void rms_norm_kernel(float *x, int64_t width, const float *w, float eps) {
+    __shared__ float red[32];
+    float *row = x + (int64_t)blockIdx.x * width;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+        ss += row[i] * row[i];
+    ss = block_sum(ss, red);
+    float r = 1.0f / sqrtf(ss / (float)width + eps);
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+        row[i] = w ? w[i] * (row[i] * r) : row[i] * r;
+}
+
+void cu_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width, const halo_tensor *weight,
+                 float eps) {
+    cu_backend *be = cu_of(hbe);
+    int64_t rows = halo_tensor_nelements(x) / width;
+    if (be->failed || rows <= 0) return;
+    /* Rows go in grid.x (up to 2^31 - 1). */
+    rms_norm_kernel<<<(unsigned)rows, 256, 0, be->stream>>>(cu_f32(x), width,
+                                                            weight ? cu_f32(weight) : NULL, eps);
+    CU_LAUNCHED(be, "rms_norm", "rms_norm_kernel");
+}
+
+/* One thread per (token, head, pair): rotate (x[2i], x[2i+1]) of the head's tail. */
+__global__ void rope_kernel(float *x, int64_t head_dim, int64_t n_head, int64_t n_tok,
+                            const int32_t *pos, cu_rope_freq f, bool inverse) {
+    int64_t half = f.n_rot / 2;
+    int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= n_tok * n_head * half) return;
+    int64_t i = id % half, h = (id / half) % n_head, t = id / (half * n_head);
+    float *p = x + (t * n_head + h) * head_dim + head_dim - f.n_rot + 2 * i;
+    float angle = (float)pos[t] * f.inv_freq[i];
+    float c = cosf(angle), s = sinf(angle);
+    if (inverse) s = -s;
+    float a = p[0], b = p[1];
+    p[0] = a * c - b * s;
+    p[1] = b * c + a * s;
+}
+
+void cu_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
+             bool inverse) {
+    cu_backend *be = cu_of(hbe);
+    int64_t n_tok = x->ne[2], n_head = x->ne[1];
+    cu_rope_freq f;
+    if (be->failed || n_tok <= 0 || !cu_rope_freq_make(be, rope, &f, "rope")) return;
+    int32_t *dpos = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "rope");
+    if (!dpos || !cu_upload(be, dpos, pos, (uint64_t)n_tok * sizeof(int32_t), "rope")) return;
+    int64_t n = n_tok * n_head * (rope->n_rot / 2);
+    if (n == 0) return;
+    rope_kernel<<<cu_blocks(n, 256), 256, 0, be->stream>>>(cu_f32(x), x->ne[0], n_head, n_tok, dpos,
+                                                           f, inverse);
+    CU_LAUNCHED(be, "rope", "rope_kernel");
+}

@@ -1,0 +1,142 @@
+/* Lightning-indexer top-k on the GPU: scores of every visible compressed row for each token
+ * (score(t, s) = Σ_h w[t,h]·n_head^-½ · relu(q[t,h]·k[s]) · head_dim^-½, as the CPU backend),
+ * then per token the top_k rows by an exact radix select on the scores' bits: four passes of 8 bits
+ * find the k-th largest score T; rows above T and the lowest-numbered rows equal to T are
+ * written in row order (the CPU's tie rule: equal scores select the lower row). */
+#include <math.h>
+
+#include "backend/cuda/cuda.cuh"
+
+enum { SCORE_WARPS = 8, SELECT_THREADS = 1024 };
+
+__global__ void score_kernel(const float *q, const float *w, const float *keys, int64_t hd,
+                             int64_t n_head, int64_t n_rows, const int32_t *pos, uint32_t ratio,
+                             float *score) {
+    const int64_t t = blockIdx.y;
+    const int64_t s = (int64_t)blockIdx.x * SCORE_WARPS + threadIdx.x / WARP;
+    int64_t visible = (pos[t] + 1) / ratio;
+    if (visible > n_rows) visible = n_rows;
+    if (s >= visible) return;
+    const int lane = threadIdx.x % WARP;
+    const float qs = 1.0f / sqrtf((float)hd), ws = 1.0f / sqrtf((float)n_head);
+    const float *qt = q + t * n_head * hd, *wt = w + t * n_head, *k = keys + s * hd;
+    float acc = 0.0f;
+    for (int64_t h = 0; h < n_head; h++) {
+        float part = 0.0f;
+        for (int64_t d = lane; d < hd; d += WARP)
+            part += qt[h * hd + d] * k[d];
+        float dd = warp_sum(part);
+        acc += (dd > 0 ? dd * qs : 0) * (wt[h] * ws);
+    }
+    if (lane == 0) score[t * n_rows + s] = acc;
+}
+
+/* Orders floats as unsigned integers (larger float, larger key); -0 counts as +0. */
+static __device__ __forceinline__ uint32_t fkey(float f) {
+    uint32_t u = __float_as_uint(f == 0.0f ? 0.0f : f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* Exclusive prefix sum over the block of one int per thread; *total gets the sum. */
+static __device__ int block_scan(int v, int *warp_tot, int *total) {
+    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    int x = v;
+    for (int d = 1; d < WARP; d <<= 1) {
+        int y = gpu_shfl_up_i(x, d);
+        if (lane >= d) x += y;
+    }
+    __syncthreads();
+    if (lane == WARP - 1) warp_tot[wid] = x;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int run = 0;
+        for (int i = 0; i < nw; i++) {
+            int tmp = warp_tot[i];
+            warp_tot[i] = run;
+            run += tmp;
+        }
+        *total = run;
+    }
+    __syncthreads();
+    return warp_tot[wid] + x - v;
+}
+
+__global__ void select_kernel(const float *score, int64_t n_rows, const int32_t *pos,
+                              uint32_t ratio, uint32_t k, int32_t *out) {
+    __shared__ unsigned hist[256];
+    __shared__ int warp_tot[SELECT_THREADS / WARP];
+    __shared__ int total;
+    __shared__ uint32_t digit, krem_sh;
+    const int64_t t = blockIdx.x;
+    int32_t *o = out + t * k;
+    const float *sc = score + t * n_rows;
+    int64_t visible = (pos[t] + 1) / ratio;
+    if (visible > n_rows) visible = n_rows;
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x)
+        o[i] = i < visible && visible <= (int64_t)k ? (int32_t)i : -1;
+    if (visible <= (int64_t)k) return;
+    uint32_t prefix = 0, mask = 0, krem = k;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int i = threadIdx.x; i < 256; i += blockDim.x)
+            hist[i] = 0;
+        __syncthreads();
+        for (int64_t s = threadIdx.x; s < visible; s += blockDim.x) {
+            uint32_t key = fkey(sc[s]);
+            if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            uint32_t cum = 0;
+            for (int b = 255; b >= 0; b--) {
+                if (cum + hist[b] >= krem) {
+                    digit = (uint32_t)b;
+                    krem_sh = krem - cum;
+                    break;
+                }
+                cum += hist[b];
+            }
+        }
+        __syncthreads();
+        prefix |= digit << shift;
+        mask |= 255u << shift;
+        krem = krem_sh;
+        __syncthreads();
+    }
+    /* prefix is the k-th largest key; krem rows equal to it are taken, the lowest first. */
+    int base = 0, eq_taken = 0;
+    for (int64_t c0 = 0; c0 < visible; c0 += blockDim.x) {
+        int64_t s = c0 + threadIdx.x;
+        uint32_t key = s < visible ? fkey(sc[s]) : 0;
+        int gt = s < visible && key > prefix, eq = s < visible && key == prefix;
+        int eq_rank = block_scan(eq, warp_tot, &total);
+        int eq_total = total;
+        int take = gt || (eq && eq_taken + eq_rank < (int)krem);
+        int at = block_scan(take, warp_tot, &total);
+        if (take) o[base + at] = (int32_t)s;
+        base += total;
+        eq_taken += eq_total;
+        __syncthreads();
+    }
+}
+
+void cu_topk(halo_backend *hbe, const halo_topk_args *a) {
+    cu_backend *be = cu_of(hbe);
+    const int64_t n_tok = a->q->ne[2], n_rows = a->keys->ne[1];
+    if (be->failed || n_tok <= 0) return;
+    uint64_t pos_bytes = ((uint64_t)n_tok * sizeof(int32_t) + 255) & ~255ull;
+    char *s = cu_scratch(be, pos_bytes + (uint64_t)(n_tok * n_rows) * sizeof(float) + 4, "topk");
+    if (!s) return;
+    int32_t *dpos = (int32_t *)s;
+    float *score = (float *)(s + pos_bytes);
+    if (!cu_upload(be, dpos, a->pos, (uint64_t)n_tok * sizeof(int32_t), "topk")) return;
+    if (n_rows > 0) {
+        dim3 grid(cu_blocks(n_rows, SCORE_WARPS), (unsigned)n_tok);
+        score_kernel<<<grid, SCORE_WARPS * WARP, 0, be->stream>>>(
+            cu_f32(a->q), cu_f32(a->w), cu_f32(a->keys), a->q->ne[0], a->q->ne[1], n_rows, dpos,
+            a->ratio, score);
+        if (!CU_LAUNCHED(be, "topk", "score_kernel")) return;
+    }
+    select_kernel<<<(unsigned)n_tok, SELECT_THREADS, 0, be->stream>>>(
+        score, n_rows, dpos, a->ratio, a->top_k, (int32_t *)cu_ptr(a->out));
+    CU_LAUNCHED(be, "topk", "select_kernel");
+}

@@ -1,0 +1,648 @@
+/* Every op of the CUDA backend against the CPU backend (precise mode: f32 activations, the
+ * reference) on random inputs at DeepSeek V4 Flash's real shapes: hidden 4096, 64 heads of 512
+ * with a 64-channel rope tail, hc 4, 8 output groups, 256 experts of width 2048 (top-6 plus a
+ * shared expert), 64 indexer heads of 128 with top-k 512, compressor windows of 4 (overlapping)
+ * and 128, at positions that close windows. Every weight type the model's mixes use is
+ * decoded bit-exactly (embed) and multiplied (matmul). Tolerances are stated per op, as max |Δ|
+ * over max |reference|: the two backends sum in different orders, so f32 rounding (~1e-7 per
+ * add) is all that separates them.
+ *
+ * Without a GPU (or a build without CUDA) the test prints one line saying why and is skipped
+ * (exit code 77). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "check.h"
+#include "halo/plan.h"
+#include "halo/types.h"
+
+static halo_backend *cpu, *gpu;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static float frand(void) {
+    return (float)(next() >> 40) / 16777216.0f * 2.0f - 1.0f;
+}
+
+/* A tensor with the same bytes on both backends. */
+typedef struct both {
+    halo_tensor c, g;
+} both;
+
+static both make(uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, const void *data) {
+    both b = {{.type = type, .ne = {ne0, ne1, ne2, 1}}, {.type = type, .ne = {ne0, ne1, ne2, 1}}};
+    uint64_t n = halo_tensor_nbytes(&b.c);
+    halo_error err;
+    CHECK_INT(cpu->ops->buf_alloc(cpu, n, &b.c.buf, &err), HALO_OK);
+    CHECK_INT(gpu->ops->buf_alloc(gpu, n, &b.g.buf, &err), HALO_OK);
+    if (data) {
+        CHECK_INT(cpu->ops->buf_write(cpu, b.c.buf, 0, data, n, &err), HALO_OK);
+        CHECK_INT(gpu->ops->buf_write(gpu, b.g.buf, 0, data, n, &err), HALO_OK);
+    }
+    return b;
+}
+
+static void drop(both *b) {
+    cpu->ops->buf_free(cpu, b->c.buf);
+    gpu->ops->buf_free(gpu, b->g.buf);
+}
+
+static float *randf(int64_t n, float scale) {
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = frand() * scale;
+    return x;
+}
+
+static both rand_f32(int64_t ne0, int64_t ne1, int64_t ne2, float scale) {
+    float *x = randf(ne0 * ne1 * ne2, scale);
+    both b = make(HALO_TYPE_F32, ne0, ne1, ne2, x);
+    free(x);
+    return b;
+}
+
+static uint16_t f16_bits(float f) { /* small normal positive values only */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((((u >> 23) & 0xff) - 112) << 10 | ((u >> 13) & 0x3ff));
+}
+
+/* Random blocks of a weight type: random bytes (every code of these formats is valid), with
+ * each block's f16 scales set to a small value so the weights are of order `scale`. */
+static void *rand_weights(uint32_t type, int64_t n, float scale, uint64_t *bytes_out) {
+    uint64_t bytes = 0;
+    halo_type_bytes(type, (uint64_t)n, &bytes);
+    unsigned char *p = malloc(bytes + 8);
+    for (uint64_t i = 0; i < bytes; i += 8) {
+        uint64_t r = next();
+        memcpy(p + i, &r, 8);
+    }
+    *bytes_out = bytes;
+    if (type == HALO_TYPE_F32) {
+        for (int64_t i = 0; i < n; i++)
+            ((float *)p)[i] = frand() * scale;
+        return p;
+    }
+    if (type == HALO_TYPE_F16 || type == HALO_TYPE_BF16) {
+        for (int64_t i = 0; i < n; i++) {
+            float f = frand() * scale;
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            uint16_t h = type == HALO_TYPE_BF16
+                             ? (uint16_t)(u >> 16)
+                             : (uint16_t)(f16_bits(fabsf(f) + 1e-4f) | (f < 0 ? 0x8000 : 0));
+            memcpy(p + 2 * i, &h, 2);
+        }
+        return p;
+    }
+    const halo_type_info *ti = halo_type_info_get(type);
+    int offs[2] = {-1, -1};
+    switch (type) {
+    case HALO_TYPE_Q4_1:
+    case HALO_TYPE_Q5_1:
+    case HALO_TYPE_Q4_K:
+    case HALO_TYPE_Q5_K:
+        offs[0] = 0, offs[1] = 2;
+        break;
+    case HALO_TYPE_Q2_K:
+        offs[0] = 80, offs[1] = 82;
+        break;
+    case HALO_TYPE_Q3_K:
+        offs[0] = 108;
+        break;
+    case HALO_TYPE_Q6_K:
+        offs[0] = 208;
+        break;
+    case HALO_TYPE_MXFP4:
+        break;
+    default:
+        offs[0] = 0;
+        break;
+    }
+    uint16_t d = f16_bits(scale / (ti->block_size == 256 ? 32.0f : 64.0f));
+    for (uint64_t b = 0; b < bytes / ti->block_bytes; b++) {
+        unsigned char *blk = p + b * ti->block_bytes;
+        if (type == HALO_TYPE_MXFP4) blk[0] = (unsigned char)(120 + next() % 4);
+        for (int k = 0; k < 2; k++)
+            if (offs[k] >= 0) memcpy(blk + offs[k], &d, 2);
+    }
+    return p;
+}
+
+static both rand_w(uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, float scale) {
+    uint64_t bytes;
+    void *p = rand_weights(type, ne0 * ne1 * ne2, scale, &bytes);
+    both b = make(type, ne0, ne1, ne2, p);
+    free(p);
+    return b;
+}
+
+static void *fetch(halo_backend *be, const halo_tensor *t) {
+    uint64_t n = halo_tensor_nbytes(t);
+    void *p = malloc(n + 4);
+    halo_error err = {0};
+    halo_status st = be->ops->sync(be, &err);
+    if (st) fprintf(stderr, "  sync: %s\n", err.message);
+    CHECK_INT(st, HALO_OK);
+    CHECK_INT(be->ops->buf_read(be, t->buf, t->offset, p, n, &err), HALO_OK);
+    return p;
+}
+
+/* max |gpu - cpu| / max |cpu| over a tensor, checked against tol and printed. */
+static double compare(const char *what, const both *b, double tol) {
+    float *c = fetch(cpu, &b->c), *g = fetch(gpu, &b->g);
+    int64_t n = halo_tensor_nelements(&b->c);
+    double md = 0, mr = 0;
+    bool finite = true;
+    for (int64_t i = 0; i < n; i++) {
+        finite &= isfinite(g[i]) && isfinite(c[i]);
+        double d = fabs((double)g[i] - c[i]);
+        if (d > md || d != d) md = d;
+        if (fabs(c[i]) > mr) mr = fabs(c[i]);
+    }
+    double rel = mr > 0 ? md / mr : md;
+    printf("  %-44s max|d| %.2e  rel %.2e  (tol %.0e)\n", what, md, rel, tol);
+    CHECK(finite);
+    CHECK(rel <= tol);
+    free(c);
+    free(g);
+    return rel;
+}
+
+static const uint32_t weight_types[] = {
+    HALO_TYPE_F32,     HALO_TYPE_F16,    HALO_TYPE_BF16, HALO_TYPE_Q8_0,   HALO_TYPE_Q4_0,
+    HALO_TYPE_Q5_0,    HALO_TYPE_Q4_1,   HALO_TYPE_Q5_1, HALO_TYPE_IQ4_NL, HALO_TYPE_MXFP4,
+    HALO_TYPE_Q2_K,    HALO_TYPE_Q3_K,   HALO_TYPE_Q4_K, HALO_TYPE_Q5_K,   HALO_TYPE_Q6_K,
+    HALO_TYPE_IQ2_XXS, HALO_TYPE_IQ3_XXS};
+#define N_TYPES (sizeof weight_types / sizeof weight_types[0])
+
+/* Decoding is bit-exact: the embedding rows of every type equal the CPU's to the bit. */
+static void embed_decodes_every_type_bit_exactly(void) {
+    int32_t tokens[7] = {0, 5, 63, 17, 17, 40, 2};
+    for (size_t i = 0; i < N_TYPES; i++) {
+        both table = rand_w(weight_types[i], 4096, 64, 1, 1.0f);
+        both out = make(HALO_TYPE_F32, 4096, 7, 1, NULL);
+        cpu->ops->embed(cpu, &table.c, tokens, &out.c);
+        gpu->ops->embed(gpu, &table.g, tokens, &out.g);
+        float *c = fetch(cpu, &out.c), *g = fetch(gpu, &out.g);
+        int64_t bad = 0;
+        for (int64_t k = 0; k < 4096 * 7; k++)
+            bad += memcmp(&c[k], &g[k], 4) != 0;
+        printf("  embed %-10s %lld of %d values differ in any bit\n",
+               halo_type_name(weight_types[i]), (long long)bad, 4096 * 7);
+        CHECK_INT(bad, 0);
+        free(c);
+        free(g);
+        drop(&table);
+        drop(&out);
+    }
+}
+
+/* Projections of every type, for 1 token (decode), 5 and 37 tokens (prefill tiles). */
+static void matmul_matches_the_cpu_for_every_type(void) {
+    const int64_t n_toks[] = {1, 5, 37};
+    for (size_t i = 0; i < N_TYPES; i++)
+        for (size_t k = 0; k < 3; k++) {
+            int64_t n = n_toks[k];
+            both w = rand_w(weight_types[i], 4096, 384, 1, 1.0f);
+            both x = rand_f32(4096, n, 1, 1.0f), y = make(HALO_TYPE_F32, 384, n, 1, NULL);
+            cpu->ops->matmul(cpu, &w.c, &x.c, 1, &y.c);
+            gpu->ops->matmul(gpu, &w.g, &x.g, 1, &y.g);
+            char what[64];
+            snprintf(what, sizeof what, "matmul %s 4096x384, %lld tok",
+                     halo_type_name(weight_types[i]), (long long)n);
+            compare(what, &y, 1e-5);
+            drop(&w);
+            drop(&x);
+            drop(&y);
+        }
+    /* Grouped output projection: 8 groups of 64·512 inputs (64 heads of 512 in 8 groups). */
+    both w = rand_w(HALO_TYPE_Q8_0, 4096, 8 * 128, 1, 1.0f);
+    both x = rand_f32(8 * 4096, 3, 1, 1.0f), y = make(HALO_TYPE_F32, 8 * 128, 3, 1, NULL);
+    cpu->ops->matmul(cpu, &w.c, &x.c, 8, &y.c);
+    gpu->ops->matmul(gpu, &w.g, &x.g, 8, &y.g);
+    compare("matmul q8_0 grouped (8 groups), 3 tok", &y, 1e-5);
+    drop(&w);
+    drop(&x);
+    drop(&y);
+}
+
+static void norm_rope_and_hc_match_the_cpu(void) {
+    both x = rand_f32(4096, 9, 1, 3.0f), nw = rand_f32(4096, 1, 1, 1.0f);
+    cpu->ops->rms_norm(cpu, &x.c, 4096, &nw.c, 1e-6f);
+    gpu->ops->rms_norm(gpu, &x.g, 4096, &nw.g, 1e-6f);
+    compare("rms_norm 4096 x 9, weighted", &x, 1e-6);
+    both q = rand_f32(512, 64, 4, 1.0f);
+    cpu->ops->rms_norm(cpu, &q.c, 512, NULL, 1e-6f);
+    gpu->ops->rms_norm(gpu, &q.g, 512, NULL, 1e-6f);
+    compare("rms_norm per head 512 x 64 x 4, no weight", &q, 1e-6);
+    int32_t pos[4] = {0, 127, 4099, 65535};
+    halo_rope plain = {.n_rot = 64, .base = 10000.0f};
+    halo_rope yarn = {.n_rot = 64,
+                      .base = 160000.0f,
+                      .yarn = true,
+                      .yarn_factor = 16.0f,
+                      .yarn_beta_fast = 32.0f,
+                      .yarn_beta_slow = 1.0f,
+                      .yarn_orig_ctx = 65536};
+    cpu->ops->rope(cpu, &q.c, pos, &plain, false);
+    gpu->ops->rope(gpu, &q.g, pos, &plain, false);
+    compare("rope 64 of 512, 64 heads, pos up to 65535", &q, 1e-5);
+    cpu->ops->rope(cpu, &q.c, pos, &yarn, true);
+    gpu->ops->rope(gpu, &q.g, pos, &yarn, true);
+    compare("rope yarn inverse", &q, 1e-5);
+    drop(&x);
+    drop(&nw);
+    drop(&q);
+
+    /* hc 4 over hidden 4096: pre (with post and comb), the head's pre, then post. */
+    const int64_t E = 4096, HC = 4, T = 5;
+    both streams = rand_f32(E, HC, T, 1.0f);
+    both fn = rand_w(HALO_TYPE_F16, HC * E, (2 + HC) * HC, 1, 0.05f);
+    both fn_head = rand_w(HALO_TYPE_F16, HC * E, HC, 1, 0.05f);
+    both base = rand_f32((2 + HC) * HC, 1, 1, 0.5f), scale = rand_f32(3, 1, 1, 1.0f);
+    both col = make(HALO_TYPE_F32, E, T, 1, NULL), post = make(HALO_TYPE_F32, HC, T, 1, NULL);
+    both comb = make(HALO_TYPE_F32, HC, HC, T, NULL);
+    halo_hc_args a = {.fn = &fn.c,
+                      .streams = &streams.c,
+                      .base = &base.c,
+                      .scale = &scale.c,
+                      .hc = HC,
+                      .sinkhorn_iters = 20,
+                      .eps = 1e-6f,
+                      .norm_eps = 1e-6f,
+                      .collapsed = &col.c,
+                      .post = &post.c,
+                      .comb = &comb.c};
+    cpu->ops->hc_pre(cpu, &a);
+    a = (halo_hc_args){.fn = &fn.g,
+                       .streams = &streams.g,
+                       .base = &base.g,
+                       .scale = &scale.g,
+                       .hc = HC,
+                       .sinkhorn_iters = 20,
+                       .eps = 1e-6f,
+                       .norm_eps = 1e-6f,
+                       .collapsed = &col.g,
+                       .post = &post.g,
+                       .comb = &comb.g};
+    gpu->ops->hc_pre(gpu, &a);
+    compare("hc_pre collapsed (hc 4 x 4096, f16 mixer)", &col, 1e-5);
+    compare("hc_pre post", &post, 1e-5);
+    compare("hc_pre comb (Sinkhorn, 20 iterations)", &comb, 1e-5);
+    both y = rand_f32(E, T, 1, 1.0f);
+    cpu->ops->hc_post(cpu, &streams.c, &y.c, &post.c, &comb.c);
+    gpu->ops->hc_post(gpu, &streams.g, &y.g, &post.g, &comb.g);
+    compare("hc_post streams", &streams, 1e-5);
+    a = (halo_hc_args){.fn = &fn_head.c,
+                       .streams = &streams.c,
+                       .base = &base.c,
+                       .scale = &scale.c,
+                       .hc = HC,
+                       .eps = 1e-6f,
+                       .norm_eps = 1e-6f,
+                       .collapsed = &col.c};
+    cpu->ops->hc_pre(cpu, &a);
+    a = (halo_hc_args){.fn = &fn_head.g,
+                       .streams = &streams.g,
+                       .base = &base.g,
+                       .scale = &scale.g,
+                       .hc = HC,
+                       .eps = 1e-6f,
+                       .norm_eps = 1e-6f,
+                       .collapsed = &col.g};
+    gpu->ops->hc_pre(gpu, &a);
+    compare("hc_pre head (collapse only)", &col, 1e-5);
+    both *all[] = {&streams, &fn, &fn_head, &base, &scale, &col, &post, &comb, &y};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
+}
+
+/* Attention with 64 heads of 512: a window of 128 raw rows, and either the indexer's selection
+ * of 512 among ratio-4 compressed rows (with -1 and out-of-range entries) or every visible
+ * ratio-128 row. */
+static void attention_matches_the_cpu(void) {
+    const int64_t HD = 512, H = 64, T = 3, W = 128;
+    int32_t pos[3] = {4097, 4098, 4099};
+    both q = rand_f32(HD, H, T, 1.0f), win = rand_f32(HD, W + 2, 1, 1.0f);
+    both sinks = rand_f32(H, 1, 1, 1.0f), out = make(HALO_TYPE_F32, HD, H, T, NULL);
+    both comp4 = rand_f32(HD, 1025, 1, 1.0f), comp128 = rand_f32(HD, 32, 1, 1.0f);
+    int32_t *sel = malloc(sizeof(int32_t) * 512 * T);
+    for (int i = 0; i < 512 * T; i++)
+        sel[i] = (int32_t)(next() % 1100) - 40; /* some -1, some past */
+    both s = make(HALO_TYPE_I32, 512, T, 1, sel);
+    for (int pass = 0; pass < 2; pass++) {
+        both *comp = pass == 0 ? &comp4 : &comp128;
+        halo_attn_args a = {.q = &q.c,
+                            .pos = pos,
+                            .window = &win.c,
+                            .win_pos0 = 4097 - 127,
+                            .sliding_window = W,
+                            .comp = &comp->c,
+                            .ratio = pass ? 128 : 4,
+                            .select = pass ? NULL : &s.c,
+                            .sinks = &sinks.c,
+                            .scale = 0.044f,
+                            .out = &out.c};
+        cpu->ops->attention(cpu, &a);
+        a.q = &q.g, a.window = &win.g, a.comp = &comp->g, a.select = pass ? NULL : &s.g;
+        a.sinks = &sinks.g, a.out = &out.g;
+        gpu->ops->attention(gpu, &a);
+        compare(pass ? "attention window + all ratio-128 rows"
+                     : "attention window + 512 selected ratio-4 rows",
+                &out, 1e-5);
+    }
+    free(sel);
+    both *all[] = {&q, &win, &sinks, &out, &comp4, &comp128, &s};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
+}
+
+/* Compressor pooling: ratio 4 with overlap (dim 512 and the indexer's 128), with and without
+ * the previous window's saved series; ratio 128 without overlap. */
+static void pool_matches_the_cpu(void) {
+    halo_rope yarn = {.n_rot = 64,
+                      .base = 160000.0f,
+                      .yarn = true,
+                      .yarn_factor = 16.0f,
+                      .yarn_beta_fast = 32.0f,
+                      .yarn_beta_slow = 1.0f,
+                      .yarn_orig_ctx = 65536};
+    /* ape in the types the mixes store it in (F16, F32; Q8_0 and Q5_0 after llama-quantize) */
+    const struct {
+        uint32_t ratio, dim;
+        bool overlap, prev;
+        int64_t n_win;
+        uint32_t ape;
+    } cases[] = {{4, 512, true, false, 3, HALO_TYPE_F16},
+                 {4, 512, true, true, 2, HALO_TYPE_Q8_0},
+                 {4, 128, true, true, 5, HALO_TYPE_Q5_0},
+                 {128, 512, false, false, 2, HALO_TYPE_F32}};
+    for (size_t i = 0; i < 4; i++) {
+        uint32_t r = cases[i].ratio, dim = cases[i].dim, width = cases[i].overlap ? 2 * dim : dim;
+        int64_t nw = cases[i].n_win;
+        both kv = rand_f32(width, nw * r, 1, 1.0f), gate = rand_f32(width, nw * r, 1, 2.0f);
+        both ape = rand_w(cases[i].ape, width, r, 1, 1.0f), norm = rand_f32(dim, 1, 1, 1.0f);
+        both pk = rand_f32(dim, r, 1, 1.0f), pg = rand_f32(dim, r, 1, 1.0f);
+        both out = make(HALO_TYPE_F32, dim, nw, 1, NULL);
+        halo_pool_args a = {.kv = &kv.c,
+                            .gate = &gate.c,
+                            .ape = &ape.c,
+                            .norm = &norm.c,
+                            .eps = 1e-6f,
+                            .overlap = cases[i].overlap,
+                            .prev_kv = &pk.c,
+                            .prev_gate = &pg.c,
+                            .have_prev = cases[i].prev,
+                            .pos0 = 4096,
+                            .ratio = r,
+                            .dim = dim,
+                            .rope = &yarn,
+                            .out = &out.c};
+        cpu->ops->pool(cpu, &a);
+        a.kv = &kv.g, a.gate = &gate.g, a.ape = &ape.g, a.norm = &norm.g, a.prev_kv = &pk.g;
+        a.prev_gate = &pg.g, a.out = &out.g;
+        gpu->ops->pool(gpu, &a);
+        char what[80];
+        snprintf(what, sizeof what, "pool ratio %u dim %u%s%s, %lld windows, ape %s", r, dim,
+                 cases[i].overlap ? " overlap" : "", cases[i].prev ? " +prev" : "", (long long)nw,
+                 halo_type_name(cases[i].ape));
+        compare(what, &out, 1e-5);
+        if (cases[i].overlap) {
+            compare("  saved series (kv)", &pk, 0);
+            compare("  saved series (gate + ape)", &pg, 0);
+        }
+        both *all[] = {&kv, &gate, &ape, &norm, &pk, &pg, &out};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+            drop(all[k]);
+    }
+}
+
+/* Indexer top-k (64 heads of 128, top 512) against scores computed in double on the host: every
+ * chosen row is visible, no row is chosen twice, and no unchosen visible row scores more than
+ * the weakest chosen one by more than f32 rounding; -1 pads when fewer rows are visible. */
+static void topk_selects_the_best_rows(void) {
+    const int64_t HD = 128, H = 64, T = 4, ROWS = 3000, K = 512;
+    int32_t pos[4] = {1000, 2047, 2051, 11999}; /* 250, 512, 513 and 3000 visible rows */
+    float *q = randf(HD * H * T, 1.0f), *w = randf(H * T, 1.0f), *keys = randf(HD * ROWS, 1.0f);
+    both tq = make(HALO_TYPE_F32, HD, H, T, q), tw = make(HALO_TYPE_F32, H, T, 1, w);
+    both tk = make(HALO_TYPE_F32, HD, ROWS, 1, keys), out = make(HALO_TYPE_I32, K, T, 1, NULL);
+    halo_topk_args ag = {
+        .q = &tq.g, .w = &tw.g, .keys = &tk.g, .pos = pos, .ratio = 4, .top_k = K, .out = &out.g};
+    gpu->ops->topk(gpu, &ag);
+    int32_t *sel = fetch(gpu, &out.g);
+    double *score = malloc(sizeof(double) * ROWS);
+    unsigned char *chosen = malloc(ROWS);
+    for (int64_t t = 0; t < T; t++) {
+        int64_t visible = (pos[t] + 1) / 4 < ROWS ? (pos[t] + 1) / 4 : ROWS;
+        for (int64_t s = 0; s < visible; s++) {
+            double acc = 0;
+            for (int64_t h = 0; h < H; h++) {
+                double d = 0;
+                for (int64_t i = 0; i < HD; i++)
+                    d += (double)q[(t * H + h) * HD + i] * keys[s * HD + i];
+                acc += (d > 0 ? d / sqrt((double)HD) : 0) * (w[t * H + h] / sqrt((double)H));
+            }
+            score[s] = acc;
+        }
+        memset(chosen, 0, ROWS);
+        int64_t n = 0, dup = 0, bad = 0;
+        double weakest = INFINITY, best_left = -INFINITY;
+        for (int64_t i = 0; i < K; i++) {
+            int32_t r = sel[t * K + i];
+            if (r < 0) continue;
+            if (r >= visible) {
+                bad++;
+                continue;
+            }
+            dup += chosen[r];
+            chosen[r] = 1;
+            n++;
+            weakest = score[r] < weakest ? score[r] : weakest;
+        }
+        for (int64_t s = 0; s < visible; s++)
+            if (!chosen[s] && score[s] > best_left) best_left = score[s];
+        int64_t want = visible < K ? visible : K;
+        printf("  topk token at %5d: %lld visible, %lld chosen, weakest chosen %.6f, best left "
+               "%.6f\n",
+               pos[t], (long long)visible, (long long)n, weakest, best_left);
+        CHECK_INT(n, want);
+        CHECK_INT(dup, 0);
+        CHECK_INT(bad, 0);
+        CHECK(best_left <= weakest + 1e-5 * fabs(weakest) + 1e-6);
+    }
+    free(sel);
+    free(score);
+    free(chosen);
+    free(q);
+    free(w);
+    free(keys);
+    both *all[] = {&tq, &tw, &tk, &out};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        drop(all[k]);
+}
+
+/* MoE at full width (4096 hidden, 256 experts of 2048, top 6 of sqrt-softplus scores with the
+ * selection bias, a shared expert, clamped SwiGLU), in the q2 mix's types, for 1 and 19
+ * tokens; then hash routing (tid2eid) and a smaller model in the q4 and mxfp4 mixes' types. */
+static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32_t k, uint32_t tg,
+                     uint32_t td, uint32_t ts, bool hash, int64_t T) {
+    both x = rand_f32(E, T, 1, 1.0f), router = rand_w(HALO_TYPE_F16, E, NE, 1, 0.05f);
+    both bias = rand_f32(NE, 1, 1, 0.05f);
+    both gate = rand_w(tg, E, FF, NE, 0.05f), up = rand_w(tg, E, FF, NE, 0.05f);
+    both down = rand_w(td, FF, E, NE, 0.05f);
+    both gs = rand_w(ts, E, FF, 1, 0.05f), us = rand_w(ts, E, FF, 1, 0.05f);
+    both ds = rand_w(ts, FF, E, 1, 0.05f), out = make(HALO_TYPE_F32, E, T, 1, NULL);
+    const int64_t V = 64;
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)(k * V)), tokens[32];
+    for (int64_t v = 0; v < V; v++) /* distinct experts per token, as real tables */
+        for (uint32_t i = 0; i < k; i++)
+            table[v * k + i] = (int32_t)((v * 7 + i * 37) % NE);
+    for (int64_t t = 0; t < T; t++)
+        tokens[t] = (int32_t)(next() % V);
+    both tid = make(HALO_TYPE_I32, k, V, 1, table);
+    halo_moe_args a = {.x = &x.c,
+                       .gate_inp = &router.c,
+                       .probs_bias = hash ? NULL : &bias.c,
+                       .tid2eid = hash ? &tid.c : NULL,
+                       .tokens = tokens,
+                       .gate_exps = &gate.c,
+                       .up_exps = &up.c,
+                       .down_exps = &down.c,
+                       .gate_sh = &gs.c,
+                       .up_sh = &us.c,
+                       .down_sh = &ds.c,
+                       .n_used = k,
+                       .gating = HALO_GATING_SQRTSOFTPLUS,
+                       .norm_weights = true,
+                       .weights_scale = 1.5f,
+                       .clamp_exp = 10.0f,
+                       .clamp_shexp = 10.0f,
+                       .out = &out.c};
+    cpu->ops->moe(cpu, &a);
+    a.x = &x.g, a.gate_inp = &router.g, a.probs_bias = hash ? NULL : &bias.g;
+    a.tid2eid = hash ? &tid.g : NULL, a.gate_exps = &gate.g, a.up_exps = &up.g;
+    a.down_exps = &down.g, a.gate_sh = &gs.g, a.up_sh = &us.g, a.down_sh = &ds.g;
+    a.out = &out.g;
+    gpu->ops->moe(gpu, &a);
+    char line[128];
+    snprintf(line, sizeof line, "moe %s, %lld tok", what, (long long)T);
+    compare(line, &out, 1e-5);
+    free(table);
+    both *all[] = {&x, &router, &bias, &gate, &up, &down, &gs, &us, &ds, &out, &tid};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
+}
+
+static void moe_matches_the_cpu(void) {
+    moe_once("256x2048 iq2_xxs/q2_K, shared q8_0", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 1);
+    moe_once("256x2048 iq2_xxs/q2_K, shared q8_0", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 19);
+    moe_once("hash-routed 256x2048 iq2_xxs/q2_K", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, true, 11);
+    moe_once("16x512 q4_K/q6_K, shared q5_0", 4096, 16, 512, 6, HALO_TYPE_Q4_K, HALO_TYPE_Q6_K,
+             HALO_TYPE_Q5_0, false, 23);
+    moe_once("16x512 mxfp4/mxfp4, shared q8_0", 4096, 16, 512, 6, HALO_TYPE_MXFP4, HALO_TYPE_MXFP4,
+             HALO_TYPE_Q8_0, false, 23);
+    moe_once("16x512 iq3_xxs/q3_K, shared bf16", 4096, 16, 512, 6, HALO_TYPE_IQ3_XXS,
+             HALO_TYPE_Q3_K, HALO_TYPE_BF16, false, 9);
+}
+
+/* A failure inside an op (a weight type the GPU does not decode) surfaces at sync, naming the
+ * op; the next ops and sync work again. */
+static void a_failing_op_is_reported_at_sync_by_name(void) {
+    both w = rand_w(HALO_TYPE_Q8_0, 256, 8, 1, 1.0f);
+    w.g.type = HALO_TYPE_IQ1_S; /* same bytes, a type the GPU kernels do not decode */
+    w.g.ne[0] = 256;
+    both x = rand_f32(256, 2, 1, 1.0f), y = make(HALO_TYPE_F32, 8, 2, 1, NULL);
+    gpu->ops->matmul(gpu, &w.g, &x.g, 1, &y.g);
+    halo_error err = {0};
+    CHECK_INT(gpu->ops->sync(gpu, &err), HALO_E_UNSUPPORTED);
+    CHECK_CONTAINS(err.message, "matmul: weights of type iq1_s are not supported");
+    printf("  %s\n", err.message);
+    CHECK_INT(gpu->ops->sync(gpu, &err), HALO_OK);
+    w.g.type = HALO_TYPE_Q8_0;
+    cpu->ops->matmul(cpu, &w.c, &x.c, 1, &y.c);
+    gpu->ops->matmul(gpu, &w.g, &x.g, 1, &y.g);
+    compare("matmul after a reported failure", &y, 1e-5);
+    drop(&w);
+    drop(&x);
+    drop(&y);
+}
+
+/* The pools: device, gpu-host (cudaHostAlloc mapped) and managed buffers hold weights the
+ * kernels read; wrapped host memory (cudaHostRegister) too. Same results from each. */
+static void weights_in_every_pool_give_the_same_result(void) {
+    uint64_t bytes;
+    void *wb = rand_weights(HALO_TYPE_Q4_K, 4096 * 256, 1.0f, &bytes);
+    both x = rand_f32(4096, 3, 1, 1.0f), y = make(HALO_TYPE_F32, 256, 3, 1, NULL);
+    halo_tensor wc = {.type = HALO_TYPE_Q4_K, .ne = {4096, 256, 1, 1}};
+    halo_error err = {0};
+    CHECK_INT(cpu->ops->buf_wrap_host(cpu, wb, bytes, &wc.buf, &err), HALO_OK);
+    cpu->ops->matmul(cpu, &wc, &x.c, 1, &y.c);
+    float *ref = fetch(cpu, &y.c);
+    const uint32_t pools[] = {HALO_POOL_DEVICE, HALO_POOL_GPU_HOST, HALO_POOL_MANAGED, 99};
+    for (int i = 0; i < 4; i++) {
+        halo_tensor wg = wc;
+        halo_status st = pools[i] == 99
+                             ? gpu->ops->buf_wrap_host(gpu, wb, bytes, &wg.buf, &err)
+                             : gpu->ops->buf_alloc_pool(gpu, pools[i], bytes, &wg.buf, &err);
+        CHECK_INT(st, HALO_OK);
+        if (st) {
+            fprintf(stderr, "  %s\n", err.message);
+            continue;
+        }
+        if (pools[i] != 99)
+            CHECK_INT(gpu->ops->buf_write(gpu, wg.buf, 0, wb, bytes, &err), HALO_OK);
+        gpu->ops->matmul(gpu, &wg, &x.g, 1, &y.g);
+        float *got = fetch(gpu, &y.g);
+        double md = 0;
+        for (int k = 0; k < 256 * 3; k++)
+            md = fmax(md, fabs((double)got[k] - ref[k]));
+        printf("  weights in %-28s max|d| vs cpu %.2e\n",
+               pools[i] == 99 ? "registered host memory" : halo_pool_name(pools[i]), md);
+        CHECK(md < 1e-3);
+        free(got);
+        gpu->ops->buf_free(gpu, wg.buf);
+    }
+    halo_buf *bad = NULL;
+    CHECK_INT(gpu->ops->buf_alloc_pool(gpu, HALO_POOL_HOST, 64, &bad, &err), HALO_E_UNSUPPORTED);
+    CHECK_INT(cpu->ops->buf_alloc_pool(cpu, HALO_POOL_DEVICE, 64, &bad, &err), HALO_E_UNSUPPORTED);
+    free(ref);
+    free(wb);
+    cpu->ops->buf_free(cpu, wc.buf);
+    drop(&x);
+    drop(&y);
+}
+
+int main(void) {
+    halo_error err = {0};
+    if (halo_backend_cuda_create(0, &gpu, &err)) {
+        printf("skipped: no GPU backend here: %s\n", err.message);
+        return 77;
+    }
+    if (halo_backend_cpu_create(0, true, &cpu, &err)) {
+        fprintf(stderr, "%s\n", err.message);
+        return 1;
+    }
+    RUN(embed_decodes_every_type_bit_exactly);
+    RUN(matmul_matches_the_cpu_for_every_type);
+    RUN(norm_rope_and_hc_match_the_cpu);
+    RUN(attention_matches_the_cpu);
+    RUN(pool_matches_the_cpu);
+    RUN(topk_selects_the_best_rows);
+    RUN(moe_matches_the_cpu);
+    RUN(a_failing_op_is_reported_at_sync_by_name);
+    RUN(weights_in_every_pool_give_the_same_result);
+    cpu->ops->destroy(cpu);
+    gpu->ops->destroy(gpu);
+    return check_report();
+}

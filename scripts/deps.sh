@@ -11,6 +11,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(build-essential cmake pkg-config libcjson-dev libpcre2-dev libedit-dev python3
           libmicrohttpd-dev liburing-dev libxxhash-dev)
+# The Vulkan backend (-DHALO_VULKAN=ON): headers and loader, glslc for the shaders, and Mesa's
+# lavapipe (a Vulkan driver on the CPU) that CI runs its Vulkan tests on.
+packages+=(libvulkan-dev glslc mesa-vulkan-drivers)
 [ "${1:-}" = fuzz ] && packages+=(clang)
 [ "${1:-}" = gpu ] && packages+=(hipcc libamdhip64-dev rocm-device-libs)
 command -v node >/dev/null || packages+=(nodejs)

@@ -354,10 +354,10 @@ static halo_status resolve(const halo_expert_source *src, int32_t *ids, uint32_t
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
-/* Commits the cache's memory now. Left to fault in under the reads, a slot's first fill on a
- * machine short of free memory waited for reclaim: reads into never-touched slots ran at 0.16
- * GB/s against 1.5 GB/s into reused ones (bench/stream/RESULTS.md). Committing at load also
- * makes the admitted size fail at open, not in the middle of a reply. */
+/* Commits the cache's memory now. Left to fault in under the reads, slots filled for the first
+ * time on a machine short of free memory read at 0.16 GB/s, against 0.41 GB/s once committed
+ * (bench/stream/RESULTS.md: the commit then took most of a 157 s load there, paid once). An
+ * admitted size that cannot be had fails at open, not in the middle of a reply. */
 static halo_status populate(halo_expert_cache *c, halo_error *err) {
 #ifdef MADV_POPULATE_WRITE
     if (madvise(c->mem, c->mem_bytes, MADV_POPULATE_WRITE) == 0) return HALO_OK;

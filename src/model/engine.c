@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/vulkan/vulkan.h"
 #include "core/error.h"
 #include "mem/stream.h"
 #include "model/engine_internal.h"
@@ -81,6 +82,7 @@ static halo_status check_backend(const halo_engine_params *params, halo_error *e
                          "backend '%s' is not built into this halo (%s; configure with "
                          "-DHALO_CUDA=ON or -DHALO_HIP=ON)",
                          name, gpu ? "it was built for the other GPU family" : "no GPU backend");
+    if (!strcmp(name, "vulkan") && halo_backend_vulkan_built()) return HALO_OK;
     if (!strcmp(name, "vulkan"))
         return halo_fail(err, HALO_E_UNSUPPORTED,
                          "backend 'vulkan' is not built into this halo (configure with "
@@ -96,6 +98,12 @@ static halo_status pick_backend(const halo_engine_params *params, halo_backend *
                                 halo_backend_kind *kind, halo_error *err) {
     const char *name = backend_name(params), *gpu = halo_backend_cuda_flavor();
     bool want_gpu = gpu && !strcmp(name, gpu), is_auto = !strcmp(name, "auto");
+    /* Vulkan (src/backend/vulkan): weights are placed as for the CPU, one buffer per tensor that
+     * the backend fills from the arena (docs/vulkan.md); the plan does not know its heaps yet. */
+    if (!strcmp(name, "vulkan")) {
+        *kind = HALO_BACKEND_CPU;
+        return halo_backend_vulkan_create(-1, be, err);
+    }
     if (want_gpu || is_auto) {
         halo_error why = {0};
         if (halo_backend_cuda_create(0, be, &why) == HALO_OK) {

@@ -231,8 +231,11 @@ bool serve_parse_openai_completions(const char *body, size_t len, const serve_mo
         SERVE_BAD(f, "prompt: expected a string (one prompt per request)");
         goto done;
     }
-    /* As `halo run --raw`: the text with special tokens matched, BOS first when the model
-     * adds one and the prompt does not spell it. */
+    /* As `halo run --raw`: the text as plain text (with "special": true, as --special, control
+     * tokens written in it are matched), BOS first when the model adds one and the prompt does
+     * not spell it. */
+    bool special = false;
+    if (!pu_bool(req, "special", &special, f)) goto done;
     halo_error err = {0};
     int32_t bos = halo_tokenizer_bos(mi->tok);
     if (mi->add_bos && bos >= 0 && halo_tokens_push(&r->prompt, bos, &err)) {
@@ -241,7 +244,7 @@ bool serve_parse_openai_completions(const char *body, size_t len, const serve_mo
     }
     size_t at = r->prompt.n;
     if (halo_tokenizer_encode(mi->tok, p->valuestring, strlen(p->valuestring),
-                              HALO_TOKENIZE_SPECIAL, &r->prompt, &err)) {
+                              special ? HALO_TOKENIZE_SPECIAL : 0, &r->prompt, &err)) {
         SERVE_BAD(f, "prompt: %s", err.message);
         goto done;
     }

@@ -310,17 +310,11 @@ bool pu_render(pu_chat *c, const serve_model_info *mi, halo_chat_thinking thinki
                           .add_generation_prompt = true,
                           .tools_json = tools_json,
                           .response_format_json = response_format_json};
-    char *text = NULL;
-    size_t len = 0;
     halo_error err = {0};
-    /* The rendering writes the template's markers as text; they are matched as special tokens
-     * when encoding, exactly as `halo run` does, so the API and the CLI see the same tokens. */
-    if (halo_chat_render(c->msgs, c->n, &p, &text, &len, &err) ||
-        halo_tokenizer_encode(mi->tok, text, len, HALO_TOKENIZE_SPECIAL, &r->prompt, &err)) {
-        free(text);
+    /* Straight to token ids, as `halo run` does: the template's markers are special tokens and
+     * every message is plain text, so no request can forge a turn or a tool call. */
+    if (halo_chat_tokenize(mi->tok, c->msgs, c->n, &p, &r->prompt, &err))
         return SERVE_BAD(f, "%s", err.message);
-    }
-    free(text);
     r->thinking = thinking != HALO_THINK_NONE;
     r->tools = tools_json != NULL;
     return true;

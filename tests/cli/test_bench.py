@@ -204,6 +204,19 @@ def test_synthetic_model():
     check(rows[0]["model_size"] == synthetic_bytes(256, 129280), f"1-layer q2 bytes: {rows[0]}")
 
 
+def test_written_synthetic_gguf_passes_inspect_check():
+    # halo inspect --check (an independent reader of every tensor: finite values and scales,
+    # routing ids in range and distinct) accepts the file --write-gguf makes
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "s.gguf")
+        p = bench("--synthetic", "dsv4-flash-q2:4/e8/v1024", "--write-gguf", path)
+        check(os.path.getsize(path) > synthetic_bytes(8, 1024), "written")
+        c = subprocess.run([HALO, "inspect", "--check", path], capture_output=True, text=True,
+                           timeout=300)
+        check(c.returncode == 0 and "no problems found" in c.stdout,
+              f"inspect --check: {c.returncode} {c.stdout[-500:]} {c.stderr[-500:]}")
+
+
 TESTS = [v for k, v in list(globals().items()) if k.startswith("test_")]
 for t in TESTS:
     before = failures

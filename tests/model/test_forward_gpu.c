@@ -15,6 +15,7 @@
 #include "check.h"
 #include "golden/golden.h"
 #include "halo/halo.h"
+#include "halo/plan.h"
 
 #define TOL_REL 1e-3
 #define TOL_INCREMENTAL 1e-4
@@ -241,6 +242,21 @@ static void a_model_larger_than_the_gpu_is_refused_with_weights_device(void) {
     unlink(path);
 }
 
+/* The probe asks the driver (dlopen of libcuda.so.1): on a machine where the backend starts, it
+ * reports an NVIDIA GPU with its memory, so `halo plan` plans the device pool. */
+static void the_probe_reports_the_gpu_and_its_memory(void) {
+    halo_machine m;
+    halo_error err = {0};
+    CHECK_INT(halo_machine_probe("/", NULL, &m, &err), HALO_OK);
+    printf("  probe: %s, %.2f GiB (%.2f GiB in use), integrated %d, managed %d, %.0f GB/s\n",
+           m.gpu_name, (double)m.vram_total / (double)HALO_GIB,
+           (double)m.vram_used / (double)HALO_GIB, m.gpu_integrated, m.has_managed,
+           m.device_bandwidth_gbs);
+    if (strcmp(halo_backend_cuda_flavor(), "cuda") != 0) return; /* HIP: amdgpu's sysfs */
+    CHECK_INT(m.gpu_vendor, HALO_GPU_NVIDIA);
+    CHECK(m.vram_total > 0 && m.vram_used < m.vram_total);
+}
+
 /* An op failing inside an eval (injected: the N-th scratch request of the GPU backend) fails
  * that eval naming the op; the session is rebuilt from its tokens and continues with the
  * reference logits. */
@@ -300,6 +316,7 @@ int main(void) {
     RUN(every_weights_placement_gives_the_same_logits);
     RUN(a_model_larger_than_the_gpu_is_refused_with_weights_device);
     RUN(an_op_failing_mid_eval_leaves_the_session_usable);
+    RUN(the_probe_reports_the_gpu_and_its_memory);
     halo_golden_close(golden);
     return check_report();
 }

@@ -149,13 +149,26 @@ static halo_status buf_alloc_pool(halo_backend *hbe, uint32_t pool, uint64_t byt
         if (e == cudaSuccess) e = cudaMemsetAsync(b->dev, 0, n, stream);
         if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
         break;
-    case HALO_POOL_MANAGED:
+    case HALO_POOL_MANAGED: {
+        /* More managed memory than the GPU has free can hang a discrete GPU under migration
+         * pressure (not only this process): refuse it rather than oversubscribe. */
+        size_t free_b = 0, total_b = 0;
+        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && n > free_b) {
+            free(b);
+            return halo_fail(
+                err, HALO_E_NOMEM,
+                GPU_RUNTIME " backend: %.2f GiB of managed memory asked, more than the "
+                            "GPU's %.2f GiB free: managed memory is not oversubscribed "
+                            "(use --weights host for weights larger than the GPU)",
+                (double)n / (double)(1ull << 30), (double)free_b / (double)(1ull << 30));
+        }
         what = "cudaMallocManaged";
         b->kind = CU_MANAGED;
         e = cudaMallocManaged((void **)&b->dev, n, cudaMemAttachGlobal);
         if (e == cudaSuccess) e = cudaMemsetAsync(b->dev, 0, n, stream);
         if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
         break;
+    }
     case HALO_POOL_GPU_HOST:
 #ifdef HALO_HIP
         what = "hipHostMalloc";

@@ -1,0 +1,260 @@
+/* Internals of the Vulkan backend (backend.h on Vulkan 1.2 compute).
+ *
+ * The loader is opened with dlopen, so a binary built with Vulkan runs where there is none.
+ * Every halo_buf is one VkBuffer in host-visible memory (device-local too where the device has
+ * such memory: integrated GPUs, resizable BAR), mapped for its lifetime, so buf_read/buf_write
+ * are a wait plus a memcpy. Ops record dispatches into one command buffer, each followed by a
+ * compute-to-compute barrier, so ops run in order and may reuse one scratch buffer; the buffer
+ * is submitted at sync, before host access, or after a bounded number of dispatches so no
+ * single submission runs long. Buffers freed while recorded work may still use them are
+ * released after the next wait.
+ *
+ * Shaders (shaders/NAME.comp) are compiled by glslc at build time and embedded as SPIR-V. All
+ * share one descriptor layout. Its binding 0, the weight, is an array of VK_CHUNKS storage-
+ * buffer descriptors: a weight larger than one descriptor may cover (maxStorageBufferRange, at
+ * most 2 GiB) is bound as up to VK_CHUNKS consecutive ranges, each holding a whole number of
+ * rows (or experts); a smaller one repeats one descriptor. Other bindings are one descriptor.
+ * Quantized weights are read as 32-bit words and decoded inside the dot (quant.glsl);
+ * accumulation is f32, as in the CPU backend's precise mode. */
+#ifndef HALO_BACKEND_VULKAN_VK_H
+#define HALO_BACKEND_VULKAN_VK_H
+
+#define VK_NO_PROTOTYPES
+#include <vulkan/vulkan.h>
+
+#include "backend/backend.h"
+
+/* Binding 0 (weights) is an array of VK_CHUNKS descriptors; bindings 1 .. VK_MAX_BINDINGS-1
+ * are single descriptors; VK_GRID_BINDING holds the IQ2_XXS codebook. 8 + 11 + 1 = 20 storage
+ * buffers per stage, within lavapipe's 32. */
+enum { VK_CHUNKS = 8, VK_MAX_BINDINGS = 12, VK_GRID_BINDING = 12, VK_PUSH_BYTES = 128 };
+
+/* Vulkan entry points, loaded through vkGetInstanceProcAddr / vkGetDeviceProcAddr. */
+#define HALO_VK_INSTANCE_FNS(X)                                                                    \
+    X(vkDestroyInstance)                                                                           \
+    X(vkEnumeratePhysicalDevices)                                                                  \
+    X(vkGetPhysicalDeviceProperties)                                                               \
+    X(vkGetPhysicalDeviceProperties2)                                                              \
+    X(vkGetPhysicalDeviceFeatures2)                                                                \
+    X(vkGetPhysicalDeviceMemoryProperties)                                                         \
+    X(vkGetPhysicalDeviceQueueFamilyProperties)                                                    \
+    X(vkEnumerateDeviceExtensionProperties)                                                        \
+    X(vkCreateDevice)                                                                              \
+    X(vkGetDeviceProcAddr)
+#define HALO_VK_DEVICE_FNS(X)                                                                      \
+    X(vkDestroyDevice)                                                                             \
+    X(vkGetDeviceQueue)                                                                            \
+    X(vkCreateBuffer)                                                                              \
+    X(vkDestroyBuffer)                                                                             \
+    X(vkGetBufferMemoryRequirements)                                                               \
+    X(vkAllocateMemory)                                                                            \
+    X(vkFreeMemory)                                                                                \
+    X(vkBindBufferMemory)                                                                          \
+    X(vkMapMemory)                                                                                 \
+    X(vkCreateShaderModule)                                                                        \
+    X(vkDestroyShaderModule)                                                                       \
+    X(vkCreateDescriptorSetLayout)                                                                 \
+    X(vkDestroyDescriptorSetLayout)                                                                \
+    X(vkCreatePipelineLayout)                                                                      \
+    X(vkDestroyPipelineLayout)                                                                     \
+    X(vkCreateComputePipelines)                                                                    \
+    X(vkDestroyPipeline)                                                                           \
+    X(vkCreateDescriptorPool)                                                                      \
+    X(vkDestroyDescriptorPool)                                                                     \
+    X(vkResetDescriptorPool)                                                                       \
+    X(vkAllocateDescriptorSets)                                                                    \
+    X(vkUpdateDescriptorSets)                                                                      \
+    X(vkCreateCommandPool)                                                                         \
+    X(vkDestroyCommandPool)                                                                        \
+    X(vkAllocateCommandBuffers)                                                                    \
+    X(vkBeginCommandBuffer)                                                                        \
+    X(vkEndCommandBuffer)                                                                          \
+    X(vkResetCommandBuffer)                                                                        \
+    X(vkCmdBindPipeline)                                                                           \
+    X(vkCmdBindDescriptorSets)                                                                     \
+    X(vkCmdPushConstants)                                                                          \
+    X(vkCmdDispatch)                                                                               \
+    X(vkCmdPipelineBarrier)                                                                        \
+    X(vkCmdCopyBuffer)                                                                             \
+    X(vkCmdFillBuffer)                                                                             \
+    X(vkCreateFence)                                                                               \
+    X(vkDestroyFence)                                                                              \
+    X(vkResetFences)                                                                               \
+    X(vkWaitForFences)                                                                             \
+    X(vkQueueSubmit)                                                                               \
+    X(vkDeviceWaitIdle)
+
+typedef struct vk_fns {
+#define X(name) PFN_##name name;
+    HALO_VK_INSTANCE_FNS(X)
+    HALO_VK_DEVICE_FNS(X)
+#undef X
+} vk_fns;
+
+/* The shaders, in the order of the embedded SPIR-V table (vk_pipelines.c). */
+typedef enum vk_kernel {
+    VK_K_EMBED,
+    VK_K_MATMUL,
+    VK_K_RMS_NORM,
+    VK_K_ROPE,
+    VK_K_HC_PRE,
+    VK_K_HC_POST,
+    VK_K_ATTENTION,
+    VK_K_POOL,
+    VK_K_POOL_SAVE,
+    VK_K_TOPK_SCORE,
+    VK_K_TOPK_SELECT,
+    VK_K_MOE_ROUTE,
+    VK_K_MOE_SWIGLU,
+    VK_K_MOE_SUM,
+    VK_K_COUNT
+} vk_kernel;
+
+struct halo_buf {
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    unsigned char *map; /* host view of the whole buffer */
+    uint64_t size;
+    struct halo_buf *next_free; /* deferred release list */
+};
+
+/* A host-visible buffer that per-op host data (positions, tokens, frequencies) is copied into
+ * while recording, reset after each wait. */
+typedef struct vk_upload {
+    halo_buf *buf;
+    uint64_t used;
+} vk_upload;
+
+typedef struct vk_backend {
+    halo_backend base;
+    void *lib; /* dlopen handle of the loader */
+    vk_fns fn;
+    VkInstance instance;
+    VkPhysicalDevice phys;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceMemoryProperties mem_props;
+    uint32_t mem_type; /* host-visible, coherent; device-local where possible */
+    uint64_t max_range, max_alloc, align;
+    uint32_t subgroup_size;
+    bool has_int_dot;
+
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout pipe_layout;
+    VkPipeline pipes[VK_K_COUNT];
+    /* Shaders that decode weights (embed, matmul, hc_pre), specialised per weight type so only
+     * that type's decoder is compiled in; made on first use. */
+    VkPipeline typed[VK_K_COUNT][64];
+    VkDescriptorPool *pools;
+    uint32_t n_pools, cur_pool;
+
+    VkCommandPool cmd_pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    bool recording;
+    uint32_t n_dispatch; /* dispatches recorded since the last submission */
+    uint32_t max_dispatch;
+
+    halo_buf *deferred; /* freed after the next wait */
+    vk_upload upload;
+    halo_buf *scratch; /* grown on demand; ops are serialised by barriers, so it is shared */
+    halo_buf *grid;    /* IQ2_XXS codebook */
+
+    /* HALO_VK_PROFILE=1: wait after every dispatch and add its time to its kernel (a
+     * diagnostic: it serialises everything); printed to stderr when the backend is destroyed. */
+    bool profile;
+    double prof_s[VK_K_COUNT];
+    uint64_t prof_n[VK_K_COUNT];
+
+    halo_status failed; /* first failure since the last sync */
+    char failed_msg[400];
+} vk_backend;
+
+static inline vk_backend *vk_of(halo_backend *be) {
+    return (vk_backend *)be;
+}
+
+/* Remembers the first failure (an op that cannot bind or allocate, a device error) for sync. */
+void vk_fail(vk_backend *vb, halo_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* vk_device.c */
+halo_status vk_buf_create(vk_backend *vb, uint64_t bytes, halo_buf **out, halo_error *err);
+void vk_buf_destroy(vk_backend *vb, halo_buf *b);
+/* Submits what was recorded and waits for it; releases deferred buffers. */
+halo_status vk_flush(vk_backend *vb, halo_error *err);
+
+/* vk_pipelines.c */
+halo_status vk_pipelines_create(vk_backend *vb, halo_error *err);
+void vk_pipelines_destroy(vk_backend *vb);
+
+/* vk_record.c: one dispatch. A binding is a tensor view (or a raw buffer range); `rows`,
+ * `row_bytes` and `granule` describe how a large weight may be split into chunks: a chunk
+ * holds a multiple of `granule` rows. The element/byte offset of the view inside its chunk's
+ * descriptor is returned in rel (bytes), and rows per chunk in chunk_rows. */
+typedef struct vk_binding {
+    halo_buf *buf;
+    uint64_t offset, bytes;      /* the range the shader reads or writes */
+    uint64_t row_bytes, granule; /* 0: never split */
+} vk_binding;
+
+typedef struct vk_bound {
+    uint32_t rel;        /* bytes from the descriptor's start to the view's start */
+    uint32_t chunk_rows; /* rows per chunk (0 when not split) */
+} vk_bound;
+
+vk_binding vk_bind_tensor(const halo_tensor *t);
+vk_binding vk_bind_weight(const halo_tensor *t, uint64_t granule);
+/* Bytes of host data copied into the upload buffer; returns a binding of it (or a zero one on
+ * failure, recorded for sync). */
+vk_binding vk_upload_data(vk_backend *vb, const void *data, uint64_t bytes);
+/* A scratch binding of `bytes` at byte offset `off` of the shared scratch buffer, which
+ * vk_scratch_reserve must have sized first. */
+bool vk_scratch_reserve(vk_backend *vb, uint64_t bytes, const char *op);
+vk_binding vk_scratch_at(vk_backend *vb, uint64_t off, uint64_t bytes);
+
+/* Starts an op that will upload `upload_bytes` of host data: submits first when the upload
+ * buffer would overflow or enough dispatches are queued (so no submission runs long), never
+ * between an op's uploads and its dispatches. False when that submission failed. */
+bool vk_op_begin(vk_backend *vb, uint64_t upload_bytes);
+
+/* Records kernel k over groups (x, y, z) with the given bindings and push constants. Fills
+ * bound[i] for each binding. Returns false (after recording a failure) when something cannot
+ * be bound; the dispatch is then skipped. */
+bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *b, uint32_t n,
+                 vk_bound *bound, const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
+                 uint32_t gz);
+/* The same with an explicit pipeline (a specialised variant of kernel k). */
+bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *op,
+                      const vk_binding *b, uint32_t n, vk_bound *bound, const void *push,
+                      uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
+/* Kernel k's pipeline for weight type `type` (made on first use; VK_NULL_HANDLE on failure,
+ * recorded for sync). */
+VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type);
+
+/* Resolves bindings' offsets without recording (to fill push constants before dispatch). */
+bool vk_resolve(vk_backend *vb, const char *op, const vk_binding *b, uint32_t n, vk_bound *bound);
+
+/* vk_ops.c / vk_ops_model.c */
+void vk_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens, halo_tensor *out);
+void vk_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
+               halo_tensor *out);
+void vk_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
+                 float eps);
+void vk_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
+             bool inverse);
+void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src);
+void vk_hc_pre(halo_backend *be, const halo_hc_args *a);
+void vk_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
+                const halo_tensor *post, const halo_tensor *comb);
+void vk_attention(halo_backend *be, const halo_attn_args *a);
+void vk_pool(halo_backend *be, const halo_pool_args *a);
+void vk_topk(halo_backend *be, const halo_topk_args *a);
+void vk_moe(halo_backend *be, const halo_moe_args *a);
+
+/* Whether the shaders decode a weight type. */
+bool vk_type_supported(uint32_t type);
+
+#endif

@@ -1,0 +1,20 @@
+/* The Vulkan backend's constructor in a build without it (-DHALO_VULKAN=OFF). */
+#include "backend/vulkan/vulkan.h"
+#include "core/error.h"
+
+bool halo_backend_vulkan_built(void) {
+    return false;
+}
+
+halo_status halo_backend_vulkan_create(int device, halo_backend **out, halo_error *err) {
+    (void)device;
+    *out = NULL;
+    return halo_fail(err, HALO_E_UNSUPPORTED,
+                     "backend 'vulkan' is not built (configure with "
+                     "-DHALO_VULKAN=ON)");
+}
+
+const char *halo_backend_vulkan_device_name(const halo_backend *be) {
+    (void)be;
+    return "";
+}

@@ -1,0 +1,297 @@
+/* Vulkan backend: embedding, projections, norm, rope and hyper-connection ops. Each op
+ * resolves its bindings (to learn where each view starts inside its descriptor), fills the
+ * shader's push constants and records one or more dispatches. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/vulkan/vk_ops.h"
+#include "halo/types.h"
+
+bool vk_type_supported(uint32_t type) {
+    switch (type) {
+    case HALO_TYPE_F32:
+    case HALO_TYPE_F16:
+    case HALO_TYPE_BF16:
+    case HALO_TYPE_Q8_0:
+    case HALO_TYPE_Q4_0:
+    case HALO_TYPE_Q4_1:
+    case HALO_TYPE_Q5_0:
+    case HALO_TYPE_Q5_1:
+    case HALO_TYPE_Q2_K:
+    case HALO_TYPE_Q4_K:
+    case HALO_TYPE_Q5_K:
+    case HALO_TYPE_Q6_K:
+    case HALO_TYPE_IQ2_XXS:
+    case HALO_TYPE_MXFP4:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool vk_check_type(vk_backend *vb, const char *op, const halo_tensor *t) {
+    if (vk_type_supported(t->type)) return true;
+    vk_fail(vb, HALO_E_UNSUPPORTED, "%s: weight type %s is not supported by the Vulkan shaders", op,
+            halo_type_name(t->type));
+    return false;
+}
+
+uint64_t vk_take(uint64_t *cursor, uint64_t bytes) {
+    uint64_t off = *cursor;
+    *cursor += (bytes + 255) & ~255ull;
+    return off;
+}
+
+uint32_t vk_rows_per_wg(const vk_backend *vb) {
+    uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
+    return s >= 64 ? 1 : 64 / s;
+}
+
+bool vk_begin_uploads(vk_backend *vb, uint64_t bytes) {
+    return !vb->failed && vk_op_begin(vb, bytes + 4096);
+}
+
+typedef struct embed_pc {
+    uint32_t n, type, w_rel, w_chunk_rows, w_row_bytes, tok_off, out_off, n_rows;
+} embed_pc;
+
+/* Rows `ids` of table (any type) as f32 into out. */
+static void embed_rows(vk_backend *vb, const char *op, const halo_tensor *table, vk_binding ids,
+                       uint32_t n_ids, vk_binding out) {
+    if (!vk_check_type(vb, op, table)) return;
+    int64_t n_rows = table->ne[1] * table->ne[2] * table->ne[3];
+    vk_binding b[3] = {vk_bind_weight(table, 1), ids, out};
+    vk_bound bd[3];
+    if (!vk_resolve(vb, op, b, 3, bd)) return;
+    embed_pc pc = {(uint32_t)table->ne[0],   table->type,   bd[0].rel,     bd[0].chunk_rows,
+                   (uint32_t)b[0].row_bytes, bd[1].rel / 4, bd[2].rel / 4, (uint32_t)n_rows};
+    vk_dispatch_pipe(vb, VK_K_EMBED, vk_typed_pipeline(vb, VK_K_EMBED, table->type), op, b, 3, NULL,
+                     &pc, sizeof pc, n_ids, 1, 1);
+}
+
+vk_binding vk_as_f32(vk_backend *vb, const char *op, const halo_tensor *t, uint64_t scratch_off) {
+    if (t->type == HALO_TYPE_F32) return vk_bind_tensor(t);
+    uint32_t rows = (uint32_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+    int32_t ids[1024];
+    if (rows > 1024) {
+        vk_fail(vb, HALO_E_UNSUPPORTED, "%s: a %u-row %s vector is too large to convert", op, rows,
+                halo_type_name(t->type));
+        return (vk_binding){0};
+    }
+    for (uint32_t i = 0; i < rows; i++)
+        ids[i] = (int32_t)i;
+    vk_binding idb = vk_upload_data(vb, ids, rows * sizeof *ids);
+    uint64_t bytes = (uint64_t)halo_tensor_nelements(t) * 4;
+    vk_binding out = vk_scratch_at(vb, scratch_off, bytes);
+    embed_rows(vb, op, t, idb, rows, out);
+    return out;
+}
+
+uint64_t vk_f32_bytes(const halo_tensor *t) {
+    return t && t->type != HALO_TYPE_F32 ? (uint64_t)halo_tensor_nelements(t) * 4 : 0;
+}
+
+void vk_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens, halo_tensor *out) {
+    vk_backend *vb = vk_of(be);
+    uint32_t n = (uint32_t)out->ne[1];
+    if (!vk_begin_uploads(vb, n * 4)) return;
+    vk_binding ids = vk_upload_data(vb, tokens, n * sizeof *tokens);
+    embed_rows(vb, "embed", table, ids, n, vk_bind_tensor(out));
+}
+
+typedef struct matmul_pc {
+    uint32_t K, N, n_cols, groups, type, w_rel, w_chunk_rows, w_row_bytes;
+    uint32_t x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
+    uint32_t rows_per_wg, col_tile;
+} matmul_pc;
+
+void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m) {
+    if (!vk_check_type(vb, op, w)) return;
+    vk_binding b[4] = {vk_bind_weight(w, m->sel.buf ? m->N : 1), m->x, m->out, m->sel};
+    uint32_t nb = m->sel.buf ? 4 : 3;
+    vk_bound bd[4] = {{0}};
+    if (!vk_resolve(vb, op, b, nb, bd)) return;
+    matmul_pc pc = {(uint32_t)w->ne[0],
+                    m->N,
+                    m->n_cols,
+                    m->groups ? m->groups : 1,
+                    w->type,
+                    bd[0].rel,
+                    bd[0].chunk_rows,
+                    (uint32_t)b[0].row_bytes,
+                    bd[1].rel / 4 + m->x_off,
+                    m->x_col_stride,
+                    m->x_col_div ? m->x_col_div : 1,
+                    bd[2].rel / 4 + m->out_off,
+                    m->out_col_stride,
+                    m->sel.buf ? 1u : 0u,
+                    bd[3].rel / 4 + m->sel_off,
+                    m->n_expert,
+                    vk_rows_per_wg(vb),
+                    m->sel.buf ? 1u : 8u};
+    /* Workgroups of rows fold into x and z so a vocabulary-sized projection stays within the
+     * workgroup-count limit. */
+    uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
+    uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;
+    vk_dispatch_pipe(vb, VK_K_MATMUL, vk_typed_pipeline(vb, VK_K_MATMUL, w->type), op, b, nb, NULL,
+                     &pc, sizeof pc, gx, (m->n_cols + pc.col_tile - 1) / pc.col_tile, gz);
+}
+
+void vk_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
+               halo_tensor *out) {
+    vk_backend *vb = vk_of(be);
+    if (!vk_begin_uploads(vb, 0)) return;
+    uint32_t n_out = (uint32_t)(w->ne[1] * w->ne[2] * w->ne[3]);
+    uint32_t in_total = (uint32_t)w->ne[0] * (groups ? groups : 1);
+    uint32_t n_tok = (uint32_t)(halo_tensor_nelements(x) / in_total);
+    vk_mm_args m = {.x = vk_bind_tensor(x),
+                    .out = vk_bind_tensor(out),
+                    .N = n_out,
+                    .n_cols = n_tok,
+                    .groups = groups,
+                    .x_col_stride = in_total,
+                    .out_col_stride = n_out};
+    vk_mm(vb, "matmul", w, &m);
+}
+
+typedef struct norm_pc {
+    uint32_t width, n_rows, x_off, w_off, has_w;
+    float eps;
+} norm_pc;
+
+void vk_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
+                 float eps) {
+    vk_backend *vb = vk_of(be);
+    uint64_t cur = 0, w_off = vk_take(&cur, vk_f32_bytes(weight));
+    if (!vk_begin_uploads(vb, 64) || (cur && !vk_scratch_reserve(vb, cur, "rms_norm"))) return;
+    vk_binding b[3] = {{0}, vk_bind_tensor(x), {0}};
+    if (weight) b[2] = vk_as_f32(vb, "rms_norm", weight, w_off);
+    vk_bound bd[3] = {{0}};
+    if (!vk_resolve(vb, "rms_norm", b, weight ? 3 : 2, bd)) return;
+    uint32_t rows = (uint32_t)(halo_tensor_nelements(x) / width);
+    norm_pc pc = {width, rows, bd[1].rel / 4, bd[2].rel / 4, weight != NULL, eps};
+    uint32_t gx = rows < 32768 ? rows : 32768;
+    vk_dispatch(vb, VK_K_RMS_NORM, "rms_norm", b, weight ? 3 : 2, NULL, &pc, sizeof pc, gx,
+                (rows + gx - 1) / gx, 1);
+}
+
+/* The CPU backend's YaRN frequencies (cpu_norm_rope.c; cpu.h cannot be included here, its
+ * halo_buf is host memory), so both backends rotate by bit-identical angles. */
+void cpu_rope_inv_freq(const halo_rope *rope, float *inv_freq);
+
+/* cos/sin of pos[t]·inv_freq[i] for every (t, pair), computed as the CPU backend does. */
+float *vk_rope_table(const halo_rope *rope, const float *pos, uint32_t n) {
+    float inv_freq[512];
+    cpu_rope_inv_freq(rope, inv_freq);
+    uint32_t half = rope->n_rot / 2;
+    float *cs = malloc((size_t)n * half * 2 * sizeof *cs + 1);
+    if (!cs) return NULL;
+    for (uint32_t t = 0; t < n; t++)
+        for (uint32_t i = 0; i < half; i++) {
+            float angle = pos[t] * inv_freq[i];
+            cs[(t * half + i) * 2] = cosf(angle);
+            cs[(t * half + i) * 2 + 1] = sinf(angle);
+        }
+    return cs;
+}
+
+typedef struct rope_pc {
+    uint32_t head_dim, n_head, n_rot, x_off, cs_off, inverse;
+} rope_pc;
+
+void vk_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
+             bool inverse) {
+    vk_backend *vb = vk_of(be);
+    uint32_t n_tok = (uint32_t)(x->ne[2] * x->ne[3]), half = rope->n_rot / 2;
+    uint64_t bytes = (uint64_t)n_tok * half * 2 * sizeof(float);
+    if (!vk_begin_uploads(vb, bytes)) return;
+    float *p = malloc(n_tok * sizeof *p + 1);
+    float *cs = NULL;
+    if (p) {
+        for (uint32_t t = 0; t < n_tok; t++)
+            p[t] = (float)pos[t];
+        cs = vk_rope_table(rope, p, n_tok);
+    }
+    free(p);
+    if (!cs) {
+        vk_fail(vb, HALO_E_NOMEM, "rope: out of host memory");
+        return;
+    }
+    vk_binding b[3] = {{0}, vk_bind_tensor(x), vk_upload_data(vb, cs, bytes)};
+    free(cs);
+    vk_bound bd[3] = {{0}};
+    if (!vk_resolve(vb, "rope", b, 3, bd)) return;
+    rope_pc pc = {(uint32_t)x->ne[0], (uint32_t)x->ne[1], rope->n_rot,
+                  bd[1].rel / 4,      bd[2].rel / 4,      inverse};
+    vk_dispatch(vb, VK_K_ROPE, "rope", b, 3, NULL, &pc, sizeof pc, (uint32_t)x->ne[1], n_tok, 1);
+}
+
+typedef struct hc_pc {
+    uint32_t n_embd, hc, iters, head, type, w_rel, w_chunk_rows, w_row_bytes;
+    uint32_t s_off, base_off, scale_off, col_off, post_off, comb_off;
+    float eps, norm_eps;
+} hc_pc;
+
+void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
+    vk_backend *vb = vk_of(be);
+    if (a->hc > 16) {
+        vk_fail(vb, HALO_E_UNSUPPORTED, "hc_pre: %u hyper-connection streams (at most 16)", a->hc);
+        return;
+    }
+    uint64_t cur = 0, base_off = vk_take(&cur, vk_f32_bytes(a->base));
+    uint64_t scale_off = vk_take(&cur, vk_f32_bytes(a->scale));
+    if (!vk_begin_uploads(vb, 8192) || (cur && !vk_scratch_reserve(vb, cur, "hc_pre"))) return;
+    if (!vk_check_type(vb, "hc_pre", a->fn)) return;
+    bool head = a->post == NULL;
+    vk_binding b[7] = {vk_bind_weight(a->fn, 1),
+                       vk_bind_tensor(a->streams),
+                       vk_as_f32(vb, "hc_pre", a->base, base_off),
+                       vk_as_f32(vb, "hc_pre", a->scale, scale_off),
+                       vk_bind_tensor(a->collapsed),
+                       head ? (vk_binding){0} : vk_bind_tensor(a->post),
+                       head ? (vk_binding){0} : vk_bind_tensor(a->comb)};
+    uint32_t nb = head ? 5 : 7;
+    vk_bound bd[7] = {{0}};
+    if (!vk_resolve(vb, "hc_pre", b, nb, bd)) return;
+    hc_pc pc = {(uint32_t)a->collapsed->ne[0],
+                a->hc,
+                a->sinkhorn_iters,
+                head,
+                a->fn->type,
+                bd[0].rel,
+                bd[0].chunk_rows,
+                (uint32_t)b[0].row_bytes,
+                bd[1].rel / 4,
+                bd[2].rel / 4,
+                bd[3].rel / 4,
+                bd[4].rel / 4,
+                bd[5].rel / 4,
+                bd[6].rel / 4,
+                a->eps,
+                a->norm_eps};
+    vk_dispatch_pipe(vb, VK_K_HC_PRE, vk_typed_pipeline(vb, VK_K_HC_PRE, a->fn->type), "hc_pre", b,
+                     nb, NULL, &pc, sizeof pc, (uint32_t)a->collapsed->ne[1], 1, 1);
+}
+
+typedef struct post_pc {
+    uint32_t n_embd, hc, s_off, y_off, post_off, comb_off;
+} post_pc;
+
+void vk_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
+                const halo_tensor *post, const halo_tensor *comb) {
+    vk_backend *vb = vk_of(be);
+    if (!vk_begin_uploads(vb, 0)) return;
+    vk_binding b[5] = {{0},
+                       vk_bind_tensor(streams),
+                       vk_bind_tensor(y),
+                       vk_bind_tensor(post),
+                       vk_bind_tensor(comb)};
+    vk_bound bd[5] = {{0}};
+    if (!vk_resolve(vb, "hc_post", b, 5, bd)) return;
+    uint32_t n_embd = (uint32_t)y->ne[0];
+    post_pc pc = {n_embd,        (uint32_t)post->ne[0], bd[1].rel / 4,
+                  bd[2].rel / 4, bd[3].rel / 4,         bd[4].rel / 4};
+    vk_dispatch(vb, VK_K_HC_POST, "hc_post", b, 5, NULL, &pc, sizeof pc, (n_embd + 63) / 64,
+                (uint32_t)y->ne[1], 1);
+}

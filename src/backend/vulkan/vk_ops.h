@@ -1,0 +1,32 @@
+/* Helpers shared by the Vulkan backend's op files. */
+#ifndef HALO_BACKEND_VULKAN_VK_OPS_H
+#define HALO_BACKEND_VULKAN_VK_OPS_H
+
+#include "backend/vulkan/vk.h"
+
+/* A projection by weight w (rows N per expert) over n_cols columns of x: column c reads x at
+ * element x_off + (c / x_col_div)·x_col_stride and writes out at out_off + c·out_col_stride;
+ * with sel bound, column c uses expert sel[sel_off + c]. Offsets are in elements, added to the
+ * bindings' own. */
+typedef struct vk_mm_args {
+    vk_binding x, out, sel;
+    uint32_t N, n_cols, groups, x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_off,
+        n_expert;
+} vk_mm_args;
+void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m);
+
+/* Rows (or other units) a 64-wide workgroup handles with one subgroup each. */
+uint32_t vk_rows_per_wg(const vk_backend *vb);
+/* Checks the op may start (no earlier failure) and reserves room for its uploads. */
+bool vk_begin_uploads(vk_backend *vb, uint64_t bytes);
+bool vk_check_type(vk_backend *vb, const char *op, const halo_tensor *t);
+/* Bump allocation of scratch regions (256-byte aligned): returns the region's offset. */
+uint64_t vk_take(uint64_t *cursor, uint64_t bytes);
+/* A small weight (norm, bias, ape ...) as f32: the tensor itself when it is F32, otherwise
+ * converted into scratch at scratch_off (vk_f32_bytes of room, reserved by the caller). */
+vk_binding vk_as_f32(vk_backend *vb, const char *op, const halo_tensor *t, uint64_t scratch_off);
+uint64_t vk_f32_bytes(const halo_tensor *t);
+/* cos/sin table [n][n_rot/2][2] for positions pos (caller frees). */
+float *vk_rope_table(const halo_rope *rope, const float *pos, uint32_t n);
+
+#endif

@@ -1,0 +1,311 @@
+/* Vulkan backend: binding views to descriptors (splitting large weights into chunks),
+ * uploads of host data, the shared scratch buffer, and recording dispatches. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/vulkan/vk.h"
+#include "core/error.h"
+#include "halo/types.h"
+
+static uint64_t buf_cap(const halo_buf *b) {
+    return (b->size + 15) & ~15ull;
+}
+
+vk_binding vk_bind_tensor(const halo_tensor *t) {
+    return (vk_binding){.buf = t->buf, .offset = t->offset, .bytes = halo_tensor_nbytes(t)};
+}
+
+vk_binding vk_bind_weight(const halo_tensor *t, uint64_t granule) {
+    uint64_t rb = 0;
+    halo_type_bytes(t->type, (uint64_t)t->ne[0], &rb);
+    return (vk_binding){.buf = t->buf,
+                        .offset = t->offset,
+                        .bytes = halo_tensor_nbytes(t),
+                        .row_bytes = rb,
+                        .granule = granule ? granule : 1};
+}
+
+bool vk_op_begin(vk_backend *vb, uint64_t upload_bytes) {
+    uint64_t need = (upload_bytes + 255) & ~255ull;
+    bool full = vb->upload.used + need > vb->upload.buf->size;
+    if (vb->recording && (full || vb->n_dispatch >= vb->max_dispatch)) {
+        halo_error err;
+        if (vk_flush(vb, &err)) {
+            vk_fail(vb, err.status, "%s", err.message);
+            return false;
+        }
+    }
+    if (need > vb->upload.buf->size) {
+        halo_buf *nb = NULL;
+        halo_error err;
+        if (vk_buf_create(vb, need * 2, &nb, &err)) {
+            vk_fail(vb, err.status, "%s", err.message);
+            return false;
+        }
+        vk_buf_destroy(vb, vb->upload.buf); /* not recording here: nothing uses it */
+        vb->upload.buf = nb;
+        vb->upload.used = 0;
+    }
+    return true;
+}
+
+vk_binding vk_upload_data(vk_backend *vb, const void *data, uint64_t bytes) {
+    uint64_t need = (bytes + 255) & ~255ull;
+    if (vb->upload.used + need > vb->upload.buf->size) {
+        vk_fail(vb, HALO_E_NOMEM, "upload buffer overflow (%llu bytes)", (unsigned long long)bytes);
+        return (vk_binding){0};
+    }
+    vk_binding b = {.buf = vb->upload.buf, .offset = vb->upload.used, .bytes = bytes};
+    if (bytes) memcpy(vb->upload.buf->map + vb->upload.used, data, (size_t)bytes);
+    vb->upload.used += need;
+    return b;
+}
+
+bool vk_scratch_reserve(vk_backend *vb, uint64_t bytes, const char *op) {
+    if (vb->scratch && vb->scratch->size >= bytes) return true;
+    halo_buf *nb = NULL;
+    halo_error err;
+    uint64_t want = bytes + bytes / 2;
+    if (want > vb->max_alloc) want = bytes;
+    if (vk_buf_create(vb, want, &nb, &err)) {
+        vk_fail(vb, HALO_E_NOMEM, "%s: cannot get %llu bytes of scratch: %s", op,
+                (unsigned long long)bytes, err.message);
+        return false;
+    }
+    if (vb->scratch) { /* recorded work may still use the old one */
+        vb->scratch->next_free = vb->deferred;
+        vb->deferred = vb->scratch;
+    }
+    vb->scratch = nb;
+    return true;
+}
+
+vk_binding vk_scratch_at(vk_backend *vb, uint64_t off, uint64_t bytes) {
+    return (vk_binding){.buf = vb->scratch, .offset = off, .bytes = bytes};
+}
+
+/* The descriptors of one binding: n ranges of buf. */
+typedef struct resolved {
+    VkDescriptorBufferInfo info[VK_CHUNKS];
+} resolved;
+
+static bool resolve_one(vk_backend *vb, const char *op, uint32_t i, const vk_binding *b,
+                        vk_bound *out, resolved *r) {
+    if (!b->buf) {
+        vk_fail(vb, HALO_E_INVALID_ARG, "%s: binding %u has no buffer", op, i);
+        return false;
+    }
+    uint64_t cap = buf_cap(b->buf), align = vb->align;
+    if (b->offset > b->buf->size || b->bytes > b->buf->size - b->offset) {
+        vk_fail(vb, HALO_E_OUT_OF_BOUNDS, "%s: binding %u reaches past its buffer's end", op, i);
+        return false;
+    }
+    uint64_t off = b->offset / align * align, rel = b->offset - off;
+    uint64_t range = cap - off < vb->max_range ? cap - off : vb->max_range;
+    if (rel + b->bytes <= range) {
+        out->rel = (uint32_t)rel;
+        out->chunk_rows = 0xffffffffu;
+        for (int c = 0; c < VK_CHUNKS; c++)
+            r->info[c] = (VkDescriptorBufferInfo){b->buf->buffer, off, range};
+        return true;
+    }
+    if (!b->row_bytes || i != 0) {
+        vk_fail(vb, HALO_E_UNSUPPORTED,
+                "%s: a view of %llu bytes exceeds the device's "
+                "maxStorageBufferRange (%llu bytes)",
+                op, (unsigned long long)b->bytes, (unsigned long long)vb->max_range);
+        return false;
+    }
+    /* Chunks of whole granules whose byte size is a multiple of the descriptor alignment, so
+     * the view starts at the same place `rel` inside every chunk's descriptor. */
+    uint64_t g_bytes = b->row_bytes * b->granule;
+    uint64_t per = (vb->max_range - align) / g_bytes;
+    while (per > 0 && (per * g_bytes) % align)
+        per--;
+    uint64_t rows = b->bytes / b->row_bytes, per_rows = per * b->granule;
+    uint64_t n = per_rows ? (rows + per_rows - 1) / per_rows : 0;
+    if (per == 0 || n > VK_CHUNKS || per_rows > 0xfffffffeu) {
+        vk_fail(vb, HALO_E_UNSUPPORTED,
+                "%s: a weight of %llu bytes cannot be bound in %d "
+                "ranges of at most %llu bytes (maxStorageBufferRange)",
+                op, (unsigned long long)b->bytes, VK_CHUNKS, (unsigned long long)vb->max_range);
+        return false;
+    }
+    out->rel = (uint32_t)rel;
+    out->chunk_rows = (uint32_t)per_rows;
+    for (uint64_t c = 0; c < VK_CHUNKS; c++) {
+        uint64_t cc = c < n ? c : n - 1;
+        uint64_t start = off + cc * per * g_bytes;
+        uint64_t len = cap - start < vb->max_range ? cap - start : vb->max_range;
+        r->info[c] = (VkDescriptorBufferInfo){b->buf->buffer, start, len};
+    }
+    return true;
+}
+
+bool vk_resolve(vk_backend *vb, const char *op, const vk_binding *b, uint32_t n, vk_bound *bound) {
+    resolved r;
+    if (n > VK_MAX_BINDINGS) n = VK_MAX_BINDINGS;
+    for (uint32_t i = 0; i < n; i++) {
+        bound[i] = (vk_bound){0, 0xffffffffu};
+        if (b[i].buf && !resolve_one(vb, op, i, &b[i], &bound[i], &r)) return false;
+    }
+    return true;
+}
+
+/* A descriptor set from the current pool; a full pool moves on to the next (pools are reset
+ * after each wait, and a new one is made when all are full). */
+static VkDescriptorSet alloc_set(vk_backend *vb) {
+    enum { SETS = 128 };
+    for (int tries = 0; tries < 1000; tries++) {
+        if (vb->cur_pool < vb->n_pools) {
+            VkDescriptorSetAllocateInfo ai = {.sType =
+                                                  VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                              .descriptorPool = vb->pools[vb->cur_pool],
+                                              .descriptorSetCount = 1,
+                                              .pSetLayouts = &vb->set_layout};
+            VkDescriptorSet set = VK_NULL_HANDLE;
+            if (vb->fn.vkAllocateDescriptorSets(vb->device, &ai, &set) == VK_SUCCESS) return set;
+            vb->cur_pool++;
+            continue;
+        }
+        VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                   SETS * (VK_CHUNKS + VK_MAX_BINDINGS)};
+        VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                         .maxSets = SETS,
+                                         .poolSizeCount = 1,
+                                         .pPoolSizes = &ps};
+        VkDescriptorPool *np = realloc(vb->pools, (vb->n_pools + 1) * sizeof *np);
+        if (!np) return VK_NULL_HANDLE;
+        vb->pools = np;
+        if (vb->fn.vkCreateDescriptorPool(vb->device, &pi, NULL, &vb->pools[vb->n_pools]) !=
+            VK_SUCCESS)
+            return VK_NULL_HANDLE;
+        vb->cur_pool = vb->n_pools++;
+    }
+    return VK_NULL_HANDLE;
+}
+
+static bool begin_recording(vk_backend *vb) {
+    if (vb->recording) return true;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    vb->fn.vkResetCommandBuffer(vb->cmd, 0);
+    if (vb->fn.vkBeginCommandBuffer(vb->cmd, &bi) != VK_SUCCESS) {
+        vk_fail(vb, HALO_E_NOMEM, "vkBeginCommandBuffer failed");
+        return false;
+    }
+    vb->recording = true;
+    return true;
+}
+
+bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *b, uint32_t n,
+                 vk_bound *bound, const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
+                 uint32_t gz) {
+    return vk_dispatch_pipe(vb, k, vb->pipes[k], op, b, n, bound, push, push_bytes, gx, gy, gz);
+}
+
+bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *op,
+                      const vk_binding *b, uint32_t n, vk_bound *bound, const void *push,
+                      uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+    if (vb->failed || !pipe) return false; /* outputs after a failure are not to be used anyway */
+    if (gx == 0 || gy == 0 || gz == 0) return true;
+    resolved r[VK_MAX_BINDINGS + 1];
+    vk_bound tmp[VK_MAX_BINDINGS + 1];
+    if (!bound) bound = tmp;
+    if (n > VK_MAX_BINDINGS) n = VK_MAX_BINDINGS;
+    /* Bindings an op leaves empty get the codebook as a harmless valid descriptor. */
+    vk_binding all[VK_MAX_BINDINGS + 1];
+    vk_binding dummy = {.buf = vb->grid, .offset = 0, .bytes = vb->grid->size};
+    for (uint32_t i = 0; i <= VK_MAX_BINDINGS; i++)
+        all[i] = i < n && b[i].buf ? b[i] : dummy;
+    for (uint32_t i = 0; i <= VK_MAX_BINDINGS; i++)
+        if (!resolve_one(vb, op, i, &all[i], i < n ? &bound[i] : &tmp[i], &r[i])) return false;
+    if (gx > vb->props.limits.maxComputeWorkGroupCount[0] ||
+        gy > vb->props.limits.maxComputeWorkGroupCount[1] ||
+        gz > vb->props.limits.maxComputeWorkGroupCount[2]) {
+        vk_fail(vb, HALO_E_UNSUPPORTED, "%s: %u x %u x %u workgroups exceed the device's limit", op,
+                gx, gy, gz);
+        return false;
+    }
+    if (!begin_recording(vb)) return false;
+    VkDescriptorSet set = alloc_set(vb);
+    if (!set) {
+        vk_fail(vb, HALO_E_NOMEM, "%s: cannot allocate a descriptor set", op);
+        return false;
+    }
+    VkWriteDescriptorSet w[VK_MAX_BINDINGS + 1];
+    for (uint32_t i = 0; i <= VK_MAX_BINDINGS; i++)
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                      .dstSet = set,
+                                      .dstBinding = i,
+                                      .descriptorCount = i == 0 ? VK_CHUNKS : 1,
+                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                      .pBufferInfo = r[i].info};
+    vb->fn.vkUpdateDescriptorSets(vb->device, VK_MAX_BINDINGS + 1, w, 0, NULL);
+    vb->fn.vkCmdBindPipeline(vb->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+    vb->fn.vkCmdBindDescriptorSets(vb->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vb->pipe_layout, 0, 1,
+                                   &set, 0, NULL);
+    unsigned char pc[VK_PUSH_BYTES] = {0};
+    memcpy(pc, push, push_bytes < VK_PUSH_BYTES ? push_bytes : VK_PUSH_BYTES);
+    vb->fn.vkCmdPushConstants(vb->cmd, vb->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                              VK_PUSH_BYTES, pc);
+    vb->fn.vkCmdDispatch(vb->cmd, gx, gy, gz);
+    /* Every op sees the previous op's writes (and copies'). */
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                           VK_ACCESS_TRANSFER_READ_BIT |
+                                           VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT};
+    vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                                    VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                                0, 1, &mb, 0, NULL, 0, NULL);
+    vb->n_dispatch++;
+    if (vb->profile) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        halo_error err;
+        if (vk_flush(vb, &err)) vk_fail(vb, err.status, "%s", err.message);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        vb->prof_s[k] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        vb->prof_n[k]++;
+    }
+    return true;
+}
+
+/* dst = src: a buffer copy (through scratch when the two ranges overlap in one buffer). */
+void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
+    vk_backend *vb = vk_of(be);
+    uint64_t n = halo_tensor_nbytes(src);
+    if (n == 0 || vb->failed || !vk_op_begin(vb, 0)) return;
+    if (dst->offset + n > dst->buf->size || src->offset + n > src->buf->size) {
+        vk_fail(vb, HALO_E_OUT_OF_BOUNDS, "copy: a view reaches past its buffer's end");
+        return;
+    }
+    bool overlap =
+        dst->buf == src->buf && dst->offset < src->offset + n && src->offset < dst->offset + n;
+    if (overlap && !vk_scratch_reserve(vb, n, "copy")) return;
+    if (!begin_recording(vb)) return;
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                           VK_ACCESS_TRANSFER_READ_BIT |
+                                           VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT};
+    VkPipelineStageFlags dst_stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                                      VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT;
+    if (overlap) {
+        VkBufferCopy c1 = {src->offset, 0, n};
+        vb->fn.vkCmdCopyBuffer(vb->cmd, src->buf->buffer, vb->scratch->buffer, 1, &c1);
+        vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, dst_stages, 0, 1, &mb,
+                                    0, NULL, 0, NULL);
+        VkBufferCopy c2 = {0, dst->offset, n};
+        vb->fn.vkCmdCopyBuffer(vb->cmd, vb->scratch->buffer, dst->buf->buffer, 1, &c2);
+    } else {
+        VkBufferCopy c = {src->offset, dst->offset, n};
+        vb->fn.vkCmdCopyBuffer(vb->cmd, src->buf->buffer, dst->buf->buffer, 1, &c);
+    }
+    vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, dst_stages, 0, 1, &mb, 0,
+                                NULL, 0, NULL);
+    vb->n_dispatch++;
+}

@@ -1,0 +1,498 @@
+/* The Vulkan backend op by op against the CPU backend (precise mode: f32 activations, the
+ * reference), at DeepSeek V4 Flash's shapes: hidden 4096, 64 heads of 512 with a 64-channel
+ * rope tail, hc 4, 256 experts of width 2048 (top-6, sqrt-softplus, shared expert), indexer 64
+ * heads of 128 with top-k 512, grouped output projection in 8 groups. Rows of the large
+ * projections are sampled (a few hundred of thousands) so lavapipe finishes in CI's time; one
+ * test keeps a weight larger than a storage-buffer descriptor to check it is split. Every
+ * weight type of the golden fixtures and both DeepSeek V4 mixes is decoded. Tolerances are
+ * max |vulkan - cpu| / max |cpu| per op: 1e-4 for long f32 dots (summation order), tighter
+ * where nothing is summed. Skips (exit 77) when no Vulkan device works. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/backend.h"
+#include "backend/vulkan/vulkan.h"
+#include "check.h"
+#include "halo/quant.h"
+#include "halo/types.h"
+
+static halo_backend *cpu, *vk;
+static uint32_t seed = 12345;
+
+static float frand(void) {
+    seed = seed * 1664525u + 1013904223u;
+    return (float)(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static float *rnd(int64_t n, float scale) {
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = frand() * scale;
+    return x;
+}
+
+/* A tensor of the same bytes on both backends. */
+typedef struct both {
+    halo_tensor c, v;
+} both;
+
+static halo_tensor make1(halo_backend *be, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2,
+                         const void *data) {
+    halo_tensor t = {.type = type, .ne = {ne0, ne1, ne2, 1}};
+    halo_error err = {0};
+    CHECK_INT(be->ops->buf_alloc(be, halo_tensor_nbytes(&t), &t.buf, &err), HALO_OK);
+    if (data && t.buf)
+        CHECK_INT(be->ops->buf_write(be, t.buf, 0, data, halo_tensor_nbytes(&t), &err), HALO_OK);
+    return t;
+}
+
+static both make(uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, const void *data) {
+    return (both){make1(cpu, type, ne0, ne1, ne2, data), make1(vk, type, ne0, ne1, ne2, data)};
+}
+
+static void drop(both *b) {
+    cpu->ops->buf_free(cpu, b->c.buf);
+    vk->ops->buf_free(vk, b->v.buf);
+}
+
+/* Weights of `type` from random values. Types halo does not quantize (IQ2_XXS, Q4_0 .. Q5_1):
+ * random blocks whose leading f16 scale (and min) are set to a sane value; every other byte
+ * pattern is a valid block. Caller frees. */
+static void *weights(uint32_t type, int64_t ne0, int64_t rows, float scale) {
+    uint64_t rb = 0;
+    halo_type_bytes(type, (uint64_t)ne0, &rb);
+    unsigned char *w = malloc((size_t)(rb * (uint64_t)rows));
+    if (!halo_quant_can_quantize(type)) {
+        const halo_type_info *ti = halo_type_info_get(type);
+        int n_f16 =
+            type == HALO_TYPE_Q4_1 || type == HALO_TYPE_Q5_1 || type == HALO_TYPE_Q5_K ? 2 : 1;
+        for (uint64_t i = 0; i < rb * (uint64_t)rows; i++)
+            w[i] = (unsigned char)(frand() * 127 + 128);
+        for (uint64_t b = 0; b < rb * (uint64_t)rows / ti->block_bytes; b++)
+            for (int f = 0; f < n_f16; f++) {
+                float d = scale / 64;
+                halo_quant_quantize_row(HALO_TYPE_F16, &d, w + b * ti->block_bytes + 2 * f, 1,
+                                        NULL);
+            }
+        return w;
+    }
+    float *x = rnd(ne0, scale);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < ne0; i++)
+            x[i] = frand() * scale;
+        halo_error err;
+        CHECK_INT(halo_quant_quantize_row(type, x, w + (uint64_t)r * rb, ne0, &err), HALO_OK);
+    }
+    free(x);
+    return w;
+}
+
+static float *read_all(halo_backend *be, const halo_tensor *t) {
+    uint64_t n = halo_tensor_nbytes(t);
+    float *x = malloc((size_t)n + 4);
+    halo_error err = {0};
+    halo_status st = be->ops->sync(be, &err);
+    if (st) fprintf(stderr, "  %s: %s\n", be->ops->name, err.message);
+    CHECK_INT(st, HALO_OK);
+    CHECK_INT(be->ops->buf_read(be, t->buf, t->offset, x, n, &err), HALO_OK);
+    return x;
+}
+
+/* max |vk - cpu| / max |cpu| of an f32 output, printed and checked against tol. */
+static void expect_close(const char *what, both *t, double tol) {
+    float *a = read_all(cpu, &t->c), *b = read_all(vk, &t->v);
+    int64_t n = halo_tensor_nelements(&t->c);
+    double d = 0, m = 0;
+    int64_t worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = fabs((double)a[i] - b[i]);
+        if (x > d || isnan(x)) worst = i;
+        d = x > d || isnan(x) ? x : d;
+        m = fabs(a[i]) > m ? fabs(a[i]) : m;
+    }
+    double rel = m > 0 ? d / m : d;
+    printf("  %-44s max|d| %.2e rel %.2e\n", what, d, rel);
+    if (rel > tol)
+        printf("    worst at element %lld: cpu %g, vulkan %g\n", (long long)worst, a[worst],
+               b[worst]);
+    CHECK(rel <= tol);
+    free(a);
+    free(b);
+}
+
+static void matmul_decodes_every_weight_type(void) {
+    static const uint32_t types[] = {
+        HALO_TYPE_F32,  HALO_TYPE_F16,  HALO_TYPE_BF16,    HALO_TYPE_Q8_0,  HALO_TYPE_Q2_K,
+        HALO_TYPE_Q4_K, HALO_TYPE_Q6_K, HALO_TYPE_IQ2_XXS, HALO_TYPE_MXFP4, HALO_TYPE_Q4_0,
+        HALO_TYPE_Q4_1, HALO_TYPE_Q5_0, HALO_TYPE_Q5_1,    HALO_TYPE_Q5_K};
+    enum { K = 4096, N = 72, T = 3 }; /* q_a's input; 72 of its 1024 rows */
+    float *x = rnd(K * T, 1.0f);
+    both bx = make(HALO_TYPE_F32, K, T, 1, x);
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        void *w = weights(types[i], K, N, 0.05f);
+        both bw = make(types[i], K, N, 1, w), out = make(HALO_TYPE_F32, N, T, 1, NULL);
+        cpu->ops->matmul(cpu, &bw.c, &bx.c, 1, &out.c);
+        vk->ops->matmul(vk, &bw.v, &bx.v, 1, &out.v);
+        char what[64];
+        snprintf(what, sizeof what, "matmul %s [4096 x %d] x %d tokens", halo_type_name(types[i]),
+                 N, T);
+        expect_close(what, &out, 1e-4);
+        drop(&bw);
+        drop(&out);
+        free(w);
+    }
+    drop(&bx);
+    free(x);
+}
+
+static void grouped_matmul_reads_its_group_slice(void) {
+    enum { G = 8, K = 4096, NG = 12, T = 2 }; /* attn_output_a: 8 groups of 4096 inputs */
+    float *x = rnd((int64_t)G * K * T, 1.0f);
+    void *w = weights(HALO_TYPE_Q8_0, K, G * NG, 0.05f);
+    both bx = make(HALO_TYPE_F32, G * K, T, 1, x), bw = make(HALO_TYPE_Q8_0, K, G * NG, 1, w);
+    both out = make(HALO_TYPE_F32, G * NG, T, 1, NULL);
+    cpu->ops->matmul(cpu, &bw.c, &bx.c, G, &out.c);
+    vk->ops->matmul(vk, &bw.v, &bx.v, G, &out.v);
+    expect_close("matmul q8_0 grouped 8 x [4096 x 12]", &out, 1e-4);
+    drop(&bx), drop(&bw), drop(&out);
+    free(x), free(w);
+}
+
+static void weight_larger_than_a_descriptor_is_split(void) {
+    /* 4096 x 8704 f32 = 142.6 MB: over lavapipe's 128 MiB maxStorageBufferRange. */
+    enum { K = 4096, N = 8704, T = 2 };
+    float *x = rnd(K * T, 1.0f), *w = rnd((int64_t)K * N, 0.05f);
+    both bx = make(HALO_TYPE_F32, K, T, 1, x), bw = make(HALO_TYPE_F32, K, N, 1, w);
+    both out = make(HALO_TYPE_F32, N, T, 1, NULL);
+    cpu->ops->matmul(cpu, &bw.c, &bx.c, 1, &out.c);
+    vk->ops->matmul(vk, &bw.v, &bx.v, 1, &out.v);
+    expect_close("matmul f32 [4096 x 8704] (142.6 MB weight)", &out, 1e-4);
+    drop(&bx), drop(&bw), drop(&out);
+    free(x), free(w);
+}
+
+static void embed_rows_of_a_quantized_table(void) {
+    enum { E = 4096, V = 300, T = 3 };
+    void *w = weights(HALO_TYPE_Q8_0, E, V, 1.0f);
+    both tab = make(HALO_TYPE_Q8_0, E, V, 1, w), out = make(HALO_TYPE_F32, E, T, 1, NULL);
+    int32_t tok[T] = {5, 0, V - 1};
+    cpu->ops->embed(cpu, &tab.c, tok, &out.c);
+    vk->ops->embed(vk, &tab.v, tok, &out.v);
+    expect_close("embed q8_0 [4096 x 300]", &out, 1e-6);
+    drop(&tab), drop(&out);
+    free(w);
+}
+
+static void norms_and_rope(void) {
+    enum { E = 4096, HD = 512, H = 64, T = 3 };
+    float *x = rnd(E * T, 2.0f), *wt = rnd(E, 1.0f);
+    both bx = make(HALO_TYPE_F32, E, T, 1, x), bw = make(HALO_TYPE_F32, E, 1, 1, wt);
+    cpu->ops->rms_norm(cpu, &bx.c, E, &bw.c, 1e-6f);
+    vk->ops->rms_norm(vk, &bx.v, E, &bw.v, 1e-6f);
+    expect_close("rms_norm [4096] x 3 with weight", &bx, 1e-5);
+    float *q = rnd((int64_t)HD * H * T, 1.0f);
+    both bq = make(HALO_TYPE_F32, HD, H, T, q);
+    cpu->ops->rms_norm(cpu, &bq.c, HD, NULL, 1e-6f);
+    vk->ops->rms_norm(vk, &bq.v, HD, NULL, 1e-6f);
+    expect_close("rms_norm per head [512] x 64 x 3", &bq, 1e-5);
+    halo_rope r = {.n_rot = 64,
+                   .base = 160000,
+                   .yarn = true,
+                   .yarn_factor = 16,
+                   .yarn_beta_fast = 32,
+                   .yarn_beta_slow = 1,
+                   .yarn_orig_ctx = 65536};
+    int32_t pos[T] = {0, 70000, 1000000};
+    cpu->ops->rope(cpu, &bq.c, pos, &r, false);
+    vk->ops->rope(vk, &bq.v, pos, &r, false);
+    expect_close("rope yarn [512] x 64 heads at 0, 7e4, 1e6", &bq, 1e-5);
+    cpu->ops->rope(cpu, &bq.c, pos, &r, true);
+    vk->ops->rope(vk, &bq.v, pos, &r, true);
+    expect_close("rope inverse", &bq, 1e-5);
+    drop(&bx), drop(&bw), drop(&bq);
+    free(x), free(wt), free(q);
+}
+
+static void hyper_connections(void) {
+    enum { E = 4096, HC = 4, T = 3, MIX = (2 + HC) * HC };
+    float *s = rnd((int64_t)E * HC * T, 1.0f), *base = rnd(MIX, 0.5f),
+          scale[3] = {0.7f, 0.4f, 1.3f};
+    void *fn = weights(HALO_TYPE_F16, E * HC, MIX, 0.05f);
+    both bs = make(HALO_TYPE_F32, E, HC, T, s), bfn = make(HALO_TYPE_F16, E * HC, MIX, 1, fn);
+    both bb = make(HALO_TYPE_F32, MIX, 1, 1, base), bsc = make(HALO_TYPE_F32, 3, 1, 1, scale);
+    both col = make(HALO_TYPE_F32, E, T, 1, NULL), post = make(HALO_TYPE_F32, HC, T, 1, NULL);
+    both comb = make(HALO_TYPE_F32, HC, HC, T, NULL);
+    halo_hc_args a = {.streams = &bs.c,
+                      .fn = &bfn.c,
+                      .base = &bb.c,
+                      .scale = &bsc.c,
+                      .hc = HC,
+                      .sinkhorn_iters = 20,
+                      .eps = 1e-6f,
+                      .norm_eps = 1e-6f,
+                      .collapsed = &col.c,
+                      .post = &post.c,
+                      .comb = &comb.c};
+    cpu->ops->hc_pre(cpu, &a);
+    a = (halo_hc_args){.streams = &bs.v,
+                       .fn = &bfn.v,
+                       .base = &bb.v,
+                       .scale = &bsc.v,
+                       .hc = HC,
+                       .sinkhorn_iters = 20,
+                       .eps = 1e-6f,
+                       .norm_eps = 1e-6f,
+                       .collapsed = &col.v,
+                       .post = &post.v,
+                       .comb = &comb.v};
+    vk->ops->hc_pre(vk, &a);
+    expect_close("hc_pre collapsed [4096] (fn f16 [16384 x 24])", &col, 1e-4);
+    expect_close("hc_pre post", &post, 1e-4);
+    expect_close("hc_pre comb (Sinkhorn 20)", &comb, 1e-4);
+    float *y = rnd(E * T, 1.0f);
+    both by = make(HALO_TYPE_F32, E, T, 1, y);
+    cpu->ops->hc_post(cpu, &bs.c, &by.c, &post.c, &comb.c);
+    vk->ops->hc_post(vk, &bs.v, &by.v, &post.v, &comb.v);
+    expect_close("hc_post streams", &bs, 1e-4);
+    drop(&bs), drop(&bfn), drop(&bb), drop(&bsc), drop(&col), drop(&post), drop(&comb), drop(&by);
+    free(s), free(base), free(fn), free(y);
+}
+
+static void attention_window_and_compressed_rows(void) {
+    enum { HD = 512, H = 64, T = 2, W = 128, NC = 300, K = 512 };
+    float *q = rnd((int64_t)HD * H * T, 1.0f), *win = rnd((int64_t)HD * W, 1.0f);
+    float *comp = rnd((int64_t)HD * NC, 1.0f), *sinks = rnd(H, 1.0f);
+    int32_t sel[K * T];
+    for (int i = 0; i < K * T; i++)
+        sel[i] = i % 7 == 3 ? -1 : (int32_t)((seed = seed * 1103515245u + 12345u) >> 8) % NC;
+    both bq = make(HALO_TYPE_F32, HD, H, T, q), bw = make(HALO_TYPE_F32, HD, W, 1, win);
+    both bc = make(HALO_TYPE_F32, HD, NC, 1, comp), bs = make(HALO_TYPE_F32, H, 1, 1, sinks);
+    both bsel = make(HALO_TYPE_I32, K, T, 1, sel), out = make(HALO_TYPE_F32, HD, H, T, NULL);
+    int32_t pos[T] = {1000, 1001};
+    for (int mode = 0; mode < 2; mode++) {
+        halo_attn_args a = {.q = &bq.c,
+                            .pos = pos,
+                            .window = &bw.c,
+                            .win_pos0 = 874,
+                            .sliding_window = 128,
+                            .comp = &bc.c,
+                            .ratio = mode ? 128 : 4,
+                            .select = mode ? NULL : &bsel.c,
+                            .sinks = &bs.c,
+                            .scale = 1.0f / sqrtf(HD),
+                            .out = &out.c};
+        cpu->ops->attention(cpu, &a);
+        a.q = &bq.v, a.window = &bw.v, a.comp = &bc.v, a.select = mode ? NULL : &bsel.v;
+        a.sinks = &bs.v, a.out = &out.v;
+        vk->ops->attention(vk, &a);
+        expect_close(mode ? "attention ratio 128 (all visible rows)"
+                          : "attention ratio 4, top-512 selection",
+                     &out, 1e-4);
+    }
+    drop(&bq), drop(&bw), drop(&bc), drop(&bs), drop(&bsel), drop(&out);
+    free(q), free(win), free(comp), free(sinks);
+}
+
+static void compressor_pooling(void) {
+    enum { D = 512 };
+    halo_rope r = {.n_rot = 64,
+                   .base = 160000,
+                   .yarn = true,
+                   .yarn_factor = 16,
+                   .yarn_beta_fast = 32,
+                   .yarn_beta_slow = 1,
+                   .yarn_orig_ctx = 65536};
+    for (int mode = 0; mode < 2; mode++) {
+        uint32_t ratio = mode ? 128 : 4, width = mode ? D : 2 * D, n_win = mode ? 2 : 3;
+        float *kv = rnd((int64_t)width * n_win * ratio, 1.0f);
+        float *g = rnd((int64_t)width * n_win * ratio, 2.0f);
+        float *ape = rnd((int64_t)width * ratio, 1.0f), *nw = rnd(D, 1.0f);
+        float *pk = rnd((int64_t)D * ratio, 1.0f), *pg = rnd((int64_t)D * ratio, 1.0f);
+        both bkv = make(HALO_TYPE_F32, width, n_win * ratio, 1, kv);
+        both bg = make(HALO_TYPE_F32, width, n_win * ratio, 1, g);
+        both ba = make(HALO_TYPE_F32, width, ratio, 1, ape), bn = make(HALO_TYPE_F32, D, 1, 1, nw);
+        both bpk = make(HALO_TYPE_F32, D, ratio, 1, pk), bpg = make(HALO_TYPE_F32, D, ratio, 1, pg);
+        both out = make(HALO_TYPE_F32, D, n_win, 1, NULL);
+        halo_pool_args a = {.kv = &bkv.c,
+                            .gate = &bg.c,
+                            .ape = &ba.c,
+                            .norm = &bn.c,
+                            .eps = 1e-6f,
+                            .overlap = !mode,
+                            .prev_kv = &bpk.c,
+                            .prev_gate = &bpg.c,
+                            .have_prev = true,
+                            .pos0 = 4000,
+                            .ratio = ratio,
+                            .dim = D,
+                            .rope = &r,
+                            .out = &out.c};
+        cpu->ops->pool(cpu, &a);
+        a.kv = &bkv.v, a.gate = &bg.v, a.ape = &ba.v, a.norm = &bn.v, a.prev_kv = &bpk.v;
+        a.prev_gate = &bpg.v, a.out = &out.v;
+        vk->ops->pool(vk, &a);
+        expect_close(mode ? "pool ratio 128 [512]" : "pool ratio 4 overlap [2 x 512]", &out, 1e-4);
+        if (!mode) {
+            expect_close("pool saved previous kv", &bpk, 1e-6);
+            expect_close("pool saved previous gate (+ape)", &bpg, 1e-6);
+        }
+        drop(&bkv), drop(&bg), drop(&ba), drop(&bn), drop(&bpk), drop(&bpg), drop(&out);
+        free(kv), free(g), free(ape), free(nw), free(pk), free(pg);
+    }
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void indexer_topk_selects_the_same_rows(void) {
+    enum { HD = 128, H = 64, T = 3, ROWS = 1500, K = 512 };
+    float *q = rnd((int64_t)HD * H * T, 1.0f), *w = rnd(H * T, 1.0f);
+    float *keys = rnd((int64_t)HD * ROWS, 1.0f);
+    both bq = make(HALO_TYPE_F32, HD, H, T, q), bw = make(HALO_TYPE_F32, H, T, 1, w);
+    both bk = make(HALO_TYPE_F32, HD, ROWS, 1, keys), out = make(HALO_TYPE_I32, K, T, 1, NULL);
+    int32_t pos[T] = {9, 2100, 7000}; /* 2, 525 and all 1500 rows visible */
+    halo_topk_args a = {
+        .q = &bq.c, .w = &bw.c, .keys = &bk.c, .pos = pos, .ratio = 4, .top_k = K, .out = &out.c};
+    cpu->ops->topk(cpu, &a);
+    a.q = &bq.v, a.w = &bw.v, a.keys = &bk.v, a.out = &out.v;
+    vk->ops->topk(vk, &a);
+    int32_t *c = (int32_t *)read_all(cpu, &out.c), *v = (int32_t *)read_all(vk, &out.v);
+    int same = 0;
+    for (int t = 0; t < T; t++) {
+        qsort(c + t * K, K, sizeof *c, cmp_i32);
+        qsort(v + t * K, K, sizeof *v, cmp_i32);
+        same += !memcmp(c + t * K, v + t * K, K * sizeof *c);
+    }
+    printf("  %-44s %d/%d tokens select the same rows\n", "topk 64 heads x 128, top-512 of 1500",
+           same, T);
+    CHECK_INT(same, T);
+    free(c), free(v);
+    drop(&bq), drop(&bw), drop(&bk), drop(&out);
+    free(q), free(w), free(keys);
+}
+
+/* One MoE call on both backends: routed experts of gate/up type gu, down type dn. */
+static void moe_case(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_t k, bool hash,
+                     uint32_t gu, uint32_t dn) {
+    enum { E = 4096, T = 3, V = 16 };
+    float *x = rnd(E * T, 1.0f), *bias = rnd(n_expert, 0.1f);
+    void *router = weights(HALO_TYPE_F16, E, n_expert, 0.05f);
+    void *g = weights(gu, E, (int64_t)n_ff * n_expert, 0.05f);
+    void *u = weights(gu, E, (int64_t)n_ff * n_expert, 0.05f);
+    void *d = weights(dn, n_ff, (int64_t)E * n_expert, 0.05f);
+    void *gs = weights(HALO_TYPE_Q8_0, E, n_ff, 0.05f),
+         *us = weights(HALO_TYPE_Q8_0, E, n_ff, 0.05f);
+    void *ds = weights(HALO_TYPE_Q8_0, n_ff, E, 0.05f);
+    int32_t tid[V * 8];
+    for (int i = 0; i < V; i++) /* distinct experts per row, as real tables */
+        for (uint32_t j = 0; j < k; j++)
+            tid[i * k + j] = (int32_t)((i * 3 + j * 5) % n_expert);
+    both bx = make(HALO_TYPE_F32, E, T, 1, x), bb = make(HALO_TYPE_F32, n_expert, 1, 1, bias);
+    both br = make(HALO_TYPE_F16, E, n_expert, 1, router);
+    both bg = make(gu, E, n_ff, n_expert, g), bu = make(gu, E, n_ff, n_expert, u);
+    both bd = make(dn, n_ff, E, n_expert, d);
+    both bgs = make(HALO_TYPE_Q8_0, E, n_ff, 1, gs), bus = make(HALO_TYPE_Q8_0, E, n_ff, 1, us);
+    both bds = make(HALO_TYPE_Q8_0, n_ff, E, 1, ds), bt = make(HALO_TYPE_I32, k, V, 1, tid);
+    both out = make(HALO_TYPE_F32, E, T, 1, NULL);
+    int32_t tokens[T] = {3, 15, 0};
+    halo_moe_args a = {.x = &bx.c,
+                       .gate_inp = &br.c,
+                       .probs_bias = hash ? NULL : &bb.c,
+                       .tid2eid = hash ? &bt.c : NULL,
+                       .tokens = tokens,
+                       .gate_exps = &bg.c,
+                       .up_exps = &bu.c,
+                       .down_exps = &bd.c,
+                       .gate_sh = &bgs.c,
+                       .up_sh = &bus.c,
+                       .down_sh = &bds.c,
+                       .n_used = k,
+                       .gating = HALO_GATING_SQRTSOFTPLUS,
+                       .norm_weights = true,
+                       .weights_scale = 1.5f,
+                       .clamp_exp = 10.0f,
+                       .clamp_shexp = 10.0f,
+                       .out = &out.c};
+    cpu->ops->moe(cpu, &a);
+    a.x = &bx.v, a.gate_inp = &br.v, a.probs_bias = hash ? NULL : &bb.v;
+    a.tid2eid = hash ? &bt.v : NULL, a.gate_exps = &bg.v, a.up_exps = &bu.v, a.down_exps = &bd.v;
+    a.gate_sh = &bgs.v, a.up_sh = &bus.v, a.down_sh = &bds.v, a.out = &out.v;
+    vk->ops->moe(vk, &a);
+    expect_close(what, &out, 1e-4);
+    drop(&bx), drop(&bb), drop(&br), drop(&bg), drop(&bu), drop(&bd), drop(&bgs), drop(&bus);
+    drop(&bds), drop(&bt), drop(&out);
+    free(x), free(bias), free(router), free(g), free(u), free(d), free(gs), free(us), free(ds);
+}
+
+static void moe_routes_and_mixes_like_the_cpu(void) {
+    /* 256 experts, top-6 with bias (sampled expert width 64) in the MXFP4 mix; the real width
+     * 2048 with 8 experts, hash-routed, in ds4's mix (IQ2_XXS gate/up, Q2_K down). */
+    moe_case("moe 256 experts top-6 biased, mxfp4", 256, 64, 6, false, HALO_TYPE_MXFP4,
+             HALO_TYPE_MXFP4);
+    moe_case("moe 8 experts of 2048, hash top-6, iq2_xxs/q2_K", 8, 2048, 6, true, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K);
+}
+
+static void an_unsupported_weight_type_is_an_error_at_sync(void) {
+    enum { K = 256, N = 4 };
+    void *w = calloc(1, 110 * N);
+    halo_tensor bw = make1(vk, HALO_TYPE_Q3_K, K, N, 1, w);
+    halo_tensor bx = make1(vk, HALO_TYPE_F32, K, 1, 1, NULL),
+                out = make1(vk, HALO_TYPE_F32, N, 1, 1, NULL);
+    vk->ops->matmul(vk, &bw, &bx, 1, &out);
+    halo_error err = {0};
+    CHECK(vk->ops->sync(vk, &err) != HALO_OK);
+    printf("  %-44s %s\n", "q3_K weight:", err.message);
+    CHECK(strstr(err.message, "q3_K") != NULL);
+    CHECK_INT(vk->ops->sync(vk, &err), HALO_OK); /* reported once */
+    vk->ops->buf_free(vk, bw.buf), vk->ops->buf_free(vk, bx.buf), vk->ops->buf_free(vk, out.buf);
+    free(w);
+}
+
+static void a_failed_allocation_is_an_error_naming_its_size(void) {
+    halo_buf *b = NULL;
+    halo_error err = {0};
+    CHECK(vk->ops->buf_alloc(vk, 1ull << 50, &b, &err) != HALO_OK); /* 1 PiB */
+    CHECK(b == NULL);
+    printf("  %-44s %s\n", "1 PiB buffer:", err.message);
+    CHECK(strstr(err.message, "1125899906842624") != NULL);
+}
+
+static void a_missing_device_is_an_error_naming_it(void) {
+    halo_backend *be = NULL;
+    halo_error err = {0};
+    CHECK(halo_backend_vulkan_create(99, &be, &err) != HALO_OK);
+    CHECK(be == NULL);
+    printf("  %-44s %s\n", "device 99:", err.message);
+    CHECK(strstr(err.message, "device 99") != NULL);
+}
+
+int main(void) {
+    halo_error err = {0};
+    if (halo_backend_vulkan_create(-1, &vk, &err)) {
+        printf("skipped: %s\n", err.message);
+        return 77;
+    }
+    printf("device: %s\n", halo_backend_vulkan_device_name(vk));
+    CHECK_INT(halo_backend_cpu_create(2, true, &cpu, &err), HALO_OK);
+    /* HALO_VK_TEST_SEED varies the random inputs (the default is fixed). */
+    if (getenv("HALO_VK_TEST_SEED")) seed = (uint32_t)atoi(getenv("HALO_VK_TEST_SEED"));
+    RUN(matmul_decodes_every_weight_type);
+    RUN(grouped_matmul_reads_its_group_slice);
+    RUN(weight_larger_than_a_descriptor_is_split);
+    RUN(embed_rows_of_a_quantized_table);
+    RUN(norms_and_rope);
+    RUN(hyper_connections);
+    RUN(attention_window_and_compressed_rows);
+    RUN(compressor_pooling);
+    RUN(indexer_topk_selects_the_same_rows);
+    RUN(moe_routes_and_mixes_like_the_cpu);
+    RUN(an_unsupported_weight_type_is_an_error_at_sync);
+    RUN(a_failed_allocation_is_an_error_naming_its_size);
+    RUN(a_missing_device_is_an_error_naming_it);
+    vk->ops->destroy(vk);
+    cpu->ops->destroy(cpu);
+    return check_report();
+}

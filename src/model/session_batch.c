@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kv/session_state.h"
 #include "model/engine_internal.h"
 
 enum { DEFAULT_UBATCH = 512 };
@@ -100,21 +101,46 @@ halo_status halo_session_eval_many(halo_session *const *sessions, const int32_t 
             s->cap_rows = 1;
         }
     }
-    halo_fwd_item *items = calloc(count, sizeof *items);
+    halo_fwd_item *items = calloc(count, sizeof *items), *round = calloc(count, sizeof *round);
     uint32_t *before = calloc(count, sizeof *before), *done = calloc(count, sizeof *done);
+    uint32_t *which = calloc(count, sizeof *which), *rdone = calloc(count, sizeof *rdone);
     float *logits = malloc((size_t)count * V * sizeof *logits);
-    halo_status st =
-        items && before && done && logits ? HALO_OK : halo_fail(err, HALO_E_NOMEM, "out of memory");
+    bool ok = items && round && before && done && which && rdone && logits;
+    halo_status st = ok ? HALO_OK : halo_fail(err, HALO_E_NOMEM, "out of memory");
     for (uint32_t i = 0; !st && i < count; i++) {
         items[i] = (halo_fwd_item){.kv = sessions[i]->kv, .tokens = tokens[i], .n = n[i]};
         before[i] = (uint32_t)sessions[i]->kv->n_past;
     }
-    if (!st) st = halo_engine_step(e, items, count, false, logits, done, err);
-    for (uint32_t i = 0; items && before && done && logits && i < count; i++) {
+    if (!st) st = halo_forward_check(&e->hp, items, count, err); /* before any step */
+    /* Rounds that stop each session at its next checkpoint position, so sessions stepped
+     * together keep the same checkpoints (cheap rewinds) as those evaluated alone. */
+    while (!st) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < count; i++) {
+            uint32_t left = n[i] - done[i], room = halo_session_checkpoint_room(sessions[i]);
+            if (!left) continue;
+            uint32_t m = room && room < left ? room : left;
+            round[k] = (halo_fwd_item){.kv = items[i].kv, .tokens = tokens[i] + done[i], .n = m};
+            which[k++] = i;
+        }
+        if (!k) break;
+        memset(rdone, 0, k * sizeof *rdone);
+        st = halo_engine_step(e, round, k, false, logits, rdone, err);
+        for (uint32_t j = 0; j < k; j++) {
+            uint32_t i = which[j];
+            halo_session *s = sessions[i];
+            memcpy(s->tokens + before[i] + done[i], round[j].tokens,
+                   (size_t)rdone[j] * sizeof *round[j].tokens);
+            done[i] += rdone[j];
+            if (st) continue;
+            if (done[i] == n[i])
+                memcpy(s->logits, logits + (size_t)j * V, (size_t)V * sizeof *logits);
+            halo_session_checkpoint_if_due(s);
+        }
+    }
+    for (uint32_t i = 0; ok && i < count; i++) {
         halo_session *s = sessions[i];
-        memcpy(s->tokens + before[i], tokens[i], (size_t)done[i] * sizeof *tokens[i]);
         if (!st) {
-            memcpy(s->logits, logits + (size_t)i * V, (size_t)V * sizeof *logits);
             s->n_rows = 1;
         } else if (done[i] != n[i] && st != HALO_E_INVALID_ARG) {
             /* Not advanced by all its tokens: back to where it was, as the contract says. */
@@ -127,8 +153,11 @@ halo_status halo_session_eval_many(halo_session *const *sessions, const int32_t 
         }
     }
     free(items);
+    free(round);
     free(before);
     free(done);
+    free(which);
+    free(rdone);
     free(logits);
     return st;
 }

@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "golden/golden.h"
+#include "halo/cache.h"
 #include "halo/halo.h"
 
 #define TOL_REL 1e-3
@@ -98,6 +99,20 @@ static void staggered_sessions_match_transformers(const char *model, const char 
     }
     printf("  %s %s: %d steps, %d session positions checked against transformers\n", model, var,
            steps, checked);
+    /* Sessions stepped together keep their checkpoints: a rewind re-evaluates less than one
+     * checkpoint interval, and lands on the reference. */
+    for (int k = 0; k < N_SESS; k++) {
+        halo_checkpoint_stats cs;
+        halo_session_checkpoint_stats(s[k], &cs);
+        uint32_t past = halo_session_n_past(s[k]);
+        if (!cs.interval || past <= cs.interval + 1) continue;
+        CHECK(cs.count >= 1);
+        CHECK_INT(halo_session_rewind(s[k], past - 1, &err), HALO_OK);
+        halo_session_checkpoint_stats(s[k], &cs);
+        CHECK(cs.last_replayed < cs.interval);
+        CHECK_INT(halo_session_eval(s[k], seq->tokens + past - 1, 1, false, &err), HALO_OK);
+        expect_reference(v, seq, s[k], (int32_t)past - 1, "rewound");
+    }
     for (int k = 0; k < N_SESS; k++)
         halo_session_free(s[k]);
     halo_engine_close(e);

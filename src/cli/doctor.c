@@ -29,7 +29,7 @@ static void usage(FILE *out) {
         "Says what on this machine limits running a model, with the fix.\n"
         "\n"
         "  -m, --model PATH      the model to check (a GGUF file or synthetic:KIND[:LAYERS])\n"
-        "  --ctx N               context tokens the model should hold (default 32768)\n"
+        "  --ctx N               context tokens (default 32768, or the model's if smaller)\n"
         "  --root DIR            read /proc, /sys, /dev/kmsg, /var/log under DIR (recorded\n"
         "                        machines, tests)\n"
         "  --watch               then follow the kernel log and report GPU faults as they come\n"
@@ -149,7 +149,7 @@ static void check_disk(const char *model, halo_doctor_report *r) {
 
 int cli_doctor(int argc, char **argv) {
     const char *model = NULL, *root = "/";
-    uint32_t ctx = 32768, watch_s = 0;
+    uint32_t ctx = 0, watch_s = 0; /* 0: the planner's default (32768 or the model's) */
     bool watch = false, no_disk = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

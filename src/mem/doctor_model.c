@@ -53,8 +53,8 @@ void halo_doctor_model(const halo_gguf *g, const char *model_path, const halo_ma
         halo_doctor_add(r, HALO_DOCTOR_OK, "model", NULL,
                         "%s: fits in GPU memory (%s): %.2f GiB of weights + %.2f GiB of context "
                         "(%llu tokens) in the device pool of %.2f GiB (%s)",
-                        model_path, bname, w, ctx, (unsigned long long)n_ctx, d->capacity / GIB,
-                        d->limit);
+                        model_path, bname, w, ctx, (unsigned long long)def->options.n_ctx,
+                        d->capacity / GIB, d->limit);
     } else if (!def->refused && !on_disk) {
         double host = (def->pools[HALO_POOL_GPU_HOST].planned +
                        def->pools[HALO_POOL_MANAGED].planned + def->pools[HALO_POOL_HOST].planned) /
@@ -74,7 +74,7 @@ void halo_doctor_model(const halo_gguf *g, const char *model_path, const halo_ma
             halo_doctor_add(r, HALO_DOCTOR_OK, "model", NULL,
                             "%s: fits in host RAM (cpu): %.2f GiB of weights + %.2f GiB of "
                             "context (%llu tokens), %.2f GiB left",
-                            model_path, w, ctx, (unsigned long long)n_ctx,
+                            model_path, w, ctx, (unsigned long long)def->options.n_ctx,
                             def->host_headroom / GIB);
         }
     } else if (!def->refused) {

@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "cli/run.h"
 #include "cli/stream_opts.h"
+#include "serve/admit.h"
 #include "serve/serve.h"
 
 static void usage(FILE *out) {
@@ -192,15 +193,22 @@ int cli_serve(int argc, char **argv) {
     halo_error err = {0};
     uint16_t bound = 0;
     rc = 1;
+    halo_engine_params ep = {
+        .model_path = c.model, .threads = c.threads, .n_ctx = m.n_ctx, .backend = c.backend};
+    cli_stream_params(&c.stream, &ep);
+    /* Every slot's context planned before anything listens or loads. */
+    char planned[256];
+    if (serve_admit(&ep, n_slots, m.n_ctx, planned, sizeof planned, &err)) {
+        fprintf(stderr, "halo serve: %s\n", err.message);
+        goto done;
+    }
+    if (*planned) fprintf(stderr, "halo serve: %s\n", planned);
     if (serve_http_start(&hp, &http, &bound, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);
         goto done;
     }
     fprintf(stderr, "halo serve: listening on http://%s:%u (loading %s)\n", hp.host, bound,
             c.model);
-    halo_engine_params ep = {
-        .model_path = c.model, .threads = c.threads, .n_ctx = m.n_ctx, .backend = c.backend};
-    cli_stream_params(&c.stream, &ep);
     if (halo_engine_open(&ep, &m.engine, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);
         goto done;

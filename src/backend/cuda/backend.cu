@@ -284,10 +284,8 @@ void cu_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
                           be->stream));
 }
 
-static halo_status sync(halo_backend *hbe, halo_error *err) {
-    cu_backend *be = cu_of(hbe);
-    /* A kernel that faulted reports here, after the op that launched it returned. */
-    cu_check(be, "a queued kernel", "cudaStreamSynchronize", cudaStreamSynchronize(be->stream));
+/* The first failure since the last report, as an error (and cleared). */
+static halo_status report(cu_backend *be, halo_error *err) {
     if (!be->failed) return HALO_OK;
     be->failed = false;
     bool nomem = strstr(be->fail, "out of memory") != NULL;
@@ -297,6 +295,18 @@ static halo_status sync(halo_backend *hbe, halo_error *err) {
                      : unsupported ? HALO_E_UNSUPPORTED
                                    : HALO_E_IO,
                      GPU_RUNTIME " backend: %s", be->fail);
+}
+
+static halo_status sync(halo_backend *hbe, halo_error *err) {
+    cu_backend *be = cu_of(hbe);
+    /* A kernel that faulted reports here, after the op that launched it returned. */
+    cu_check(be, "a queued kernel", "cudaStreamSynchronize", cudaStreamSynchronize(be->stream));
+    return report(be, err);
+}
+
+/* Launch and scratch failures only: the stream keeps running ahead of the host. */
+static halo_status check(halo_backend *hbe, halo_error *err) {
+    return report(cu_of(hbe), err);
 }
 
 static void destroy(halo_backend *hbe) {
@@ -332,6 +342,7 @@ static halo_backend_ops make_ops(void) {
     o.moe = cu_moe;
     o.copy = cu_copy;
     o.sync = sync;
+    o.check = check;
     return o;
 }
 

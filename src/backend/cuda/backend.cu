@@ -145,8 +145,9 @@ __global__ void copy_batch_kernel(cu_copy_batch b) {
 
 static void prof_begin(cu_backend *be, uint64_t mark[2], cudaEvent_t *ev);
 static void prof_end(cu_backend *be, int op, const uint64_t mark[2], cudaEvent_t ev);
+/* Ops, then parts of ops (CU_PROF_* in cuda.cuh, not counted in the totals). */
 enum { P_EMBED, P_MATMUL, P_RMS, P_ROPE, P_HCPRE, P_HCPOST, P_ATTN, P_POOL, P_TOPK, P_MOE, P_COPY,
-       P_N };
+       P_N, P_ALL = P_N + CU_PROF_PARTS };
 
 /* Runs the queued copies (before any other op, a read, a write or a sync). */
 static void flush_copies(cu_backend *be) {
@@ -206,9 +207,11 @@ void cu_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
 
 /* ---- profiling (HALO_CUDA_PROFILE=1) ------------------------------------------------------ */
 
-static const char *const prof_names[P_N] = {"embed", "matmul", "rms_norm", "rope",
-                                            "hc_pre", "hc_post", "attention", "pool",
-                                            "topk", "moe", "copy"};
+static const char *const prof_names[P_ALL] = {
+    "embed",       "matmul",        "rms_norm",     "rope",        "hc_pre",
+    "hc_post",     "attention",     "pool",         "topk",        "moe",
+    "copy",        ". mm q8_0",     ". mm f16",     ". mm head",   ". mm other",
+    ". moe route", ". moe gate_up", ". moe down",   ". moe sum"};
 
 typedef struct prof_pend {
     cudaEvent_t a, b;
@@ -221,8 +224,8 @@ struct cu_prof {
     prof_pend *pend;
     int n_pend, cap_pend;
     int phase; /* 0 decode (steps of at most 8 tokens), 1 prefill */
-    double ms[2][P_N];
-    uint64_t calls[2][P_N], launches[2][P_N], uploads[2][P_N], tokens[2], steps[2];
+    double ms[2][P_ALL];
+    uint64_t calls[2][P_ALL], launches[2][P_ALL], uploads[2][P_ALL], tokens[2], steps[2];
     cudaEvent_t last; /* the start event of the op in progress */
 };
 
@@ -320,7 +323,7 @@ static void prof_print(cu_prof *p) {
                 launches / tok, uploads / tok, 1000.0 * total / tok);
         fprintf(stderr, "  %-10s %10s %12s %10s %14s %7s\n", "op", "calls/tok", "launches/tok",
                 "uploads/tok", "device us/tok", "share");
-        for (int o = 0; o < P_N; o++) {
+        for (int o = 0; o < P_ALL; o++) {
             if (!p->calls[ph][o]) continue;
             fprintf(stderr, "  %-10s %10.1f %12.1f %10.1f %14.1f %6.1f%%\n", prof_names[o],
                     (double)p->calls[ph][o] / tok, (double)p->launches[ph][o] / tok,
@@ -338,6 +341,13 @@ static void prof_free(cu_prof *p) {
     free(p->free_ev);
     free(p->pend);
     free(p);
+}
+
+void cu_prof_begin(cu_backend *be, uint64_t mark[2], cudaEvent_t *ev) {
+    prof_begin(be, mark, ev);
+}
+void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t ev) {
+    prof_end(be, P_N + part, mark, ev);
 }
 
 /* ---- the ops, each after the queued copies, timed when profiling ------------------------- */
@@ -366,7 +376,17 @@ static void op_embed(halo_backend *hbe, const halo_tensor *table, const int32_t 
 static void op_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor *x,
                       uint32_t groups, halo_tensor *out) {
     OP_BEGIN(hbe);
+    uint64_t mark2[2];
+    cudaEvent_t ev2 = NULL;
+    if (be_->prof) prof_begin(be_, mark2, &ev2);
     cu_matmul(hbe, w, x, groups, out);
+    if (be_->prof) {
+        int part = w->ne[1] > 65536               ? CU_PROF_MM_HEAD
+                   : w->type == HALO_TYPE_Q8_0 ? CU_PROF_MM_Q8
+                   : w->type == HALO_TYPE_F16  ? CU_PROF_MM_F16
+                                               : CU_PROF_MM_OTHER;
+        prof_end(be_, P_N + part, mark2, ev2);
+    }
     OP_END(P_MATMUL);
 }
 static void op_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width,

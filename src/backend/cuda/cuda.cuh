@@ -44,6 +44,18 @@ typedef struct cu_copy_batch {
 } cu_copy_batch;
 
 typedef struct cu_prof cu_prof;
+/* Parts of ops timed on their own when profiling (cu_prof_begin/end). */
+enum {
+    CU_PROF_MM_Q8,
+    CU_PROF_MM_F16,
+    CU_PROF_MM_HEAD,
+    CU_PROF_MM_OTHER,
+    CU_PROF_MOE_ROUTE,
+    CU_PROF_MOE_GATE_UP,
+    CU_PROF_MOE_DOWN,
+    CU_PROF_MOE_SUM,
+    CU_PROF_PARTS
+};
 
 typedef struct cu_backend {
     halo_backend base;
@@ -108,6 +120,25 @@ static inline unsigned cu_blocks(int64_t n, unsigned per) {
 void cu_matmul_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
                       uint32_t groups, const float *x, int64_t x_stride, int64_t n_tok, float *out,
                       const char *op);
+
+/* Device time of a part of an op (only when be->prof: HALO_CUDA_PROFILE=1). */
+void cu_prof_begin(cu_backend *be, uint64_t mark[2], cudaEvent_t *ev);
+void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t ev);
+
+/* Allows `kernel` more than 48 KiB of dynamic shared memory (once per kernel: *done). */
+template <typename K>
+static inline bool cu_smem_attr(cu_backend *be, K *kernel, int bytes, bool *done, const char *op) {
+#ifndef HALO_HIP
+    if (bytes > 48 * 1024 && !*done) {
+        if (!CU_OK(be, op,
+                   cudaFuncSetAttribute((const void *)kernel,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)))
+            return false;
+    }
+#endif
+    *done = true;
+    return true;
+}
 
 /* dst[0..n) = the n elements at src (any supported type) as f32. */
 void cu_to_f32(cu_backend *be, uint32_t type, const char *src, int64_t n, float *dst,

@@ -45,9 +45,10 @@ typedef struct mv_args {
 
 template <int T, int NT>
 __global__ void __launch_bounds__(MV_WARPS *WARP, 2) mv_kernel(mv_args a) {
-    __shared__ __align__(16) uint8_t stage[MV_WARPS][cx_float(T) ? 16 : MV_STAGE];
+    extern __shared__ __align__(16) uint8_t mv_dyn[]; /* MV_STAGES chunk slots per warp */
     __shared__ float part[MV_WARPS][NT];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
     const int ks = a.ks, R = MV_WARPS / ks, r_in = warp / ks, piece = warp % ks;
     for (int64_t rb = blockIdx.y; rb * R < a.n_out; rb += gridDim.y) {
         const int64_t o = rb * R + r_in;
@@ -66,8 +67,7 @@ __global__ void __launch_bounds__(MV_WARPS *WARP, 2) mv_kernel(mv_args a) {
 #pragma unroll
                 for (int k = 0; k < NT; k++)
                     xs[k] = a.x + (t0 + (k < nt ? k : 0)) * a.x_stride + grp * a.n_in;
-                mv_row<T, NT>(a.w + (uint64_t)o * a.row_bytes, k0, k1, xs, nt, acc, stage[warp],
-                              a.g);
+                mv_row<T, NT>(a.w + (uint64_t)o * a.row_bytes, k0, k1, xs, nt, acc, stage, a.g);
             }
             if (ks == 1) {
                 if (live && lane == 0)
@@ -99,10 +99,15 @@ static void mv_launch_t(cu_backend *be, const mv_args &a, int64_t n_tok, const c
     const int64_t rblocks = (a.n_out + MV_WARPS / a.ks - 1) / (MV_WARPS / a.ks);
     dim3 grid((unsigned)(groups < 0x7fffffff ? groups : 0x7fffffff),
               (unsigned)(rblocks < 65535 ? rblocks : 65535));
-    if (nt == 1)
-        mv_kernel<T, 1><<<grid, MV_WARPS * WARP, 0, be->stream>>>(a);
-    else
-        mv_kernel<T, 8><<<grid, MV_WARPS * WARP, 0, be->stream>>>(a);
+    const int smem = mv_smem_bytes(T, MV_WARPS);
+    static bool done1, done8;
+    if (nt == 1) {
+        if (!cu_smem_attr(be, mv_kernel<T, 1>, smem, &done1, op)) return;
+        mv_kernel<T, 1><<<grid, MV_WARPS * WARP, smem, be->stream>>>(a);
+    } else {
+        if (!cu_smem_attr(be, mv_kernel<T, 8>, smem, &done8, op)) return;
+        mv_kernel<T, 8><<<grid, MV_WARPS * WARP, smem, be->stream>>>(a);
+    }
     CU_LAUNCHED(be, op, "mv_kernel");
 }
 

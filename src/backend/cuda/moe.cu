@@ -9,7 +9,7 @@
 
 #include "backend/cuda/mv.cuh"
 
-enum { MOE_WARPS = 4, MOE_TOK = 8 };
+enum { MOE_WARPS = 4, MOE_TOK = 8, MOE_ITEM = 64 /* pairs per work item */ };
 
 typedef struct route_params {
     const float *score_in; /* [n_tok][n_expert] router logits */
@@ -134,12 +134,18 @@ __global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, ui
         atomicAdd(&first[e + 1], 1);
     }
     __syncthreads();
-    /* act: the count of groups with pairs, then their ids (the projections' grid.y). */
+    /* act: the count of work items, then (group, first pair, end pair) of each: every group
+     * with pairs, split into runs of at most MOE_ITEM pairs (the projections' grid.y). */
     if (threadIdx.x == 0) {
         int32_t n_act = 0;
         for (int64_t e = 0; e < groups; e++) {
             first[e + 1] += first[e];
-            if (first[e + 1] > first[e]) act[1 + n_act++] = (int32_t)e;
+            for (int32_t i0 = first[e]; i0 < first[e + 1]; i0 += MOE_ITEM) {
+                int32_t *it = act + 1 + 3 * n_act++;
+                it[0] = (int32_t)e;
+                it[1] = i0;
+                it[2] = first[e + 1] - i0 < MOE_ITEM ? first[e + 1] : i0 + MOE_ITEM;
+            }
         }
         act[0] = n_act;
     }
@@ -167,11 +173,12 @@ typedef struct expert_mats {
 /* h[pair, r] = silu(min(gate·x, c)) · clamp(up·x, ±c) for rows r of one expert. */
 __global__ void gate_up_kernel(expert_mats m, const float *x, float *h) {
     if ((int32_t)blockIdx.y >= m.act[0]) return;
-    const int64_t e = m.act[1 + blockIdx.y];
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
     const bool shared = e == m.n_expert;
     const int64_t rows = shared ? m.n_ff_sh : m.n_ff;
     const int64_t r = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP;
-    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    const int32_t p0 = item[1], p1 = item[2];
     if (r >= rows || p0 == p1) return;
     const uint32_t gt = shared ? m.gate_sh_type : m.gate_type;
     const uint32_t ut = shared ? m.up_sh_type : m.up_type;
@@ -202,10 +209,11 @@ __global__ void gate_up_kernel(expert_mats m, const float *x, float *h) {
 /* y[pair, r] = down[r] · h[pair] for rows r of one expert. */
 __global__ void down_kernel(expert_mats m, const float *h, float *y) {
     if ((int32_t)blockIdx.y >= m.act[0]) return;
-    const int64_t e = m.act[1 + blockIdx.y];
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
     const bool shared = e == m.n_expert;
     const int64_t r = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP;
-    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    const int32_t p0 = item[1], p1 = item[2];
     if (r >= m.n_embd || p0 == p1) return;
     const uint32_t dt = shared ? m.down_sh_type : m.down_type;
     const int64_t n_in = shared ? m.n_ff_sh : m.n_ff;
@@ -231,14 +239,16 @@ enum { MOE_FAST_WARPS = 8 };
 template <int TR, int TS, int NT>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     gate_up_fast(expert_mats m, const float *x, float *h) {
-    __shared__ __align__(16) uint8_t stage[MOE_FAST_WARPS][MV_STAGE];
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
     if ((int32_t)blockIdx.y >= m.act[0]) return;
     const int warp = threadIdx.x / WARP;
-    const int64_t e = m.act[1 + blockIdx.y];
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
     const bool shared = e == m.n_expert;
     const int64_t rows = shared ? m.n_ff_sh : m.n_ff;
     const int64_t r = (int64_t)blockIdx.x * MOE_FAST_WARPS + warp;
-    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    const int32_t p0 = item[1], p1 = item[2];
     if (r >= rows) return; /* whole warps; no block barrier below */
     const uint64_t grb = shared ? m.grb_sh : m.grb, urb = shared ? m.urb_sh : m.urb;
     const char *grow = shared ? m.gate_sh + r * grb : m.gate + ((uint64_t)e * m.n_ff + r) * grb;
@@ -252,11 +262,11 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
             xs[k] = x + (int64_t)(m.pairs[i0 + (k < nt ? k : 0)] / m.slots) * m.n_embd;
         float gv[NT], uv[NT];
         if (shared) {
-            mv_row<TS, NT>(grow, 0, m.n_embd, xs, nt, gv, stage[warp], m.g);
-            mv_row<TS, NT>(urow, 0, m.n_embd, xs, nt, uv, stage[warp], m.g);
+            mv_row<TS, NT>(grow, 0, m.n_embd, xs, nt, gv, stage, m.g);
+            mv_row<TS, NT>(urow, 0, m.n_embd, xs, nt, uv, stage, m.g);
         } else {
-            mv_row<TR, NT>(grow, 0, m.n_embd, xs, nt, gv, stage[warp], m.g);
-            mv_row<TR, NT>(urow, 0, m.n_embd, xs, nt, uv, stage[warp], m.g);
+            mv_row<TR, NT>(grow, 0, m.n_embd, xs, nt, gv, stage, m.g);
+            mv_row<TR, NT>(urow, 0, m.n_embd, xs, nt, uv, stage, m.g);
         }
         if (threadIdx.x % WARP == 0)
             for (int k = 0; k < nt; k++) {
@@ -273,13 +283,15 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
 template <int TR, int TS, int NT>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     down_fast(expert_mats m, const float *h, float *y) {
-    __shared__ __align__(16) uint8_t stage[MOE_FAST_WARPS][MV_STAGE];
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
     if ((int32_t)blockIdx.y >= m.act[0]) return;
     const int warp = threadIdx.x / WARP;
-    const int64_t e = m.act[1 + blockIdx.y];
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
     const bool shared = e == m.n_expert;
     const int64_t r = (int64_t)blockIdx.x * MOE_FAST_WARPS + warp;
-    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    const int32_t p0 = item[1], p1 = item[2];
     if (r >= m.n_embd) return;
     const int64_t n_in = shared ? m.n_ff_sh : m.n_ff;
     const uint64_t rb = shared ? m.drb_sh : m.drb;
@@ -292,9 +304,9 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
             hs[k] = h + (int64_t)m.pairs[i0 + (k < nt ? k : 0)] * m.n_h;
         float acc[NT];
         if (shared)
-            mv_row<TS, NT>(row, 0, n_in, hs, nt, acc, stage[warp], m.g);
+            mv_row<TS, NT>(row, 0, n_in, hs, nt, acc, stage, m.g);
         else
-            mv_row<TR, NT>(row, 0, n_in, hs, nt, acc, stage[warp], m.g);
+            mv_row<TR, NT>(row, 0, n_in, hs, nt, acc, stage, m.g);
         if (threadIdx.x % WARP == 0)
             for (int k = 0; k < nt; k++)
                 y[(int64_t)m.pairs[i0 + k] * m.n_embd + r] = acc[k];
@@ -312,12 +324,18 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
 
 static bool moe_fast_gate_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3 grid,
                              const expert_mats &m, const float *x, float *h) {
+    /* Block formats only: both types of a pair are (a float shared expert would need none). */
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
 #define GU_CASE(a, b)                                                                           \
     if (tr == (a) && ts == (b)) {                                                               \
-        if (nt == 1)                                                                            \
-            gate_up_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, 0, be->stream>>>(m, x, h);    \
-        else                                                                                    \
-            gate_up_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, 0, be->stream>>>(m, x, h);    \
+        static bool done1, done8;                                                               \
+        if (nt == 1) {                                                                          \
+            if (!cu_smem_attr(be, gate_up_fast<a, b, 1>, smem, &done1, "moe")) return true;    \
+            gate_up_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, x, h); \
+        } else {                                                                                \
+            if (!cu_smem_attr(be, gate_up_fast<a, b, 8>, smem, &done8, "moe")) return true;    \
+            gate_up_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, x, h); \
+        }                                                                                       \
         return true;                                                                            \
     }
     MOE_GATE_UP_PAIRS(GU_CASE)
@@ -327,12 +345,17 @@ static bool moe_fast_gate_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt, d
 
 static bool moe_fast_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3 grid,
                           const expert_mats &m, const float *h, float *y) {
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
 #define DN_CASE(a, b)                                                                           \
     if (tr == (a) && ts == (b)) {                                                               \
-        if (nt == 1)                                                                            \
-            down_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, 0, be->stream>>>(m, h, y);       \
-        else                                                                                    \
-            down_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, 0, be->stream>>>(m, h, y);       \
+        static bool done1, done8;                                                               \
+        if (nt == 1) {                                                                          \
+            if (!cu_smem_attr(be, down_fast<a, b, 1>, smem, &done1, "moe")) return true;       \
+            down_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, h, y);    \
+        } else {                                                                                \
+            if (!cu_smem_attr(be, down_fast<a, b, 8>, smem, &done8, "moe")) return true;       \
+            down_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, h, y);    \
+        }                                                                                       \
         return true;                                                                            \
     }
     MOE_DOWN_PAIRS(DN_CASE)
@@ -386,7 +409,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         (uint64_t)n_tok * 4,   (uint64_t)(n_tok * n_expert) * 4, (uint64_t)(n_tok * k) * 4,
         (uint64_t)n_pairs * 4, (uint64_t)(n_expert + 2) * 4,     (uint64_t)(n_expert + 1) * 4,
         (uint64_t)n_pairs * 4, (uint64_t)(n_pairs * n_h) * 4,    (uint64_t)(n_pairs * n_embd) * 4,
-        (uint64_t)(n_expert + 2) * 4};
+        (uint64_t)(3 * (n_expert + 2 + n_pairs / MOE_ITEM) + 1) * 4};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         total += (sizes[i] + 255) & ~255ull;
@@ -403,6 +426,10 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     float *y = (float *)carve(&at, sizes[8]);
     int32_t *act = (int32_t *)carve(&at, sizes[9]);
 
+    uint64_t mark[2];
+    cudaEvent_t ev = NULL;
+    const bool prof = be->prof != NULL;
+    if (prof) cu_prof_begin(be, mark, &ev);
     if (a->tid2eid && !cu_upload(be, tokens, a->tokens, sizes[0], op)) return;
     cu_matmul_launch(be, a->gate_inp->type, cu_ptr(a->gate_inp), n_embd, n_expert, 1, cu_f32(a->x),
                      n_embd, n_tok, scores, op);
@@ -456,8 +483,14 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                      cu_row_bytes(types[4], n_embd),
                      cu_row_bytes(types[5], n_ff_sh),
                      cu_grids_get(hbe)};
-    /* grid.y: the groups with pairs (at most one per pair), found on the device. */
-    const int64_t n_groups = n_pairs < n_expert + 1 ? n_pairs : n_expert + 1;
+    if (prof) {
+        cu_prof_end(be, CU_PROF_MOE_ROUTE, mark, ev);
+        cu_prof_begin(be, mark, &ev);
+    }
+    /* grid.y: the work items (groups with pairs, at most one per pair, split into runs of
+     * MOE_ITEM pairs), found on the device; a bound here. */
+    const int64_t n_groups =
+        (n_pairs < n_expert + 1 ? n_pairs : n_expert + 1) + n_pairs / MOE_ITEM;
     /* Fast kernels when gate and up share a type, every matrix suits them (mv.cuh) and the
      * types are a pair they were built for; without a shared expert its type is the routed. */
     const bool sh = a->gate_sh != NULL;
@@ -480,6 +513,10 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         gate_up_kernel<<<g1, MOE_WARPS * WARP, 0, be->stream>>>(m, cu_f32(a->x), h);
         if (!CU_LAUNCHED(be, op, "gate_up_kernel")) return;
     }
+    if (prof) {
+        cu_prof_end(be, CU_PROF_MOE_GATE_UP, mark, ev);
+        cu_prof_begin(be, mark, &ev);
+    }
     dim3 f2(cu_blocks(n_embd, MOE_FAST_WARPS), (unsigned)n_groups);
     if (fast_in && moe_fast_down(be, tdr, tds, nt, f2, m, h, y)) {
         if (!CU_LAUNCHED(be, op, "down_fast")) return;
@@ -488,7 +525,12 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         down_kernel<<<g2, MOE_WARPS * WARP, 0, be->stream>>>(m, h, y);
         if (!CU_LAUNCHED(be, op, "down_kernel")) return;
     }
+    if (prof) {
+        cu_prof_end(be, CU_PROF_MOE_DOWN, mark, ev);
+        cu_prof_begin(be, mark, &ev);
+    }
     moe_sum_kernel<<<cu_blocks(n_tok * n_embd, 256), 256, 0, be->stream>>>(y, weight, slots, n_embd,
                                                                            n_tok, cu_f32(a->out));
     CU_LAUNCHED(be, op, "moe_sum_kernel");
+    if (prof) cu_prof_end(be, CU_PROF_MOE_SUM, mark, ev);
 }

@@ -3,9 +3,10 @@
  * per slice of a row, split-K), f32 activations and accumulation as the generic kernels:
  * - float weights (F32, F16, BF16): 16-byte loads, 8 weights per lane, 4 loads in flight;
  * - block formats: the row is staged through shared memory 2048 weights at a time with 16-byte
- *   loads (the next chunk's loads in flight while this one is computed), then each lane decodes
- *   32-weight units of it (Q8_0 by integer tricks without conversions, the others by the generic
- *   decoder with the type constant, so its switch folds away).
+ *   copies (cp.async, MV_STAGES - 1 chunks in flight while one is computed), then each lane
+ *   decodes 32-weight units of it (Q8_0, IQ2_XXS and Q2_K by integer tricks without int-to-float
+ *   conversions, the others by the generic decoder with the type constant, so its switch folds
+ *   away).
  * Sums are reordered against the generic kernels (scale applied per block, not per weight): the
  * results agree to f32 rounding. Preconditions (checked by mv_shape_ok): rows start 16-byte
  * aligned and the K range is whole 2048-weight chunks except at the row's end. */
@@ -15,6 +16,20 @@
 #include "backend/cuda/quant.cuh"
 
 enum { MV_CH = 2048, MV_STAGE = 2176 /* bytes of 2048 Q8_0 weights: the largest chunk */ };
+/* Chunks of a row in flight per warp: on CUDA the chunks go to shared memory by cp.async (no
+ * registers held), MV_STAGES - 1 of them ahead of the one computed; on HIP one chunk is
+ * prefetched into registers. */
+#ifdef HALO_HIP
+enum { MV_STAGES = 1 };
+#else
+enum { MV_STAGES = 3 };
+#endif
+/* Dynamic shared memory of a block of `warps` warps for weights of type t. */
+static __host__ __device__ constexpr int mv_smem_bytes(int t, int warps) {
+    return t == HALO_TYPE_F32 || t == HALO_TYPE_F16 || t == HALO_TYPE_BF16
+               ? 0
+               : warps * MV_STAGES * MV_STAGE;
+}
 
 static __host__ __device__ constexpr bool cx_float(int t) {
     return t == HALO_TYPE_F32 || t == HALO_TYPE_F16 || t == HALO_TYPE_BF16;
@@ -68,6 +83,20 @@ static inline bool mv_shape_ok(uint32_t t, const void *w, uint64_t row_bytes, in
     return n_in % 32 == 0 && n_in % e == 0 && (n_in % MV_CH) / e * b % 16 == 0;
 }
 
+#ifndef HALO_HIP
+static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
+}
+static __device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+static __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+#endif
+
 /* Issues the 16-byte loads of a chunk (n16 of them) into registers. */
 template <int NV>
 static __device__ __forceinline__ void mv_fetch(uint4 pre[NV], const uint4 *src, int n16,
@@ -117,6 +146,52 @@ static __device__ __forceinline__ void mv_unit(const uint8_t *stage, int u, cons
             v[4 * i + 3] = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7543)) - 8388736.0f;
         }
         mv_dot32<NT>(v, xs, e, nt, d, acc);
+    } else if constexpr (T == HALO_TYPE_IQ2_XXS) {
+        /* d qs[32 x u16]: unit = 4 grid indices + 32 bits of signs and scale. Grid magnitudes
+         * become floats as the low byte of 2^23 + m; signs flip the float's sign bit. */
+        const uint8_t *b = stage + 66 * (u >> 3);
+        const uint16_t *q16 = (const uint16_t *)(b + 2 + 8 * (u & 7));
+        const uint32_t qi = (uint32_t)q16[0] | ((uint32_t)q16[1] << 16);
+        const uint32_t aux = (uint32_t)q16[2] | ((uint32_t)q16[3] << 16);
+        const float d = __half2float(*(const __half *)b);
+        const float db = __fmul_rn(__fmul_rn(d, __fadd_rn(0.5f, (float)(aux >> 28))), 0.25f);
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            const uint64_t grid = g.iq2xxs[(qi >> (8 * l)) & 0xff];
+            const uint32_t sg = iq_signs((aux >> (7 * l)) & 127);
+            const uint32_t half[2] = {(uint32_t)grid, (uint32_t)(grid >> 32)};
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                float f = __uint_as_float(__byte_perm(half[j >> 2], 0x4B000000u, 0x7540 + (j & 3))) -
+                          8388608.0f;
+                v[8 * l + j] = __uint_as_float(__float_as_uint(f) ^ ((sg << (31 - j)) & 0x80000000u));
+            }
+        }
+        mv_dot32<NT>(v, xs, e, nt, db, acc);
+    } else if constexpr (T == HALO_TYPE_Q2_K) {
+        /* scales[16] qs[64] d dmin: unit sub of a super-block takes 32 consecutive qs bytes at
+         * one shift, two 16-weight groups with their own scale and min: weight = dl·q - ml. */
+        const uint8_t *b = stage + 84 * (u >> 3);
+        const int sub = u & 7;
+        const float d = __half2float(*(const __half *)(b + 80));
+        const float dmin = __half2float(*(const __half *)(b + 82));
+        const uint32_t *qs = (const uint32_t *)(b + 16 + 32 * (sub >> 2));
+        const int shift = 2 * (sub & 3);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint8_t sc = b[2 * sub + h];
+            const float dl = __fmul_rn(d, (float)(sc & 0xf)), ml = __fmul_rn(dmin, (float)(sc >> 4));
+#pragma unroll
+            for (int w4 = 0; w4 < 4; w4++) {
+                const uint32_t q4 = (qs[4 * h + w4] >> shift) & 0x03030303u;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    float q = __uint_as_float(__byte_perm(q4, 0x4B000000u, 0x7540 + j)) - 8388608.0f;
+                    v[16 * h + 4 * w4 + j] = fmaf(dl, q, -ml);
+                }
+            }
+        }
+        mv_dot32<NT>(v, xs, e, nt, 1.0f, acc);
     } else {
         deq32_body((uint32_t)T, stage, u, v, g);
         mv_dot32<NT>(v, xs, e, nt, 1.0f, acc);
@@ -160,7 +235,7 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
         acc[k] = 0.0f;
     if constexpr (cx_float(T)) {
         constexpr int W = T == HALO_TYPE_F32 ? 2 : 1; /* 16-byte loads per 8 weights */
-        constexpr int U = 4;
+        constexpr int U = W == 1 ? 8 : 4; /* 16-byte loads in flight per lane */
         for (int64_t base = k0 + 8 * lane; base < k1; base += 8 * WARP * U) {
             uint4 r[U][W];
 #pragma unroll
@@ -196,6 +271,36 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
         constexpr int CB = MV_CH / E * B;          /* bytes of a whole chunk */
         constexpr int NV = (CB / 16 + WARP - 1) / WARP;
         static_assert(CB % 16 == 0 && CB <= MV_STAGE, "chunk");
+#ifndef HALO_HIP
+        /* stage holds MV_STAGES chunk slots; chunk c lives in slot c % MV_STAGES. */
+        const int64_t nch = (k1 - k0 + MV_CH - 1) / MV_CH;
+        auto issue = [&](int64_t c) {
+            const int64_t kc = k0 + c * MV_CH;
+            const int n16 = (int)((k1 - kc < MV_CH ? k1 - kc : MV_CH) / E * B / 16);
+            uint8_t *dst = stage + (c % MV_STAGES) * MV_STAGE;
+            const uint4 *src = (const uint4 *)(wrow + kc / E * B);
+            for (int idx = lane; idx < n16; idx += WARP)
+                cp_async16(dst + 16 * idx, src + idx);
+        };
+#pragma unroll
+        for (int c = 0; c < MV_STAGES - 1; c++) {
+            if (c < nch) issue(c);
+            cp_async_commit();
+        }
+        for (int64_t c = 0; c < nch; c++) {
+            cp_async_wait<MV_STAGES - 2>(); /* this lane's copies of chunk c have landed */
+            __syncwarp();                    /* and every lane's */
+            if (c + MV_STAGES - 1 < nch) issue(c + MV_STAGES - 1); /* the slot read at c - 1 */
+            cp_async_commit();
+            const int64_t kc = k0 + c * MV_CH;
+            const uint8_t *slot = stage + (c % MV_STAGES) * MV_STAGE;
+            const int units = (int)((k1 - kc < MV_CH ? k1 - kc : MV_CH) / 32);
+            for (int u = lane; u < units; u += WARP)
+                mv_unit<T, NT>(slot, u, xs, kc + 32 * u, nt, acc, g);
+            __syncwarp(); /* slot c is free for the copies issued at c + 1 */
+        }
+        (void)NV;
+#else
         uint4 pre[NV];
         int64_t kc = k0;
         int n16 = (int)((k1 - kc < MV_CH ? k1 - kc : MV_CH) / E * B / 16);
@@ -217,6 +322,7 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
             for (int u = lane; u < units; u += WARP)
                 mv_unit<T, NT>(stage, u, xs, kc + 32 * u, nt, acc, g);
         }
+#endif
     }
 #pragma unroll
     for (int k = 0; k < NT; k++)

@@ -14,11 +14,45 @@ __global__ void rms_norm_kernel(float *x, int64_t width, const float *w, float e
         row[i] = w ? w[i] * (row[i] * r) : row[i] * r;
 }
 
+/* The same with float4 accesses and a block sized to the row (a decode step norms one row of
+ * 4096: a quarter of the sequential loads of the kernel above). */
+__global__ void rms_norm4_kernel(float *x, int64_t width, const float *w, float eps) {
+    __shared__ float red[32];
+    float4 *row = (float4 *)(x + (int64_t)blockIdx.x * width);
+    const float4 *w4 = (const float4 *)w;
+    const int64_t n4 = width / 4;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) {
+        float4 v = row[i];
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    ss = block_sum(ss, red);
+    float r = 1.0f / sqrtf(ss / (float)width + eps);
+    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) {
+        float4 v = row[i];
+        v.x *= r, v.y *= r, v.z *= r, v.w *= r;
+        if (w) {
+            float4 g = w4[i];
+            v.x *= g.x, v.y *= g.y, v.z *= g.z, v.w *= g.w;
+        }
+        row[i] = v;
+    }
+}
+
 void cu_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                  float eps) {
     cu_backend *be = cu_of(hbe);
     int64_t rows = halo_tensor_nelements(x) / width;
     if (be->failed || rows <= 0) return;
+    const float *w = weight ? cu_f32(weight) : NULL;
+    if (!be->naive && width % 4 == 0 && ((uintptr_t)cu_f32(x) & 15) == 0 &&
+        ((uintptr_t)w & 15) == 0) {
+        unsigned threads = (unsigned)((width / 4 + WARP - 1) / WARP * WARP);
+        threads = threads > 1024 ? 1024 : threads;
+        rms_norm4_kernel<<<(unsigned)rows, threads, 0, be->stream>>>(cu_f32(x), width, w, eps);
+        CU_LAUNCHED(be, "rms_norm", "rms_norm4_kernel");
+        return;
+    }
     /* Rows go in grid.x (up to 2^31 - 1). */
     rms_norm_kernel<<<(unsigned)rows, 256, 0, be->stream>>>(cu_f32(x), width,
                                                             weight ? cu_f32(weight) : NULL, eps);

@@ -617,13 +617,8 @@ static halo_status buf_read(halo_backend *hbe, const halo_buf *b, uint64_t offse
     return copy_sync(cu_of(hbe), dst, b->dev + offset, n, cudaMemcpyDeviceToHost, "buf_read", err);
 }
 
-static halo_status sync(halo_backend *hbe, halo_error *err) {
-    cu_backend *be = cu_of(hbe);
-    flush_copies(be);
-    /* A kernel that faulted reports here, after the op that launched it returned. */
-    cu_check(be, "a queued kernel", "cudaStreamSynchronize", cudaStreamSynchronize(be->stream));
-    be->ring_used = 0; /* the stream has read every staged input */
-    prof_collect(be->prof);
+/* The first failure since the last report, as an error (and cleared). */
+static halo_status report(cu_backend *be, halo_error *err) {
     if (!be->failed) return HALO_OK;
     be->failed = false;
     bool nomem = strstr(be->fail, "out of memory") != NULL;
@@ -633,6 +628,21 @@ static halo_status sync(halo_backend *hbe, halo_error *err) {
                      : unsupported ? HALO_E_UNSUPPORTED
                                    : HALO_E_IO,
                      GPU_RUNTIME " backend: %s", be->fail);
+}
+
+static halo_status sync(halo_backend *hbe, halo_error *err) {
+    cu_backend *be = cu_of(hbe);
+    flush_copies(be);
+    /* A kernel that faulted reports here, after the op that launched it returned. */
+    cu_check(be, "a queued kernel", "cudaStreamSynchronize", cudaStreamSynchronize(be->stream));
+    be->ring_used = 0; /* the stream has read every staged input */
+    prof_collect(be->prof);
+    return report(be, err);
+}
+
+/* Launch and scratch failures only: the stream keeps running ahead of the host. */
+static halo_status check(halo_backend *hbe, halo_error *err) {
+    return report(cu_of(hbe), err);
 }
 
 static void destroy(halo_backend *hbe) {
@@ -675,6 +685,7 @@ static halo_backend_ops make_ops(void) {
     o.moe = op_moe;
     o.copy = op_copy;
     o.sync = sync;
+    o.check = check;
     return o;
 }
 

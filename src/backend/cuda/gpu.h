@@ -90,4 +90,11 @@ static __device__ __forceinline__ int gpu_shfl_up_i(int v, int d) {
 
 #define WARP 32
 
+/* A kernel parameter that device code may take the address of without a local copy. */
+#ifdef HALO_HIP
+#define GPU_GRID_CONST
+#else
+#define GPU_GRID_CONST __grid_constant__
+#endif
+
 #endif

@@ -93,24 +93,19 @@ __global__ void hc_mix_kernel(hc_mix_args a) {
         ss += xs[i] * xs[i];
     ss = block_sum(ss, red);
     const float r = 1.0f / sqrtf(ss / (float)width + a.norm_eps);
-    if (threadIdx.x == 0) {
-        float mix[(2 + HC_MAX) * HC_MAX];
-        for (uint32_t i = 0; i < a.n_mix; i++)
-            mix[i] = raw[i] * r;
-        float s0 = load_float(a.scale_type, a.scale, 0);
-        for (uint32_t k = 0; k < hc; k++)
-            pre[k] = sigmoidf_(mix[k] * s0 + load_float(a.base_type, a.base, k)) + a.eps;
-        if (a.post) {
-            float s1 = load_float(a.scale_type, a.scale, 1);
-            float s2 = load_float(a.scale_type, a.scale, 2);
-            for (uint32_t k = 0; k < hc; k++)
-                a.post[t * hc + k] =
-                    2.0f * sigmoidf_(mix[hc + k] * s1 + load_float(a.base_type, a.base, hc + k));
-            for (uint32_t i = 0; i < hc * hc; i++)
-                comb_s[i] = mix[2 * hc + i] * s2 + load_float(a.base_type, a.base, 2 * hc + i);
-            if (hc != 4) sinkhorn(comb_s, hc, a.sinkhorn_iters, a.eps);
-        }
+    /* One thread per mixing logit (they are independent); the loads of the scales and biases
+     * in parallel rather than one after another on one thread. */
+    for (uint32_t i = threadIdx.x; i < a.n_mix; i += blockDim.x) {
+        const float v = raw[i] * r, b = load_float(a.base_type, a.base, i);
+        if (i < hc)
+            pre[i] = sigmoidf_(v * load_float(a.scale_type, a.scale, 0) + b) + a.eps;
+        else if (i < 2 * hc)
+            a.post[t * hc + i - hc] = 2.0f * sigmoidf_(v * load_float(a.scale_type, a.scale, 1) + b);
+        else
+            comb_s[i - 2 * hc] = v * load_float(a.scale_type, a.scale, 2) + b;
     }
+    __syncthreads();
+    if (a.post && hc != 4 && threadIdx.x == 0) sinkhorn(comb_s, hc, a.sinkhorn_iters, a.eps);
     __syncthreads();
     if (a.post && threadIdx.x < WARP) {
         float *comb = a.comb + t * hc * hc;

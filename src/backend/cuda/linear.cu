@@ -43,13 +43,51 @@ typedef struct mv_args {
     cu_grids g;
 } mv_args;
 
+#ifndef HALO_HIP
+/* The rows of a projection as a stream (mv_stream): row o for the token group at t0. */
+template <int NT>
+struct mv_dense_rows {
+    const mv_args &a;
+    int64_t t0;
+    int nt;
+    __device__ int64_t n_in(int64_t) const {
+        return a.n_in;
+    }
+    __device__ const char *row(int64_t o) const {
+        return a.w + (uint64_t)o * a.row_bytes;
+    }
+    __device__ void begin(int64_t o, const float **xs, int &n) const {
+        const int64_t grp = o / a.out_per_group;
+        n = nt;
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            xs[k] = a.x + (t0 + (k < nt ? k : 0)) * a.x_stride + grp * a.n_in;
+    }
+    __device__ void end(int64_t o, const float *acc, int n) const {
+        if (threadIdx.x % WARP == 0)
+            for (int k = 0; k < n; k++)
+                a.out[(t0 + k) * a.n_out + o] = acc[k];
+    }
+};
+#endif
+
 template <int T, int NT>
-__global__ void __launch_bounds__(MV_WARPS *WARP, 2) mv_kernel(mv_args a) {
+__global__ void __launch_bounds__(MV_WARPS *WARP, 2) mv_kernel(GPU_GRID_CONST const mv_args a) {
     extern __shared__ __align__(16) uint8_t mv_dyn[]; /* MV_STAGES chunk slots per warp */
     __shared__ float part[MV_WARPS][NT];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
     const int ks = a.ks, R = MV_WARPS / ks, r_in = warp / ks, piece = warp % ks;
+#ifndef HALO_HIP
+    if (ks == 1) { /* every warp a stream of whole rows */
+        for (int64_t t0 = (int64_t)blockIdx.x * NT; t0 < a.n_tok; t0 += (int64_t)gridDim.x * NT) {
+            mv_dense_rows<NT> rows = {a, t0, a.n_tok - t0 < NT ? (int)(a.n_tok - t0) : NT};
+            mv_stream<T, NT>(rows, (int64_t)blockIdx.y * MV_WARPS + warp,
+                             (int64_t)gridDim.y * MV_WARPS, a.n_out, stage, a.g);
+        }
+        return;
+    }
+#endif
     for (int64_t rb = blockIdx.y; rb * R < a.n_out; rb += gridDim.y) {
         const int64_t o = rb * R + r_in;
         const bool live = o < a.n_out;
@@ -96,7 +134,12 @@ template <int T>
 static void mv_launch_t(cu_backend *be, const mv_args &a, int64_t n_tok, const char *op) {
     const int nt = n_tok == 1 ? 1 : 8;
     const int64_t groups = (n_tok + nt - 1) / nt;
-    const int64_t rblocks = (a.n_out + MV_WARPS / a.ks - 1) / (MV_WARPS / a.ks);
+    int64_t rblocks = (a.n_out + MV_WARPS / a.ks - 1) / (MV_WARPS / a.ks);
+#ifndef HALO_HIP
+    /* Streams: as many blocks as stay resident (two per multiprocessor), each warp many rows. */
+    const int64_t resident = (int64_t)(be->sm_count > 0 ? be->sm_count : 132) * 2;
+    if (a.ks == 1 && rblocks > resident) rblocks = resident;
+#endif
     dim3 grid((unsigned)(groups < 0x7fffffff ? groups : 0x7fffffff),
               (unsigned)(rblocks < 65535 ? rblocks : 65535));
     const int smem = mv_smem_bytes(T, MV_WARPS);

@@ -10,6 +10,7 @@
 #include "backend/cuda/mv.cuh"
 
 enum { MOE_WARPS = 4, MOE_TOK = 8, MOE_ITEM = 64 /* pairs per work item */ };
+enum { MOE_FAST_WARPS = 8 }; /* warps per block of the fast kernels */
 
 typedef struct route_params {
     const float *score_in; /* [n_tok][n_expert] router logits */
@@ -122,16 +123,18 @@ __global__ void route_kernel(route_params a) {
 __global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, uint32_t slots,
                              int64_t n_expert, int32_t *first, int32_t *fill, int32_t *pairs,
                              int32_t *act) {
+    extern __shared__ int32_t gsm[]; /* first[groups + 1], fill[groups] */
     const int64_t groups = n_expert + 1;
+    int32_t *first_s = gsm, *fill_s = gsm + groups + 1;
     for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
-        first[e] = 0;
+        first_s[e] = 0;
     for (int64_t e = threadIdx.x; e < groups; e += blockDim.x)
-        fill[e] = 0;
+        fill_s[e] = 0;
     __syncthreads();
     for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
         uint32_t s = (uint32_t)(p % slots);
         int64_t e = s < k ? sel[(p / slots) * k + s] : n_expert;
-        atomicAdd(&first[e + 1], 1);
+        atomicAdd(&first_s[e + 1], 1);
     }
     __syncthreads();
     /* act: the count of work items, then (group, first pair, end pair) of each: every group
@@ -139,22 +142,25 @@ __global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, ui
     if (threadIdx.x == 0) {
         int32_t n_act = 0;
         for (int64_t e = 0; e < groups; e++) {
-            first[e + 1] += first[e];
-            for (int32_t i0 = first[e]; i0 < first[e + 1]; i0 += MOE_ITEM) {
+            first_s[e + 1] += first_s[e];
+            for (int32_t i0 = first_s[e]; i0 < first_s[e + 1]; i0 += MOE_ITEM) {
                 int32_t *it = act + 1 + 3 * n_act++;
                 it[0] = (int32_t)e;
                 it[1] = i0;
-                it[2] = first[e + 1] - i0 < MOE_ITEM ? first[e + 1] : i0 + MOE_ITEM;
+                it[2] = first_s[e + 1] - i0 < MOE_ITEM ? first_s[e + 1] : i0 + MOE_ITEM;
             }
         }
         act[0] = n_act;
     }
     __syncthreads();
+    for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
+        first[e] = first_s[e];
     for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
         uint32_t s = (uint32_t)(p % slots);
         int64_t e = s < k ? sel[(p / slots) * k + s] : n_expert;
-        pairs[first[e] + atomicAdd(&fill[e], 1)] = (int32_t)p;
+        pairs[first_s[e] + atomicAdd(&fill_s[e], 1)] = (int32_t)p;
     }
+    (void)fill;
 }
 
 typedef struct expert_mats {
@@ -232,9 +238,18 @@ __global__ void down_kernel(expert_mats m, const float *h, float *y) {
     }
 }
 
+/* The type pairs (routed, shared) with fast expert kernels: ds4's q2 mix (IQ2_XXS gate/up,
+ * Q2_K down), its q4 layers (Q4_K) and the MXFP4 mix, each with a Q8_0 shared expert. */
+#define MOE_GATE_UP_PAIRS(X)                                                                    \
+    X(HALO_TYPE_IQ2_XXS, HALO_TYPE_Q8_0)                                                        \
+    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
+#define MOE_DOWN_PAIRS(X)                                                                       \
+    X(HALO_TYPE_Q2_K, HALO_TYPE_Q8_0)                                                           \
+    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
+
+#ifdef HALO_HIP
 /* The fast versions (mv.cuh): routed experts of type TR, the shared expert of type TS, NT
  * pairs at a time; one warp per row. */
-enum { MOE_FAST_WARPS = 8 };
 
 template <int TR, int TS, int NT>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
@@ -313,15 +328,6 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     }
 }
 
-/* The type pairs (routed, shared) with fast expert kernels: ds4's q2 mix (IQ2_XXS gate/up,
- * Q2_K down), its q4 layers (Q4_K) and the MXFP4 mix, each with a Q8_0 shared expert. */
-#define MOE_GATE_UP_PAIRS(X)                                                                    \
-    X(HALO_TYPE_IQ2_XXS, HALO_TYPE_Q8_0)                                                        \
-    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
-#define MOE_DOWN_PAIRS(X)                                                                       \
-    X(HALO_TYPE_Q2_K, HALO_TYPE_Q8_0)                                                           \
-    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
-
 static bool moe_fast_gate_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3 grid,
                              const expert_mats &m, const float *x, float *h) {
     /* Block formats only: both types of a pair are (a float shared expert would need none). */
@@ -362,6 +368,219 @@ static bool moe_fast_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3
 #undef DN_CASE
     return false;
 }
+
+#else
+/* CUDA: the experts' rows as streams (mv_stream): work items of act (mv: group, pair range)
+ * times pair groups of NT times rows. The first blocks take the routed experts' items (type
+ * TR), the rest the shared expert's (type TS: its items are the last n_sh of act). */
+template <int NT>
+struct moe_up_rows {
+    const expert_mats &m;
+    const float *x;
+    float *hg, *hu;
+    int32_t y0;
+    int n_pg;
+    struct at {
+        int64_t e, r;
+        int32_t p0, p1;
+        int mat;
+    };
+    __device__ at locate(int64_t i) const {
+        at t;
+        t.r = i % m.n_h;
+        int64_t rest = i / m.n_h;
+        const int pg = (int)(rest % n_pg);
+        rest /= n_pg;
+        t.mat = (int)(rest % 2);
+        const int32_t *item = m.act + 1 + 3 * (y0 + rest / 2);
+        t.e = item[0];
+        t.p0 = item[1] + pg * NT;
+        t.p1 = t.p0 + NT < item[2] ? t.p0 + NT : item[2];
+        return t;
+    }
+    __device__ int64_t n_in(int64_t i) const {
+        at t = locate(i);
+        const int64_t rows = t.e == m.n_expert ? m.n_ff_sh : m.n_ff;
+        return t.p0 < t.p1 && t.r < rows ? m.n_embd : 0;
+    }
+    __device__ const char *row(int64_t i) const {
+        at t = locate(i);
+        if (t.e == m.n_expert)
+            return t.mat ? m.up_sh + t.r * m.urb_sh : m.gate_sh + t.r * m.grb_sh;
+        return t.mat ? m.up + ((uint64_t)t.e * m.n_ff + t.r) * m.urb
+                     : m.gate + ((uint64_t)t.e * m.n_ff + t.r) * m.grb;
+    }
+    __device__ void begin(int64_t i, const float **xs, int &nt) const {
+        at t = locate(i);
+        nt = t.p1 - t.p0;
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            xs[k] = x + (int64_t)(m.pairs[t.p0 + (k < nt ? k : 0)] / m.slots) * m.n_embd;
+    }
+    __device__ void end(int64_t i, const float *acc, int nt) const {
+        if (threadIdx.x % WARP) return;
+        at t = locate(i);
+        float *h = t.mat ? hu : hg;
+        for (int k = 0; k < nt; k++)
+            h[(int64_t)m.pairs[t.p0 + k] * m.n_h + t.r] = acc[k];
+    }
+};
+
+template <int NT>
+struct moe_down_rows {
+    const expert_mats &m;
+    const float *h;
+    float *y;
+    int32_t y0;
+    int n_pg;
+    struct at {
+        int64_t e, r;
+        int32_t p0, p1;
+    };
+    __device__ at locate(int64_t i) const {
+        at t;
+        t.r = i % m.n_embd;
+        const int64_t rest = i / m.n_embd;
+        const int pg = (int)(rest % n_pg);
+        const int32_t *item = m.act + 1 + 3 * (y0 + rest / n_pg);
+        t.e = item[0];
+        t.p0 = item[1] + pg * NT;
+        t.p1 = t.p0 + NT < item[2] ? t.p0 + NT : item[2];
+        return t;
+    }
+    __device__ int64_t n_in(int64_t i) const {
+        at t = locate(i);
+        return t.p0 < t.p1 ? (t.e == m.n_expert ? m.n_ff_sh : m.n_ff) : 0;
+    }
+    __device__ const char *row(int64_t i) const {
+        at t = locate(i);
+        if (t.e == m.n_expert) return m.down_sh + t.r * m.drb_sh;
+        return m.down + ((uint64_t)t.e * m.n_embd + t.r) * m.drb;
+    }
+    __device__ void begin(int64_t i, const float **xs, int &nt) const {
+        at t = locate(i);
+        nt = t.p1 - t.p0;
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            xs[k] = h + (int64_t)m.pairs[t.p0 + (k < nt ? k : 0)] * m.n_h;
+    }
+    __device__ void end(int64_t i, const float *acc, int nt) const {
+        if (threadIdx.x % WARP) return;
+        at t = locate(i);
+        for (int k = 0; k < nt; k++)
+            y[(int64_t)m.pairs[t.p0 + k] * m.n_embd + t.r] = acc[k];
+    }
+};
+
+template <int TR, int TS, int NT>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
+    moe_up_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *hg, float *hu,
+                  int n_pg, int n_sh, unsigned blocks_r) {
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
+    const int warp = threadIdx.x / WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    const int32_t n_items = m.act[0];
+    const bool routed = blockIdx.x < blocks_r;
+    const int32_t y0 = routed ? 0 : n_items - n_sh, n_y = routed ? n_items - n_sh : n_sh;
+    moe_up_rows<NT> rows = {m, x, hg, hu, y0, n_pg};
+    const int64_t total = (int64_t)n_y * 2 * n_pg * m.n_h;
+    const int64_t b = routed ? blockIdx.x : blockIdx.x - blocks_r;
+    const int64_t nb = routed ? blocks_r : gridDim.x - blocks_r;
+    if (routed)
+        mv_stream<TR, NT>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, m.g);
+    else
+        mv_stream<TS, NT>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, m.g);
+}
+
+template <int TR, int TS, int NT>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
+    moe_down_stream(GPU_GRID_CONST const expert_mats m, const float *h, float *y, int n_pg,
+                    int n_sh, unsigned blocks_r) {
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
+    const int warp = threadIdx.x / WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    const int32_t n_items = m.act[0];
+    const bool routed = blockIdx.x < blocks_r;
+    const int32_t y0 = routed ? 0 : n_items - n_sh, n_y = routed ? n_items - n_sh : n_sh;
+    moe_down_rows<NT> rows = {m, h, y, y0, n_pg};
+    const int64_t total = (int64_t)n_y * n_pg * m.n_embd;
+    const int64_t b = routed ? blockIdx.x : blockIdx.x - blocks_r;
+    const int64_t nb = routed ? blocks_r : gridDim.x - blocks_r;
+    if (routed)
+        mv_stream<TR, NT>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, m.g);
+    else
+        mv_stream<TS, NT>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, m.g);
+}
+
+/* h[pair, r] = silu(min(g, c)) · clamp(u, ±c) over the rows of each pair's expert (hg = h). */
+__global__ void moe_swiglu_kernel(float *hg, const float *hu, int64_t n_pairs, int64_t n_h,
+                                  uint32_t k, uint32_t slots, int64_t n_ff, int64_t n_ff_sh,
+                                  float clamp_exp, float clamp_sh) {
+    const int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= n_pairs * n_h) return;
+    const int64_t p = id / n_h, r = id % n_h;
+    const bool shared = (uint32_t)(p % slots) >= k;
+    if (r >= (shared ? n_ff_sh : n_ff)) return;
+    const float c = shared ? clamp_sh : clamp_exp;
+    float a = hg[id], b = hu[id];
+    if (c > 0) {
+        a = a > c ? c : a;
+        b = b > c ? c : b < -c ? -c : b;
+    }
+    hg[id] = a / (1.0f + expf(-a)) * b;
+}
+
+typedef struct moe_stream_plan {
+    int n_pg, n_sh;
+    unsigned blocks_r, blocks;
+} moe_stream_plan;
+
+static bool moe_stream_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt,
+                          const moe_stream_plan &sp, const expert_mats &m, const float *x,
+                          float *hg, float *hu) {
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
+#define UP_CASE(a, b)                                                                           \
+    if (tr == (a) && ts == (b)) {                                                               \
+        static bool done1, done8;                                                               \
+        if (nt == 1) {                                                                          \
+            if (!cu_smem_attr(be, moe_up_stream<a, b, 1>, smem, &done1, "moe")) return true;   \
+            moe_up_stream<a, b, 1><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(    \
+                m, x, hg, hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                  \
+        } else {                                                                                \
+            if (!cu_smem_attr(be, moe_up_stream<a, b, 8>, smem, &done8, "moe")) return true;   \
+            moe_up_stream<a, b, 8><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(    \
+                m, x, hg, hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                  \
+        }                                                                                       \
+        return true;                                                                            \
+    }
+    MOE_GATE_UP_PAIRS(UP_CASE)
+#undef UP_CASE
+    return false;
+}
+
+static bool moe_stream_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt,
+                            const moe_stream_plan &sp, const expert_mats &m, const float *h,
+                            float *y) {
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
+#define DN_CASE(a, b)                                                                           \
+    if (tr == (a) && ts == (b)) {                                                               \
+        static bool done1, done8;                                                               \
+        if (nt == 1) {                                                                          \
+            if (!cu_smem_attr(be, moe_down_stream<a, b, 1>, smem, &done1, "moe")) return true; \
+            moe_down_stream<a, b, 1><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(  \
+                m, h, y, sp.n_pg, sp.n_sh, sp.blocks_r);                                       \
+        } else {                                                                                \
+            if (!cu_smem_attr(be, moe_down_stream<a, b, 8>, smem, &done8, "moe")) return true; \
+            moe_down_stream<a, b, 8><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(  \
+                m, h, y, sp.n_pg, sp.n_sh, sp.blocks_r);                                       \
+        }                                                                                       \
+        return true;                                                                            \
+    }
+    MOE_DOWN_PAIRS(DN_CASE)
+#undef DN_CASE
+    return false;
+}
+#endif
 
 __global__ void moe_sum_kernel(const float *y, const float *weight, uint32_t slots, int64_t n_embd,
                                int64_t n_tok, float *out) {
@@ -409,7 +628,8 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         (uint64_t)n_tok * 4,   (uint64_t)(n_tok * n_expert) * 4, (uint64_t)(n_tok * k) * 4,
         (uint64_t)n_pairs * 4, (uint64_t)(n_expert + 2) * 4,     (uint64_t)(n_expert + 1) * 4,
         (uint64_t)n_pairs * 4, (uint64_t)(n_pairs * n_h) * 4,    (uint64_t)(n_pairs * n_embd) * 4,
-        (uint64_t)(3 * (n_expert + 2 + n_pairs / MOE_ITEM) + 1) * 4};
+        (uint64_t)(3 * (n_expert + 2 + n_pairs / MOE_ITEM) + 1) * 4,
+        (uint64_t)(n_pairs * n_h) * 4};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         total += (sizes[i] + 255) & ~255ull;
@@ -425,6 +645,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     float *h = (float *)carve(&at, sizes[7]);
     float *y = (float *)carve(&at, sizes[8]);
     int32_t *act = (int32_t *)carve(&at, sizes[9]);
+    float *hu = (float *)carve(&at, sizes[10]);
 
     uint64_t mark[2];
     cudaEvent_t ev = NULL;
@@ -449,8 +670,8 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     if (be->failed) return;
     route_kernel<<<(unsigned)n_tok, 256, (size_t)n_expert * 9, be->stream>>>(rp);
     if (!CU_LAUNCHED(be, op, "route_kernel")) return;
-    group_kernel<<<1, 1024, 0, be->stream>>>(sel, n_pairs, k, slots, n_expert, first, fill, pairs,
-                                             act);
+    group_kernel<<<1, 1024, (size_t)(2 * n_expert + 3) * sizeof(int32_t), be->stream>>>(
+        sel, n_pairs, k, slots, n_expert, first, fill, pairs, act);
     if (!CU_LAUNCHED(be, op, "group_kernel")) return;
     /* Rows of h past an expert's width stay as they are: the down kernel reads only n_in. */
     expert_mats m = {cu_ptr(a->gate_exps),
@@ -505,8 +726,38 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                                   mv_shape_ok(types[4], m.up_sh, m.urb_sh, n_embd) &&
                                   mv_shape_ok(types[5], m.down_sh, m.drb_sh, n_ff_sh)));
     const int nt = n_tok == 1 ? 1 : 8;
+#ifdef HALO_HIP
     dim3 f1(cu_blocks(n_h, MOE_FAST_WARPS), (unsigned)n_groups);
-    if (fast_in && moe_fast_gate_up(be, tr, ts, nt, f1, m, cu_f32(a->x), h)) {
+    const bool up_fast = fast_in && moe_fast_gate_up(be, tr, ts, nt, f1, m, cu_f32(a->x), h);
+#else
+    /* Blocks as stay resident, shared between the routed experts' and the shared expert's
+     * items by their weight bytes times pair groups. */
+    moe_stream_plan sp;
+    {
+        const int64_t per = (int64_t)MOE_ITEM < n_tok ? (int64_t)MOE_ITEM : n_tok;
+        sp.n_pg = (int)((per + nt - 1) / nt);
+        sp.n_sh = sh ? (int)((n_tok + MOE_ITEM - 1) / MOE_ITEM) : 0;
+        sp.blocks = (unsigned)(be->sm_count > 0 ? be->sm_count : 132) * 2;
+        const int64_t routed_pairs = n_tok * k;
+        const int64_t experts = routed_pairs < n_expert ? routed_pairs : n_expert;
+        const double wr = (double)experts * (double)n_ff * (double)(m.grb + m.urb) *
+                          (double)((routed_pairs / experts + nt - 1) / nt);
+        const double ws = sh ? (double)n_ff_sh * (double)(m.grb_sh + m.urb_sh) *
+                                   (double)((n_tok + nt - 1) / nt)
+                             : 0.0;
+        unsigned bs = sh ? (unsigned)((double)sp.blocks * ws / (wr + ws) + 0.5) : 0;
+        if (sh && bs < 1) bs = 1;
+        if (bs >= sp.blocks) bs = sp.blocks - 1;
+        sp.blocks_r = sp.blocks - bs;
+    }
+    const bool up_fast = fast_in && moe_stream_up(be, tr, ts, nt, sp, m, cu_f32(a->x), h, hu);
+    if (up_fast) {
+        if (!CU_LAUNCHED(be, op, "moe_up_stream")) return;
+        moe_swiglu_kernel<<<cu_blocks(n_pairs * n_h, 256), 256, 0, be->stream>>>(
+            h, hu, n_pairs, n_h, k, slots, n_ff, n_ff_sh, a->clamp_exp, a->clamp_shexp);
+    }
+#endif
+    if (up_fast) {
         if (!CU_LAUNCHED(be, op, "gate_up_fast")) return;
     } else {
         dim3 g1(cu_blocks(n_h, MOE_WARPS), (unsigned)n_groups);
@@ -517,8 +768,12 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         cu_prof_end(be, CU_PROF_MOE_GATE_UP, mark, ev);
         cu_prof_begin(be, mark, &ev);
     }
+#ifdef HALO_HIP
     dim3 f2(cu_blocks(n_embd, MOE_FAST_WARPS), (unsigned)n_groups);
     if (fast_in && moe_fast_down(be, tdr, tds, nt, f2, m, h, y)) {
+#else
+    if (fast_in && moe_stream_down(be, tdr, tds, nt, sp, m, h, y)) {
+#endif
         if (!CU_LAUNCHED(be, op, "down_fast")) return;
     } else {
         dim3 g2(cu_blocks(n_embd, MOE_WARPS), (unsigned)n_groups);

@@ -26,9 +26,7 @@ enum { MV_STAGES = 3 };
 #endif
 /* Dynamic shared memory of a block of `warps` warps for weights of type t. */
 static __host__ __device__ constexpr int mv_smem_bytes(int t, int warps) {
-    return t == HALO_TYPE_F32 || t == HALO_TYPE_F16 || t == HALO_TYPE_BF16
-               ? 0
-               : warps * MV_STAGES * MV_STAGE;
+    return warps * MV_STAGES * MV_STAGE;
 }
 
 static __host__ __device__ constexpr bool cx_float(int t) {
@@ -52,6 +50,11 @@ static __host__ __device__ constexpr int cx_block_elems(int t) {
                ? 256
            : cx_float(t) ? 1
                          : 32;
+}
+
+/* Weights per staged chunk: MV_STAGE bytes at most (2048 for the block formats). */
+static __host__ __device__ constexpr int cx_chunk(int t) {
+    return t == HALO_TYPE_F32 ? 512 : (t == HALO_TYPE_F16 || t == HALO_TYPE_BF16) ? 1024 : MV_CH;
 }
 
 /* The types with a fast kernel (every other supported type takes the generic kernels). */
@@ -127,6 +130,31 @@ static __device__ __forceinline__ void mv_dot32(const float v[32], const float *
     }
 }
 
+/* Eight float weights from one or two 16-byte loads. */
+template <int T>
+static __device__ __forceinline__ void mv_float8(const uint4 *r, float w[8]) {
+    if constexpr (T == HALO_TYPE_F32) {
+        w[0] = __uint_as_float(r[0].x), w[1] = __uint_as_float(r[0].y);
+        w[2] = __uint_as_float(r[0].z), w[3] = __uint_as_float(r[0].w);
+        w[4] = __uint_as_float(r[1].x), w[5] = __uint_as_float(r[1].y);
+        w[6] = __uint_as_float(r[1].z), w[7] = __uint_as_float(r[1].w);
+    } else {
+        const uint32_t u[4] = {r[0].x, r[0].y, r[0].z, r[0].w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (T == HALO_TYPE_BF16) {
+                w[2 * i] = __uint_as_float(u[i] << 16);
+                w[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+            } else {
+                __half2 h = *(const __half2 *)&u[i];
+                float2 f = __half22float2(h);
+                w[2 * i] = f.x;
+                w[2 * i + 1] = f.y;
+            }
+        }
+    }
+}
+
 /* Unit u (32 weights) of a staged chunk, dotted into acc. */
 template <int T, int NT>
 static __device__ __forceinline__ void mv_unit(const uint8_t *stage, int u, const float *const *xs,
@@ -192,34 +220,23 @@ static __device__ __forceinline__ void mv_unit(const uint8_t *stage, int u, cons
             }
         }
         mv_dot32<NT>(v, xs, e, nt, 1.0f, acc);
+    } else if constexpr (T == HALO_TYPE_F32 || T == HALO_TYPE_F16 || T == HALO_TYPE_BF16) {
+        constexpr int W = T == HALO_TYPE_F32 ? 8 : 4; /* 16-byte words per 32 weights */
+        const uint4 *q = (const uint4 *)(stage + 16 * W * u);
+#pragma unroll
+        for (int i = 0; i < W; i++) {
+            uint4 r[2] = {q[i], q[i]};
+            if constexpr (T == HALO_TYPE_F32) {
+                v[4 * i] = __uint_as_float(r[0].x), v[4 * i + 1] = __uint_as_float(r[0].y);
+                v[4 * i + 2] = __uint_as_float(r[0].z), v[4 * i + 3] = __uint_as_float(r[0].w);
+            } else {
+                mv_float8<T>(r, v + 8 * i);
+            }
+        }
+        mv_dot32<NT>(v, xs, e, nt, 1.0f, acc);
     } else {
         deq32_body((uint32_t)T, stage, u, v, g);
         mv_dot32<NT>(v, xs, e, nt, 1.0f, acc);
-    }
-}
-
-/* Eight float weights from one or two 16-byte loads. */
-template <int T>
-static __device__ __forceinline__ void mv_float8(const uint4 *r, float w[8]) {
-    if constexpr (T == HALO_TYPE_F32) {
-        w[0] = __uint_as_float(r[0].x), w[1] = __uint_as_float(r[0].y);
-        w[2] = __uint_as_float(r[0].z), w[3] = __uint_as_float(r[0].w);
-        w[4] = __uint_as_float(r[1].x), w[5] = __uint_as_float(r[1].y);
-        w[6] = __uint_as_float(r[1].z), w[7] = __uint_as_float(r[1].w);
-    } else {
-        const uint32_t u[4] = {r[0].x, r[0].y, r[0].z, r[0].w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            if (T == HALO_TYPE_BF16) {
-                w[2 * i] = __uint_as_float(u[i] << 16);
-                w[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-            } else {
-                __half2 h = *(const __half2 *)&u[i];
-                float2 f = __half22float2(h);
-                w[2 * i] = f.x;
-                w[2 * i + 1] = f.y;
-            }
-        }
     }
 }
 
@@ -328,5 +345,72 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
     for (int k = 0; k < NT; k++)
         acc[k] = warp_sum(acc[k]);
 }
+
+#ifndef HALO_HIP
+/* A warp's stream of rows: items first, first + stride, ... < n_items, each the dot of one
+ * weight row (p.row(i), p.n_in(i) weights, 0 for an item to skip) with the activations
+ * p.begin gives; p.end gets the sums (in every lane). The row chunks go through the warp's
+ * MV_STAGES shared-memory slots by cp.async as one stream across rows, so the copies of the
+ * next rows are in flight while this one is computed (rows of one or two chunks are the rule
+ * in decode: per-row pipelines never fill). */
+template <int T, int NT, class P>
+static __device__ __forceinline__ void mv_stream(P &p, int64_t first, int64_t stride,
+                                                 int64_t n_items, uint8_t *stage, cu_grids g) {
+    constexpr int E = cx_block_elems(T), B = cx_block_bytes(T), CH = cx_chunk(T);
+    static_assert(CH / E * B <= MV_STAGE && (CH / E * B) % 16 == 0, "chunk");
+    const int lane = threadIdx.x % WARP;
+    int64_t ii = first, jn = 0; /* the issue cursor: item, chunk start, chunk count */
+    int64_t ikc = 0;
+    auto issue = [&]() {
+        while (ii < n_items && p.n_in(ii) == 0)
+            ii += stride;
+        if (ii < n_items) {
+            const int64_t k1 = p.n_in(ii);
+            const int n16 = (int)((k1 - ikc < CH ? k1 - ikc : CH) / E * B / 16);
+            const uint4 *src = (const uint4 *)(p.row(ii) + ikc / E * B);
+            uint8_t *dst = stage + (jn % MV_STAGES) * MV_STAGE;
+            for (int idx = lane; idx < n16; idx += WARP)
+                cp_async16(dst + 16 * idx, src + idx);
+            jn++;
+            ikc += CH;
+            if (ikc >= k1) {
+                ikc = 0;
+                ii += stride;
+            }
+        }
+        cp_async_commit();
+    };
+#pragma unroll
+    for (int st = 0; st < MV_STAGES - 1; st++)
+        issue();
+    int64_t j = 0;
+    for (int64_t it = first; it < n_items; it += stride) {
+        const int64_t k1 = p.n_in(it);
+        if (k1 == 0) continue;
+        const float *xs[NT];
+        int nt = 1;
+        p.begin(it, xs, nt);
+        float acc[NT];
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            acc[k] = 0.0f;
+        for (int64_t kc = 0; kc < k1; kc += CH, j++) {
+            cp_async_wait<MV_STAGES - 2>();
+            __syncwarp();
+            issue(); /* into the slot read one step ago */
+            const uint8_t *slot = stage + (j % MV_STAGES) * MV_STAGE;
+            const int units = (int)((k1 - kc < CH ? k1 - kc : CH) / 32);
+            for (int u = lane; u < units; u += WARP)
+                mv_unit<T, NT>(slot, u, xs, kc + 32 * u, nt, acc, g);
+            __syncwarp();
+        }
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            acc[k] = warp_sum(acc[k]);
+        p.end(it, acc, nt);
+    }
+    cp_async_wait<0>();
+}
+#endif
 
 #endif

@@ -57,7 +57,7 @@ struct mv_dense_rows {
         return a.w + (uint64_t)o * a.row_bytes;
     }
     __device__ void begin(int64_t o, const float **xs, int &n) const {
-        const int64_t grp = o / a.out_per_group;
+        const int64_t grp = a.out_per_group == a.n_out ? 0 : o / a.out_per_group;
         n = nt;
 #pragma unroll
         for (int k = 0; k < NT; k++)

@@ -385,14 +385,16 @@ struct moe_up_rows {
         int32_t p0, p1;
         int mat;
     };
+    /* 32-bit arithmetic: item counts stay far below 2^32 (a bound is checked on the host). */
     __device__ at locate(int64_t i) const {
         at t;
-        t.r = i % m.n_h;
-        int64_t rest = i / m.n_h;
-        const int pg = (int)(rest % n_pg);
-        rest /= n_pg;
-        t.mat = (int)(rest % 2);
-        const int32_t *item = m.act + 1 + 3 * (y0 + rest / 2);
+        const uint32_t ui = (uint32_t)i, nh = (uint32_t)m.n_h;
+        t.r = ui % nh;
+        uint32_t rest = ui / nh;
+        const int pg = (int)(rest % (uint32_t)n_pg);
+        rest /= (uint32_t)n_pg;
+        t.mat = (int)(rest & 1);
+        const int32_t *item = m.act + 1 + 3 * (y0 + (int32_t)(rest >> 1));
         t.e = item[0];
         t.p0 = item[1] + pg * NT;
         t.p1 = t.p0 + NT < item[2] ? t.p0 + NT : item[2];
@@ -439,10 +441,11 @@ struct moe_down_rows {
     };
     __device__ at locate(int64_t i) const {
         at t;
-        t.r = i % m.n_embd;
-        const int64_t rest = i / m.n_embd;
-        const int pg = (int)(rest % n_pg);
-        const int32_t *item = m.act + 1 + 3 * (y0 + rest / n_pg);
+        const uint32_t ui = (uint32_t)i, ne = (uint32_t)m.n_embd;
+        t.r = ui % ne;
+        const uint32_t rest = ui / ne;
+        const int pg = (int)(rest % (uint32_t)n_pg);
+        const int32_t *item = m.act + 1 + 3 * (y0 + (int32_t)(rest / (uint32_t)n_pg));
         t.e = item[0];
         t.p0 = item[1] + pg * NT;
         t.p1 = t.p0 + NT < item[2] ? t.p0 + NT : item[2];
@@ -717,7 +720,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     const bool sh = a->gate_sh != NULL;
     const uint32_t tr = types[0], ts = sh ? types[3] : types[0];
     const uint32_t tdr = types[2], tds = sh ? types[5] : types[2];
-    const bool fast_in = !be->naive && ((uintptr_t)cu_f32(a->x) & 15) == 0 && n_embd % 4 == 0 &&
+    const bool fast_ok = !be->naive && ((uintptr_t)cu_f32(a->x) & 15) == 0 && n_embd % 4 == 0 &&
                          n_h % 4 == 0 && types[0] == types[1] && (!sh || types[3] == types[4]) &&
                          mv_shape_ok(types[0], m.gate, m.grb, n_embd) &&
                          mv_shape_ok(types[1], m.up, m.urb, n_embd) &&
@@ -727,6 +730,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                                   mv_shape_ok(types[5], m.down_sh, m.drb_sh, n_ff_sh)));
     const int nt = n_tok == 1 ? 1 : 8;
 #ifdef HALO_HIP
+    const bool fast_in = fast_ok;
     dim3 f1(cu_blocks(n_h, MOE_FAST_WARPS), (unsigned)n_groups);
     const bool up_fast = fast_in && moe_fast_gate_up(be, tr, ts, nt, f1, m, cu_f32(a->x), h);
 #else
@@ -750,6 +754,8 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         if (bs >= sp.blocks) bs = sp.blocks - 1;
         sp.blocks_r = sp.blocks - bs;
     }
+    /* The streams index items in 32 bits. */
+    const bool fast_in = fast_ok && (double)n_groups * 2 * sp.n_pg * (double)(n_h + n_embd) < 2e9;
     const bool up_fast = fast_in && moe_stream_up(be, tr, ts, nt, sp, m, cu_f32(a->x), h, hu);
     if (up_fast) {
         if (!CU_LAUNCHED(be, op, "moe_up_stream")) return;

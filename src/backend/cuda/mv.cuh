@@ -240,6 +240,97 @@ static __device__ __forceinline__ void mv_unit(const uint8_t *stage, int u, cons
     }
 }
 
+/* Types decoded 8 weights per lane (lane l of a chunk takes weights 8l + 256i): neighbouring
+ * lanes read neighbouring activations, so a warp's 16-byte activation loads touch 8 cache lines
+ * rather than 32 (one lane per 32-weight unit strides the activations by 128 bytes). */
+static __host__ __device__ constexpr bool cx_g8(int t) {
+    return t == HALO_TYPE_Q8_0 || t == HALO_TYPE_IQ2_XXS || t == HALO_TYPE_Q2_K ||
+           t == HALO_TYPE_F32 || t == HALO_TYPE_F16 || t == HALO_TYPE_BF16;
+}
+
+/* acc[k] += scale · Σ_j v[j] · x_k[e + j] over 8 weights. */
+template <int NT>
+static __device__ __forceinline__ void mv_dot8(const float v[8], const float *const *xs, int64_t e,
+                                               int nt, float scale, float acc[NT]) {
+#pragma unroll
+    for (int k = 0; k < NT; k++) {
+        if (k < nt) {
+            const float4 *xp = (const float4 *)(xs[k] + e);
+            const float4 a = __ldg(xp), b = __ldg(xp + 1);
+            float s = v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x +
+                      v[5] * b.y + v[6] * b.z + v[7] * b.w;
+            acc[k] += s * scale;
+        }
+    }
+}
+
+/* The 8 weights at element w of a staged chunk (w a multiple of 8), dotted into acc. */
+template <int T, int NT>
+static __device__ __forceinline__ void mv_g8(const uint8_t *stage, int w, const float *const *xs,
+                                             int64_t e, int nt, float acc[NT], cu_grids g) {
+    float v[8];
+    if constexpr (T == HALO_TYPE_Q8_0) {
+        const uint8_t *b = stage + 34 * (w >> 5);
+        const float d = __half2float(*(const __half *)b);
+        const uint16_t *q16 = (const uint16_t *)(b + 2 + (w & 31));
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            uint32_t q = ((uint32_t)q16[2 * i] | ((uint32_t)q16[2 * i + 1] << 16)) ^ 0x80808080u;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                v[4 * i + j] = __uint_as_float(__byte_perm(q, 0x4B000000u, 0x7540 + j)) - 8388736.0f;
+        }
+        mv_dot8<NT>(v, xs, e, nt, d, acc);
+    } else if constexpr (T == HALO_TYPE_IQ2_XXS) {
+        const uint8_t *b = stage + 66 * (w >> 8);
+        const int sub = (w >> 5) & 7, l = (w >> 3) & 3;
+        const uint8_t *q = b + 2 + 8 * sub;
+        const uint16_t *a16 = (const uint16_t *)(q + 4);
+        const uint32_t aux = (uint32_t)a16[0] | ((uint32_t)a16[1] << 16);
+        const float d = __half2float(*(const __half *)b);
+        const float db = __fmul_rn(__fmul_rn(d, __fadd_rn(0.5f, (float)(aux >> 28))), 0.25f);
+        const uint64_t grid = g.iq2xxs[q[l]];
+        const uint32_t sg = iq_signs((aux >> (7 * l)) & 127);
+        const uint32_t half[2] = {(uint32_t)grid, (uint32_t)(grid >> 32)};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float f = __uint_as_float(__byte_perm(half[j >> 2], 0x4B000000u, 0x7540 + (j & 3))) -
+                      8388608.0f;
+            v[j] = __uint_as_float(__float_as_uint(f) ^ ((sg << (31 - j)) & 0x80000000u));
+        }
+        mv_dot8<NT>(v, xs, e, nt, db, acc);
+    } else if constexpr (T == HALO_TYPE_Q2_K) {
+        const uint8_t *b = stage + 84 * (w >> 8);
+        const int in = w & 255, sub = in >> 5, j0 = in & 31;
+        const float d = __half2float(*(const __half *)(b + 80));
+        const float dmin = __half2float(*(const __half *)(b + 82));
+        const uint8_t sc = b[2 * sub + (j0 >> 4)];
+        const float dl = __fmul_rn(d, (float)(sc & 0xf)), ml = __fmul_rn(dmin, (float)(sc >> 4));
+        const uint32_t *qs = (const uint32_t *)(b + 16 + 32 * (sub >> 2) + j0);
+        const int shift = 2 * (sub & 3);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const uint32_t q4 = (qs[i] >> shift) & 0x03030303u;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float qf = __uint_as_float(__byte_perm(q4, 0x4B000000u, 0x7540 + j)) - 8388608.0f;
+                v[4 * i + j] = fmaf(dl, qf, -ml);
+            }
+        }
+        mv_dot8<NT>(v, xs, e, nt, 1.0f, acc);
+    } else {
+        uint4 r[2];
+        if constexpr (T == HALO_TYPE_F32) {
+            r[0] = *(const uint4 *)(stage + 4 * w);
+            r[1] = *(const uint4 *)(stage + 4 * w + 16);
+        } else {
+            r[0] = *(const uint4 *)(stage + 2 * w);
+        }
+        mv_float8<T>(r, v);
+        mv_dot8<NT>(v, xs, e, nt, 1.0f, acc);
+    }
+}
+
 /* acc[k] = Σ_{i in [k0, k1)} w[i] · xs[k][i] for k < nt, summed over the warp (every lane gets
  * the sums). stage: this warp's MV_STAGE bytes of shared memory (block formats). */
 template <int T, int NT>
@@ -311,9 +402,14 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
             cp_async_commit();
             const int64_t kc = k0 + c * MV_CH;
             const uint8_t *slot = stage + (c % MV_STAGES) * MV_STAGE;
-            const int units = (int)((k1 - kc < MV_CH ? k1 - kc : MV_CH) / 32);
-            for (int u = lane; u < units; u += WARP)
-                mv_unit<T, NT>(slot, u, xs, kc + 32 * u, nt, acc, g);
+            const int n = (int)(k1 - kc < MV_CH ? k1 - kc : MV_CH);
+            if constexpr (cx_g8(T)) {
+                for (int w = 8 * lane; w < n; w += 8 * WARP)
+                    mv_g8<T, NT>(slot, w, xs, kc + w, nt, acc, g);
+            } else {
+                for (int u = lane; u < n / 32; u += WARP)
+                    mv_unit<T, NT>(slot, u, xs, kc + 32 * u, nt, acc, g);
+            }
             __syncwarp(); /* slot c is free for the copies issued at c + 1 */
         }
         (void)NV;
@@ -399,9 +495,14 @@ static __device__ __forceinline__ void mv_stream(P &p, int64_t first, int64_t st
             __syncwarp();
             issue(); /* into the slot read one step ago */
             const uint8_t *slot = stage + (j % MV_STAGES) * MV_STAGE;
-            const int units = (int)((k1 - kc < CH ? k1 - kc : CH) / 32);
-            for (int u = lane; u < units; u += WARP)
-                mv_unit<T, NT>(slot, u, xs, kc + 32 * u, nt, acc, g);
+            const int n = (int)(k1 - kc < CH ? k1 - kc : CH);
+            if constexpr (cx_g8(T)) {
+                for (int w = 8 * lane; w < n; w += 8 * WARP)
+                    mv_g8<T, NT>(slot, w, xs, kc + w, nt, acc, g);
+            } else {
+                for (int u = lane; u < n / 32; u += WARP)
+                    mv_unit<T, NT>(slot, u, xs, kc + 32 * u, nt, acc, g);
+            }
             __syncwarp();
         }
 #pragma unroll

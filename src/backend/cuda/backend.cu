@@ -120,6 +120,18 @@ bool cu_upload(cu_backend *be, void *dst, const void *src, uint64_t bytes, const
     return CU_OK(be, op, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, be->stream));
 }
 
+bool cu_ints_pass(cu_backend *be, int32_t *dst, const int32_t *src, int64_t n, cu_ints *small,
+                  const int32_t **dev, const char *op) {
+    memset(small, 0, sizeof *small);
+    if (n <= CU_INTS && !be->naive) {
+        memcpy(small->v, src, (size_t)n * sizeof(int32_t));
+        *dev = NULL;
+        return true;
+    }
+    *dev = dst;
+    return cu_upload(be, dst, src, (uint64_t)n * sizeof(int32_t), op);
+}
+
 /* ---- queued row copies ---------------------------------------------------------------------- */
 
 /* One block row per descriptor (grid.y), blocks of it striding over its bytes. */

@@ -95,6 +95,21 @@ char *cu_scratch(cu_backend *be, uint64_t bytes, const char *op);
 /* Copies n host ints into device memory at dst (part of an op's scratch). */
 bool cu_upload(cu_backend *be, void *dst, const void *src, uint64_t bytes, const char *op);
 
+/* Host ints (positions, token ids) for a kernel: up to CU_INTS go by value in the launch's
+ * parameters, since a small host-to-device copy takes microseconds of the stream's time (a
+ * decode step has a few per layer); more are uploaded to dst. *dev is dst after an upload,
+ * NULL when passed by value; kernels read them with cu_int_at. */
+enum { CU_INTS = 16 };
+typedef struct cu_ints {
+    int32_t v[CU_INTS];
+} cu_ints;
+bool cu_ints_pass(cu_backend *be, int32_t *dst, const int32_t *src, int64_t n, cu_ints *small,
+                  const int32_t **dev, const char *op);
+static __device__ __forceinline__ int32_t cu_int_at(const int32_t *dev, const cu_ints &small,
+                                                    int64_t i) {
+    return dev ? dev[i] : small.v[i];
+}
+
 /* A small vector read element by element (sinks, biases, hc scales) must be a float type;
  * false after recording the failure otherwise. */
 bool cu_float_only(cu_backend *be, uint32_t type, const char *op, const char *what);

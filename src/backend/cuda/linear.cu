@@ -50,18 +50,17 @@ struct mv_dense_rows {
     const mv_args &a;
     int64_t t0;
     int nt;
-    __device__ int64_t n_in(int64_t) const {
+    __device__ int64_t row(int64_t o, const char **r) const {
+        *r = a.w + (uint64_t)o * a.row_bytes;
         return a.n_in;
     }
-    __device__ const char *row(int64_t o) const {
-        return a.w + (uint64_t)o * a.row_bytes;
-    }
-    __device__ void begin(int64_t o, const float **xs, int &n) const {
+    __device__ int64_t begin(int64_t o, const float **xs, int &n) const {
         const int64_t grp = a.out_per_group == a.n_out ? 0 : o / a.out_per_group;
         n = nt;
 #pragma unroll
         for (int k = 0; k < NT; k++)
             xs[k] = a.x + (t0 + (k < nt ? k : 0)) * a.x_stride + grp * a.n_in;
+        return a.n_in;
     }
     __device__ void end(int64_t o, const float *acc, int n) const {
         if (threadIdx.x % WARP == 0)
@@ -164,9 +163,14 @@ static bool mv_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
         return false;
     /* Split-K when rows x token groups would leave the GPU idle (hc mixers: 24 rows). */
     const int64_t tgroups = (n_tok + 7) / 8, chunks = (n_in + MV_CH - 1) / MV_CH;
-    const int64_t want = (int64_t)(be->sm_count > 0 ? be->sm_count : 132) * 32;
     int ks = 1;
-    while (ks < MV_WARPS && n_out * tgroups * ks < want && 2 * ks <= chunks)
+#ifndef HALO_HIP
+    /* Row streams (ks = 1) keep every warp busy from about a thousand rows. */
+    const int64_t enough = 1024;
+#else
+    const int64_t enough = (int64_t)(be->sm_count > 0 ? be->sm_count : 132) * 32;
+#endif
+    while (ks < MV_WARPS && n_out * tgroups * ks < enough && 2 * ks <= chunks)
         ks *= 2;
     mv_args a = {w, row_bytes, n_in, n_out, n_out / groups, x, x_stride, n_tok, out, ks,
                  (chunks + ks - 1) / ks * MV_CH, cu_grids_get(&be->base)};
@@ -214,8 +218,8 @@ void cu_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor *x, ui
 
 /* One token per block: its table row decoded to f32. */
 __global__ void embed_kernel(uint32_t type, const char *table, uint64_t row_bytes, int64_t n,
-                             const int32_t *tokens, float *out, cu_grids g) {
-    const char *row = table + (uint64_t)tokens[blockIdx.x] * row_bytes;
+                             const int32_t *tokens, cu_ints tok_small, float *out, cu_grids g) {
+    const char *row = table + (uint64_t)cu_int_at(tokens, tok_small, blockIdx.x) * row_bytes;
     float *y = out + (int64_t)blockIdx.x * n;
     if (is_float_type(type)) {
         for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -235,11 +239,13 @@ void cu_embed(halo_backend *hbe, const halo_tensor *table, const int32_t *tokens
     cu_backend *be = cu_of(hbe);
     int64_t n_tok = out->ne[1], n = table->ne[0];
     if (be->failed || !cu_type_supported(be, table->type, "embed") || n_tok <= 0) return;
-    int32_t *dtok = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "embed");
-    if (!dtok || !cu_upload(be, dtok, tokens, (uint64_t)n_tok * sizeof(int32_t), "embed")) return;
+    int32_t *stok = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "embed");
+    cu_ints ts;
+    const int32_t *dtok = NULL;
+    if (!stok || !cu_ints_pass(be, stok, tokens, n_tok, &ts, &dtok, "embed")) return;
     embed_kernel<<<(unsigned)n_tok, 128, 0, be->stream>>>(table->type, cu_ptr(table),
                                                           cu_row_bytes(table->type, n), n, dtok,
-                                                          cu_f32(out), cu_grids_get(hbe));
+                                                          ts, cu_f32(out), cu_grids_get(hbe));
     CU_LAUNCHED(be, "embed", "embed_kernel");
 }
 

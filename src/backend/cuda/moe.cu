@@ -6,6 +6,7 @@
  * (each expert's weights read once per MOE_TOK tokens); the down projections likewise; and the
  * weighted sum per token in slot order. Nothing is read back to the host. */
 #include <math.h>
+#include <string.h>
 
 #include "backend/cuda/mv.cuh"
 
@@ -24,6 +25,7 @@ typedef struct route_params {
     float weights_scale;
     int32_t *sel;  /* [n_tok][k] */
     float *weight; /* [n_tok][slots] */
+    cu_ints tokens_small; /* tokens by value when NULL */
 } route_params;
 
 static __device__ float score_fn(uint32_t gating, float x) {
@@ -73,7 +75,7 @@ __global__ void route_kernel(route_params a) {
     if (a.tid2eid) {
         if (threadIdx.x == 0)
             for (uint32_t i = 0; i < a.k; i++)
-                sel[i] = a.tid2eid[(int64_t)a.tokens[t] * a.k + i];
+                sel[i] = a.tid2eid[(int64_t)cu_int_at(a.tokens, a.tokens_small, t) * a.k + i];
     } else {
         for (uint32_t i = 0; i < a.k; i++) {
             int best = -1;
@@ -400,28 +402,31 @@ struct moe_up_rows {
         t.p1 = t.p0 + NT < item[2] ? t.p0 + NT : item[2];
         return t;
     }
-    __device__ int64_t n_in(int64_t i) const {
-        at t = locate(i);
+    at cur; /* the item begun last (end follows begin for the same item) */
+    __device__ int64_t width(const at &t) const {
         const int64_t rows = t.e == m.n_expert ? m.n_ff_sh : m.n_ff;
         return t.p0 < t.p1 && t.r < rows ? m.n_embd : 0;
     }
-    __device__ const char *row(int64_t i) const {
+    __device__ int64_t row(int64_t i, const char **r) const {
         at t = locate(i);
         if (t.e == m.n_expert)
-            return t.mat ? m.up_sh + t.r * m.urb_sh : m.gate_sh + t.r * m.grb_sh;
-        return t.mat ? m.up + ((uint64_t)t.e * m.n_ff + t.r) * m.urb
-                     : m.gate + ((uint64_t)t.e * m.n_ff + t.r) * m.grb;
+            *r = t.mat ? m.up_sh + t.r * m.urb_sh : m.gate_sh + t.r * m.grb_sh;
+        else
+            *r = t.mat ? m.up + ((uint64_t)t.e * m.n_ff + t.r) * m.urb
+                       : m.gate + ((uint64_t)t.e * m.n_ff + t.r) * m.grb;
+        return width(t);
     }
-    __device__ void begin(int64_t i, const float **xs, int &nt) const {
-        at t = locate(i);
+    __device__ int64_t begin(int64_t i, const float **xs, int &nt) {
+        at t = cur = locate(i);
         nt = t.p1 - t.p0;
 #pragma unroll
         for (int k = 0; k < NT; k++)
             xs[k] = x + (int64_t)(m.pairs[t.p0 + (k < nt ? k : 0)] / m.slots) * m.n_embd;
+        return width(t);
     }
-    __device__ void end(int64_t i, const float *acc, int nt) const {
+    __device__ void end(int64_t, const float *acc, int nt) const {
         if (threadIdx.x % WARP) return;
-        at t = locate(i);
+        const at &t = cur;
         float *h = t.mat ? hu : hg;
         for (int k = 0; k < nt; k++)
             h[(int64_t)m.pairs[t.p0 + k] * m.n_h + t.r] = acc[k];
@@ -451,25 +456,27 @@ struct moe_down_rows {
         t.p1 = t.p0 + NT < item[2] ? t.p0 + NT : item[2];
         return t;
     }
-    __device__ int64_t n_in(int64_t i) const {
-        at t = locate(i);
+    at cur;
+    __device__ int64_t width(const at &t) const {
         return t.p0 < t.p1 ? (t.e == m.n_expert ? m.n_ff_sh : m.n_ff) : 0;
     }
-    __device__ const char *row(int64_t i) const {
+    __device__ int64_t row(int64_t i, const char **r) const {
         at t = locate(i);
-        if (t.e == m.n_expert) return m.down_sh + t.r * m.drb_sh;
-        return m.down + ((uint64_t)t.e * m.n_embd + t.r) * m.drb;
+        *r = t.e == m.n_expert ? m.down_sh + t.r * m.drb_sh
+                               : m.down + ((uint64_t)t.e * m.n_embd + t.r) * m.drb;
+        return width(t);
     }
-    __device__ void begin(int64_t i, const float **xs, int &nt) const {
-        at t = locate(i);
+    __device__ int64_t begin(int64_t i, const float **xs, int &nt) {
+        at t = cur = locate(i);
         nt = t.p1 - t.p0;
 #pragma unroll
         for (int k = 0; k < NT; k++)
             xs[k] = h + (int64_t)m.pairs[t.p0 + (k < nt ? k : 0)] * m.n_h;
+        return width(t);
     }
-    __device__ void end(int64_t i, const float *acc, int nt) const {
+    __device__ void end(int64_t, const float *acc, int nt) const {
         if (threadIdx.x % WARP) return;
-        at t = locate(i);
+        const at &t = cur;
         for (int k = 0; k < nt; k++)
             y[(int64_t)m.pairs[t.p0 + k] * m.n_embd + t.r] = acc[k];
     }
@@ -485,7 +492,7 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     const int32_t n_items = m.act[0];
     const bool routed = blockIdx.x < blocks_r;
     const int32_t y0 = routed ? 0 : n_items - n_sh, n_y = routed ? n_items - n_sh : n_sh;
-    moe_up_rows<NT> rows = {m, x, hg, hu, y0, n_pg};
+    moe_up_rows<NT> rows = {m, x, hg, hu, y0, n_pg, {}};
     const int64_t total = (int64_t)n_y * 2 * n_pg * m.n_h;
     const int64_t b = routed ? blockIdx.x : blockIdx.x - blocks_r;
     const int64_t nb = routed ? blocks_r : gridDim.x - blocks_r;
@@ -505,7 +512,7 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     const int32_t n_items = m.act[0];
     const bool routed = blockIdx.x < blocks_r;
     const int32_t y0 = routed ? 0 : n_items - n_sh, n_y = routed ? n_items - n_sh : n_sh;
-    moe_down_rows<NT> rows = {m, h, y, y0, n_pg};
+    moe_down_rows<NT> rows = {m, h, y, y0, n_pg, {}};
     const int64_t total = (int64_t)n_y * n_pg * m.n_embd;
     const int64_t b = routed ? blockIdx.x : blockIdx.x - blocks_r;
     const int64_t nb = routed ? blocks_r : gridDim.x - blocks_r;
@@ -531,6 +538,12 @@ __global__ void moe_swiglu_kernel(float *hg, const float *hu, int64_t n_pairs, i
         b = b > c ? c : b < -c ? -c : b;
     }
     hg[id] = a / (1.0f + expf(-a)) * b;
+}
+
+/* Relative decoding cost per weight (for sharing blocks between routed and shared work). */
+static double moe_cost(uint32_t t) {
+    return t == HALO_TYPE_IQ2_XXS ? 2.5 : t == HALO_TYPE_Q2_K ? 2.0 : t == HALO_TYPE_Q8_0 ? 1.0
+                                                                                       : 1.5;
 }
 
 typedef struct moe_stream_plan {
@@ -654,14 +667,17 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     cudaEvent_t ev = NULL;
     const bool prof = be->prof != NULL;
     if (prof) cu_prof_begin(be, mark, &ev);
-    if (a->tid2eid && !cu_upload(be, tokens, a->tokens, sizes[0], op)) return;
+    cu_ints tok_small;
+    const int32_t *dtok = NULL;
+    memset(&tok_small, 0, sizeof tok_small);
+    if (a->tid2eid && !cu_ints_pass(be, tokens, a->tokens, n_tok, &tok_small, &dtok, op)) return;
     cu_matmul_launch(be, a->gate_inp->type, cu_ptr(a->gate_inp), n_embd, n_expert, 1, cu_f32(a->x),
                      n_embd, n_tok, scores, op);
     route_params rp = {scores,
                        a->probs_bias ? cu_ptr(a->probs_bias) : NULL,
                        a->probs_bias ? a->probs_bias->type : (uint32_t)HALO_TYPE_F32,
                        a->tid2eid ? (const int32_t *)cu_ptr(a->tid2eid) : NULL,
-                       tokens,
+                       dtok,
                        n_expert,
                        k,
                        slots,
@@ -669,7 +685,8 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                        a->norm_weights,
                        a->weights_scale,
                        sel,
-                       weight};
+                       weight,
+                       tok_small};
     if (be->failed) return;
     route_kernel<<<(unsigned)n_tok, 256, (size_t)n_expert * 9, be->stream>>>(rp);
     if (!CU_LAUNCHED(be, op, "route_kernel")) return;
@@ -744,9 +761,11 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         sp.blocks = (unsigned)(be->sm_count > 0 ? be->sm_count : 132) * 2;
         const int64_t routed_pairs = n_tok * k;
         const int64_t experts = routed_pairs < n_expert ? routed_pairs : n_expert;
-        const double wr = (double)experts * (double)n_ff * (double)(m.grb + m.urb) *
+        /* Work ~ weights decoded x pair groups x the type's decoding cost (the 2-bit
+         * formats take more instructions per byte than Q8_0). */
+        const double wr = (double)experts * (double)n_ff * (double)n_embd * 2.0 * moe_cost(tr) *
                           (double)((routed_pairs / experts + nt - 1) / nt);
-        const double ws = sh ? (double)n_ff_sh * (double)(m.grb_sh + m.urb_sh) *
+        const double ws = sh ? (double)n_ff_sh * (double)n_embd * 2.0 * moe_cost(ts) *
                                    (double)((n_tok + nt - 1) / nt)
                              : 0.0;
         unsigned bs = sh ? (unsigned)((double)sp.blocks * ws / (wr + ws) + 0.5) : 0;

@@ -444,8 +444,8 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
 
 #ifndef HALO_HIP
 /* A warp's stream of rows: items first, first + stride, ... < n_items, each the dot of one
- * weight row (p.row(i), p.n_in(i) weights, 0 for an item to skip) with the activations
- * p.begin gives; p.end gets the sums (in every lane). The row chunks go through the warp's
+ * weight row (p.row(i, &row) returns its width, 0 for an item to skip) with the activations
+ * p.begin sets (returning the same width); p.end gets the sums (in every lane). The row chunks go through the warp's
  * MV_STAGES shared-memory slots by cp.async as one stream across rows, so the copies of the
  * next rows are in flight while this one is computed (rows of one or two chunks are the rule
  * in decode: per-row pipelines never fill). */
@@ -455,22 +455,25 @@ static __device__ __forceinline__ void mv_stream(P &p, int64_t first, int64_t st
     constexpr int E = cx_block_elems(T), B = cx_block_bytes(T), CH = cx_chunk(T);
     static_assert(CH / E * B <= MV_STAGE && (CH / E * B) % 16 == 0, "chunk");
     const int lane = threadIdx.x % WARP;
-    int64_t ii = first, jn = 0; /* the issue cursor: item, chunk start, chunk count */
-    int64_t ikc = 0;
+    /* The issue cursor: item, its row and width (looked up once per item), chunk start. */
+    int64_t ii = first, ik1 = 0, ikc = 0;
+    int jn = 0;
+    const char *irow = NULL;
     auto issue = [&]() {
-        while (ii < n_items && p.n_in(ii) == 0)
-            ii += stride;
+        while (ik1 == 0 && ii < n_items) {
+            ik1 = p.row(ii, &irow);
+            if (ik1 == 0) ii += stride;
+        }
         if (ii < n_items) {
-            const int64_t k1 = p.n_in(ii);
-            const int n16 = (int)((k1 - ikc < CH ? k1 - ikc : CH) / E * B / 16);
-            const uint4 *src = (const uint4 *)(p.row(ii) + ikc / E * B);
+            const int n16 = (int)((ik1 - ikc < CH ? ik1 - ikc : CH) / E * B / 16);
+            const uint4 *src = (const uint4 *)(irow + ikc / E * B);
             uint8_t *dst = stage + (jn % MV_STAGES) * MV_STAGE;
             for (int idx = lane; idx < n16; idx += WARP)
                 cp_async16(dst + 16 * idx, src + idx);
             jn++;
             ikc += CH;
-            if (ikc >= k1) {
-                ikc = 0;
+            if (ikc >= ik1) {
+                ikc = ik1 = 0;
                 ii += stride;
             }
         }
@@ -479,13 +482,12 @@ static __device__ __forceinline__ void mv_stream(P &p, int64_t first, int64_t st
 #pragma unroll
     for (int st = 0; st < MV_STAGES - 1; st++)
         issue();
-    int64_t j = 0;
+    int j = 0;
     for (int64_t it = first; it < n_items; it += stride) {
-        const int64_t k1 = p.n_in(it);
-        if (k1 == 0) continue;
         const float *xs[NT];
         int nt = 1;
-        p.begin(it, xs, nt);
+        const int64_t k1 = p.begin(it, xs, nt); /* 0: an item to skip */
+        if (k1 == 0) continue;
         float acc[NT];
 #pragma unroll
         for (int k = 0; k < NT; k++)

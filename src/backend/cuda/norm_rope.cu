@@ -61,13 +61,13 @@ void cu_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width, const halo_t
 
 /* One thread per (token, head, pair): rotate (x[2i], x[2i+1]) of the head's tail. */
 __global__ void rope_kernel(float *x, int64_t head_dim, int64_t n_head, int64_t n_tok,
-                            const int32_t *pos, cu_rope_freq f, bool inverse) {
+                            const int32_t *pos, cu_ints pos_small, cu_rope_freq f, bool inverse) {
     int64_t half = f.n_rot / 2;
     int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n_tok * n_head * half) return;
     int64_t i = id % half, h = (id / half) % n_head, t = id / (half * n_head);
     float *p = x + (t * n_head + h) * head_dim + head_dim - f.n_rot + 2 * i;
-    float angle = (float)pos[t] * f.inv_freq[i];
+    float angle = (float)cu_int_at(pos, pos_small, t) * f.inv_freq[i];
     float c = cosf(angle), s = sinf(angle);
     if (inverse) s = -s;
     float a = p[0], b = p[1];
@@ -81,11 +81,13 @@ void cu_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_r
     int64_t n_tok = x->ne[2], n_head = x->ne[1];
     cu_rope_freq f;
     if (be->failed || n_tok <= 0 || !cu_rope_freq_make(be, rope, &f, "rope")) return;
-    int32_t *dpos = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "rope");
-    if (!dpos || !cu_upload(be, dpos, pos, (uint64_t)n_tok * sizeof(int32_t), "rope")) return;
+    int32_t *spos = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "rope");
+    cu_ints ps;
+    const int32_t *dpos = NULL;
+    if (!spos || !cu_ints_pass(be, spos, pos, n_tok, &ps, &dpos, "rope")) return;
     int64_t n = n_tok * n_head * (rope->n_rot / 2);
     if (n == 0) return;
-    rope_kernel<<<cu_blocks(n, 256), 256, 0, be->stream>>>(cu_f32(x), x->ne[0], n_head, n_tok, dpos,
+    rope_kernel<<<cu_blocks(n, 256), 256, 0, be->stream>>>(cu_f32(x), x->ne[0], n_head, n_tok, dpos, ps,
                                                            f, inverse);
     CU_LAUNCHED(be, "rope", "rope_kernel");
 }

@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/load_progress.h"
 #include "cli/run.h"
 #include "cli/stream_opts.h"
+#include "halo/load.h"
 #include "serve/serve.h"
 
 static void usage(FILE *out) {
@@ -201,7 +203,7 @@ int cli_serve(int argc, char **argv) {
     halo_engine_params ep = {
         .model_path = c.model, .threads = c.threads, .n_ctx = m.n_ctx, .backend = c.backend};
     cli_stream_params(&c.stream, &ep);
-    if (halo_engine_open(&ep, &m.engine, &err)) {
+    if (halo_engine_open_progress(&ep, cli_load_progress, "serve", &m.engine, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);
         goto done;
     }

@@ -211,6 +211,16 @@ static void gpu_streams_experts_from_the_file_as_the_cpu_computes(void) {
     free(got);
 }
 
+/* Written pages are in the page cache: flush and drop them, so the load starts cold. */
+static void drop_cache(const char *file) {
+    int fd = open(file, O_RDONLY);
+    if (fd >= 0) {
+        fsync(fd);
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+}
+
 int main(void) {
     halo_backend *probe = NULL;
     halo_error err = {0};
@@ -222,6 +232,7 @@ int main(void) {
     const char *given = getenv("HALO_LOAD_MODEL");
     if (given && *given) {
         path = given;
+        drop_cache(path);
         measure = true;
         RUN(gpu_load_reads_the_file_once_into_device_memory);
         return check_report();
@@ -232,13 +243,7 @@ int main(void) {
     halo_synth_spec spec;
     CHECK_INT(halo_synth_parse(MODEL_SPEC, &spec, &err), HALO_OK);
     CHECK_INT(halo_synth_write_gguf(&spec, path, 0, NULL, NULL, &err), HALO_OK);
-    /* Written pages are in the page cache: flush and drop them, so the load starts cold. */
-    int fd = open(path, O_RDONLY);
-    if (fd >= 0) {
-        fsync(fd);
-        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-        close(fd);
-    }
+    drop_cache(path);
     RUN(gpu_load_reads_the_file_once_into_device_memory);
     RUN(gpu_streams_experts_from_the_file_as_the_cpu_computes);
     free(ref);

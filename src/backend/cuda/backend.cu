@@ -36,8 +36,10 @@ enum { N_GRIDS = sizeof grid_table / sizeof grid_table[0] };
 cu_grids cu_grids_get(halo_backend *be) {
     const char *p[N_GRIDS];
     const char *at = ((cu_backend_full *)be)->grids;
-    for (int i = 0; i < N_GRIDS; i++, at += grid_table[i - 1].bytes)
+    for (int i = 0; i < N_GRIDS; i++) {
         p[i] = at;
+        at += grid_table[i].bytes;
+    }
     cu_grids out = {(const uint64_t *)p[0], (const uint32_t *)p[1], (const uint64_t *)p[2],
                     (const uint64_t *)p[3], (const uint64_t *)p[4], (const uint32_t *)p[5]};
     return out;

@@ -172,9 +172,12 @@ static halo_status load_weights(halo_engine *e, const halo_engine_params *params
         e->tensor_bufs = calloc(n + 8, sizeof *e->tensor_bufs);
         if (!e->tensor_bufs) st = halo_fail(err, HALO_E_NOMEM, "out of memory");
     }
+    /* HALO_TEST_DEVICE_EXPERTS=1 puts the GPU's two-level expert cache on the CPU backend too,
+     * so its logic is tested where there is no GPU (tests/mem/test_expert_device.c). */
+    const bool two_level = gpu || getenv("HALO_TEST_DEVICE_EXPERTS");
     if (!st && streams)
-        st = gpu ? halo_engine_stream_gpu(e, plan, err)
-                 : halo_stream_create(e->gguf, &e->w, plan, e->be, &e->stream, err);
+        st = two_level ? halo_engine_stream_gpu(e, plan, err)
+                       : halo_stream_create(e->gguf, &e->w, plan, e->be, &e->stream, err);
     if (!st) {
         if (!gpu)
             st = halo_weights_for_each(&e->w, place_one, e, err);

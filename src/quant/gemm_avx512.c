@@ -14,6 +14,7 @@
 #include "quant/kernels.h"
 
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
@@ -92,10 +93,70 @@ INLINE void q8_0_tile(const int R, const int T, int64_t nb, const block_q8_0 *co
         }
 }
 
+/* A token's activation row prepared for q8_0_tile_prep, per 64-byte chunk of the main loop:
+ * the bytes of its two blocks, -128 * (each lane's four bytes summed), the two scales. */
+typedef struct q8_0_prep {
+    __m512i av, neg;
+    __m512 ad;
+} q8_0_prep;
+
+AVX512 static void q8_0_prepare(int64_t nb, const block_q8_0 *a, q8_0_prep *p) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (int64_t b = 0; b + 4 <= nb; b += 2, p++) {
+        p->av = load2x32(a[b].qs, a[b + 1].qs);
+        p->neg = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                  _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, p->av));
+        p->ad = scale2(f16(a[b].d), f16(a[b + 1].d));
+    }
+}
+
+/* q8_0_tile with the tokens' side prepared once per call (q8_0_prepare) and shared by every
+ * pair of rows: the same values, so the same results. */
+INLINE void q8_0_tile_prep(const int R, const int T, int64_t nb, const block_q8_0 *const *x,
+                           const block_q8_0 *const *a, const q8_0_prep *const *pt, float *res) {
+    __m512 acc[2][2][4];
+    for (int h = 0; h < 2; h++)
+        for (int r = 0; r < R; r++)
+            for (int t = 0; t < T; t++)
+                acc[h][r][t] = _mm512_setzero_ps();
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    int64_t i = 0, c = 0;
+    for (; i + 4 <= nb; i += 4, c += 2) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            int64_t b = i + 2 * h;
+            __m512i wu[2];
+            __m512 wd[2];
+            for (int r = 0; r < R; r++) {
+                wu[r] = _mm512_xor_si512(load2x32(x[r][b].qs, x[r][b + 1].qs), bias);
+                wd[r] = scale2(f16(x[r][b].d), f16(x[r][b + 1].d));
+            }
+            for (int t = 0; t < T; t++) {
+                const q8_0_prep *p = pt[t] + c + h;
+                for (int r = 0; r < R; r++) {
+                    __m512i d = _mm512_dpbusd_epi32(p->neg, wu[r], p->av);
+                    acc[h][r][t] = _mm512_fmadd_ps(_mm512_mul_ps(wd[r], p->ad),
+                                                   _mm512_cvtepi32_ps(d), acc[h][r][t]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) {
+            float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r][t], acc[1][r][t]));
+            if (i < nb) sum += halo_dot_q8_0_avx2(QK32 * (nb - i), x[r] + i, a[t] + i);
+            res[r * T + t] = sum;
+        }
+}
+
 #define Q8_0_TILE(R, T)                                                                            \
     AVX512 static void q8_0_tile_##R##_##T(int64_t nb, const block_q8_0 *const *x,              \
-                                            const block_q8_0 *const *a, float *res) {            \
-        q8_0_tile(R, T, nb, x, a, res);                                                            \
+                                            const block_q8_0 *const *a,                          \
+                                            const q8_0_prep *const *p, float *res) {             \
+        if (p)                                                                                     \
+            q8_0_tile_prep(R, T, nb, x, a, p, res);                                                \
+        else                                                                                       \
+            q8_0_tile(R, T, nb, x, a, res);                                                        \
     }
 Q8_0_TILE(1, 1)
 Q8_0_TILE(1, 2)
@@ -107,14 +168,26 @@ Q8_0_TILE(2, 3)
 Q8_0_TILE(2, 4)
 
 typedef void (*q8_0_tile_fn)(int64_t, const block_q8_0 *const *, const block_q8_0 *const *,
-                             float *);
+                             const q8_0_prep *const *, float *);
 static const q8_0_tile_fn q8_0_tiles[2][4] = {
     {q8_0_tile_1_1, q8_0_tile_1_2, q8_0_tile_1_3, q8_0_tile_1_4},
     {q8_0_tile_2_1, q8_0_tile_2_2, q8_0_tile_2_3, q8_0_tile_2_4},
 };
 
+/* Rows up to this length prepare the tokens' side on the stack (8 tokens: 192 KiB). */
+enum { PREP_MAX_CHUNKS = 128 };
+
 AVX512 void halo_gemm_q8_0_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,
                                   const void *const *act, int nt, float *const *y) {
+    int64_t nb = n / QK32, chunks = nb / 4 * 2;
+    /* Preparing pays when the tokens meet several pairs of rows. */
+    bool prep = nr >= 4 && chunks <= PREP_MAX_CHUNKS;
+    q8_0_prep buf[prep ? HALO_GEMM_MAX_TOK * PREP_MAX_CHUNKS : 1];
+    const q8_0_prep *pt[HALO_GEMM_MAX_TOK];
+    for (int t = 0; t < nt; t++) {
+        pt[t] = prep ? buf + t * PREP_MAX_CHUNKS : NULL;
+        if (prep) q8_0_prepare(nb, act[t], buf + t * PREP_MAX_CHUNKS);
+    }
     for (int t0 = 0; t0 < nt; t0 += 4) {
         int T = nt - t0 < 4 ? nt - t0 : 4;
         const block_q8_0 *a[4];
@@ -126,7 +199,7 @@ AVX512 void halo_gemm_q8_0_avx512(int64_t n, const void *w, size_t w_stride, int
             for (int r = 0; r < R; r++)
                 x[r] = (const block_q8_0 *)((const unsigned char *)w + (size_t)(r0 + r) * w_stride);
             float res[8];
-            q8_0_tiles[R - 1][T - 1](n / QK32, x, a, res);
+            q8_0_tiles[R - 1][T - 1](nb, x, a, prep ? pt + t0 : NULL, res);
             for (int r = 0; r < R; r++)
                 for (int t = 0; t < T; t++)
                     y[t0 + t][r0 + r] = res[r * T + t];

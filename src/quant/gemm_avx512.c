@@ -17,7 +17,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define AVX512                                                                                     \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,bmi2")))
 #define INLINE AVX512 static inline __attribute__((always_inline))
 
 INLINE float f16(uint16_t h) {
@@ -209,10 +210,21 @@ AVX512 void halo_gemm_q8_0_avx512(int64_t n, const void *w, size_t w_stride, int
 
 /* ---- k/i-quants x Q8_K: one row's super-block decoded once for T tokens ------------------ */
 
+/* The byte mask of negative weights of two 32-weight sub-blocks: 4 x 7 sign bits in the low 28
+ * bits of each word, each group's eighth sign the parity of its seven (halo_iq_sign64's rows),
+ * computed instead of looked up. */
+INLINE __mmask64 iq_sign_mask(uint32_t lo, uint32_t hi) {
+    uint64_t bits = (uint64_t)(lo & 0x0fffffff) | (uint64_t)(hi & 0x0fffffff) << 28;
+    uint64_t b = _pdep_u64(bits, 0x7f7f7f7f7f7f7f7full), p = b ^ (b >> 4);
+    p ^= p >> 2;
+    p ^= p >> 1; /* bit 0 of each byte: the parity of its bits 0-6 (bit 7 is clear) */
+    return (__mmask64)(b | (p & 0x0101010101010101ull) << 7);
+}
+
 /* halo_dot_iq2_xxs_avx2's arithmetic: per 32-weight sub-block, byte pairs summed (maddubs) and
  * scaled by 2s+1 (madd) into the 8 int32 lanes of a 32-byte register; here two sub-blocks fill
  * one 64-byte register and its halves are added at the end (exact integers: the same lanes). */
-INLINE void iq2_xxs_row(const int T, int64_t nsb, const block_iq2_xxs *x,
+INLINE void iq2_xxs_tiled_row(const int T, int64_t nsb, const block_iq2_xxs *x,
                         const block_q8_K *const *a, float *const *y, int64_t r) {
     __m256 acc[HALO_GEMM_MAX_TOK];
     for (int t = 0; t < T; t++)
@@ -231,14 +243,7 @@ INLINE void iq2_xxs_row(const int T, int64_t nsb, const block_iq2_xxs *x,
                 (int64_t)halo_iq2xxs_grid[i1[1]], (int64_t)halo_iq2xxs_grid[i1[0]],
                 (int64_t)halo_iq2xxs_grid[i0[3]], (int64_t)halo_iq2xxs_grid[i0[2]],
                 (int64_t)halo_iq2xxs_grid[i0[1]], (int64_t)halo_iq2xxs_grid[i0[0]]);
-            __m512i s = _mm512_set_epi64(
-                (int64_t)halo_iq_sign64[(aux[3] >> 21) & 127],
-                (int64_t)halo_iq_sign64[(aux[3] >> 14) & 127],
-                (int64_t)halo_iq_sign64[(aux[3] >> 7) & 127], (int64_t)halo_iq_sign64[aux[3] & 127],
-                (int64_t)halo_iq_sign64[(aux[1] >> 21) & 127],
-                (int64_t)halo_iq_sign64[(aux[1] >> 14) & 127],
-                (int64_t)halo_iq_sign64[(aux[1] >> 7) & 127], (int64_t)halo_iq_sign64[aux[1] & 127]);
-            neg[j] = _mm512_movepi8_mask(s);
+            neg[j] = iq_sign_mask(aux[1], aux[3]);
             sc[j] = _mm512_inserti64x4(
                 _mm512_castsi256_si512(_mm256_set1_epi16((short)(2 * (aux[1] >> 28) + 1))),
                 _mm256_set1_epi16((short)(2 * (aux[3] >> 28) + 1)), 1);
@@ -323,6 +328,9 @@ INLINE void q2_K_row(const int T, int64_t nsb, const block_q2_K *x, const block_
     }
 }
 
+AVX512 void halo_gemm_iq2_xxs_tiled_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,
+                                           const void *const *act, int nt, float *const *y);
+
 /* One function per token count so each row kernel keeps its accumulators in registers. */
 #define ROW_KERNEL(name, block_t)                                                                  \
     AVX512 static void name##_rows(int T, int64_t nsb, const void *w, size_t w_stride,           \
@@ -346,5 +354,53 @@ INLINE void q2_K_row(const int T, int64_t nsb, const block_q2_K *x, const block_
         name##_rows(nt, n / QK_K, w, w_stride, nr, (const block_q8_K *const *)act, y);             \
     }
 
-ROW_KERNEL(iq2_xxs, block_iq2_xxs)
+ROW_KERNEL(iq2_xxs_tiled, block_iq2_xxs)
+
+/* One token: halo_dot_iq2_xxs_avx2 step for step (256-bit halves, which cost less to build
+ * than 512-bit ones when no other token shares them), its sign lookups replaced by the
+ * computed masks. */
+AVX512 static float iq2_xxs_dot1(int64_t nsb, const block_iq2_xxs *x, const block_q8_K *a) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *q = (const uint8_t *)x[i].qs;
+        __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int ib = 0; ib < 8; ib += 2) {
+            uint32_t aux[4];
+            memcpy(aux, q + 8 * ib, 16);
+            const uint8_t *i0 = (const uint8_t *)&aux[0], *i1 = (const uint8_t *)&aux[2];
+            __m256i g0 = _mm256_set_epi64x(
+                (int64_t)halo_iq2xxs_grid[i0[3]], (int64_t)halo_iq2xxs_grid[i0[2]],
+                (int64_t)halo_iq2xxs_grid[i0[1]], (int64_t)halo_iq2xxs_grid[i0[0]]);
+            __m256i g1 = _mm256_set_epi64x(
+                (int64_t)halo_iq2xxs_grid[i1[3]], (int64_t)halo_iq2xxs_grid[i1[2]],
+                (int64_t)halo_iq2xxs_grid[i1[1]], (int64_t)halo_iq2xxs_grid[i1[0]]);
+            __mmask64 neg = iq_sign_mask(aux[1], aux[3]);
+            __m256i y0 = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * ib));
+            __m256i y1 = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * ib + 32));
+            y0 = _mm256_mask_sub_epi8(y0, (__mmask32)neg, _mm256_setzero_si256(), y0);
+            y1 = _mm256_mask_sub_epi8(y1, (__mmask32)(neg >> 32), _mm256_setzero_si256(), y1);
+            __m256i p0 = _mm256_maddubs_epi16(g0, y0), p1 = _mm256_maddubs_epi16(g1, y1);
+            sumi0 = _mm256_add_epi32(
+                sumi0, _mm256_madd_epi16(p0, _mm256_set1_epi16((short)(2 * (aux[1] >> 28) + 1))));
+            sumi1 = _mm256_add_epi32(
+                sumi1, _mm256_madd_epi16(p1, _mm256_set1_epi16((short)(2 * (aux[3] >> 28) + 1))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * (f16(x[i].d) * 0.125f)),
+                              _mm256_cvtepi32_ps(_mm256_add_epi32(sumi0, sumi1)), acc);
+    }
+    return hsum256_ps(acc);
+}
+
+AVX512 void halo_gemm_iq2_xxs_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,
+                                     const void *const *act, int nt, float *const *y) {
+    if (nt > 1) {
+        halo_gemm_iq2_xxs_tiled_avx512(n, w, w_stride, nr, act, nt, y);
+        return;
+    }
+    for (int64_t r = 0; r < nr; r++)
+        y[0][r] = iq2_xxs_dot1(n / QK_K,
+                               (const block_iq2_xxs *)((const unsigned char *)w + (size_t)r * w_stride),
+                               act[0]);
+}
 ROW_KERNEL(q2_K, block_q2_K)

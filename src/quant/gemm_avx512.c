@@ -6,9 +6,10 @@
  * flipped) times the activation, with the accumulator started at -128 * (sum of the lane's four
  * activation bytes), gives the lane's exact sum of w * a in one vpdpbusd per pair; the
  * single-row kernel's sign trick (|w| times a with w's sign) needs two instructions per pair.
- * The k/i-quants decode a row's super-block once (levels, signs, scales) into registers and dot
- * it with up to 8 tokens. */
+ * The k/i-quants (Q2_K, Q4_K, IQ2_XXS) and MXFP4 decode a row's block once (levels, signs,
+ * scales) into registers and dot it with up to 8 tokens. */
 #include "quant/blocks.h"
+#include "quant/fp.h"
 #include "quant/gemm.h"
 #include "quant/grids.h"
 #include "quant/kernels.h"
@@ -331,10 +332,128 @@ INLINE void q2_K_row(const int T, int64_t nsb, const block_q2_K *x, const block_
 AVX512 void halo_gemm_iq2_xxs_tiled_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,
                                            const void *const *act, int nt, float *const *y);
 
+/* ---- MXFP4 x Q8_0: one row's blocks looked up once for T tokens ------------------------- */
+
+/* 2 blocks of 16 nibble bytes -> 64 table values, block b's 32 in the low half (simd_avx512.c's
+ * lut_2blocks). */
+INLINE __m512i lut_2blocks(__m512i table, const uint8_t *q0, const uint8_t *q1) {
+    __m256i b =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q0)),
+                                _mm_loadu_si128((const __m128i *)q1), 1);
+    const __m256i m4 = _mm256_set1_epi8(0xf);
+    __m256i lo = _mm256_and_si256(b, m4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+    __m512i idx =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_permute2x128_si256(lo, hi, 0x20)),
+                           _mm256_permute2x128_si256(lo, hi, 0x31), 1);
+    return _mm512_shuffle_epi8(table, idx);
+}
+
+/* halo_dot_mxfp4_avx512's arithmetic: |w| times the activation carrying w's sign (dot_s8x64),
+ * two accumulators, its reduction and AVX2 tail; the weight's magnitudes, sign mask and scales
+ * are shared by the tokens. */
+INLINE void mxfp4_row(const int T, int64_t nb, const block_mxfp4 *x, const block_q8_0 *const *a,
+                      float *const *y, int64_t r) {
+    const __m512i table =
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)halo_kvalues_mxfp4));
+    __m512 acc[2][HALO_GEMM_MAX_TOK];
+    for (int t = 0; t < T; t++)
+        acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            int64_t b = i + 2 * h;
+            __m512i wq = lut_2blocks(table, x[b].qs, x[b + 1].qs);
+            __mmask64 neg = _mm512_movepi8_mask(wq);
+            __m512i wabs = _mm512_abs_epi8(wq);
+            float s0 = halo_e8m0_half_to_f32(x[b].e), s1 = halo_e8m0_half_to_f32(x[b + 1].e);
+            for (int t = 0; t < T; t++) {
+                __m512i v = load2x32(a[t][b].qs, a[t][b + 1].qs);
+                v = _mm512_mask_sub_epi8(v, neg, _mm512_setzero_si512(), v);
+                __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wabs, v);
+                acc[h][t] = _mm512_fmadd_ps(scale2(s0 * f16(a[t][b].d), s1 * f16(a[t][b + 1].d)),
+                                            _mm512_cvtepi32_ps(p), acc[h][t]);
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t]));
+        if (i < nb) sum += halo_dot_mxfp4_avx2(QK32 * (nb - i), x + i, a[t] + i);
+        y[t][r] = sum;
+    }
+}
+
+/* ---- Q4_K x Q8_K ---------------------------------------------------------------------- */
+
+/* Q4_K's 12 scale bytes -> 16 bytes: the 8 scales, then the 8 mins (simd_avx512.c's). */
+static inline __m128i q4k_scales_mins(const uint8_t *s) {
+    uint32_t u[4];
+    memcpy(u, s, 12);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);
+    uint32_t mins03 = u[1] & m6;
+    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);
+    u[2] = mins03;
+    u[0] &= m6;
+    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+}
+
+/* halo_dot_q4_K_avx512's arithmetic, levels and scales decoded once for T tokens. */
+INLINE void q4_K_row(const int T, int64_t nsb, const block_q4_K *x, const block_q8_K *const *a,
+                     float *const *y, int64_t r) {
+    const __m512i m4 = _mm512_set1_epi8(0xf);
+    __m512 acc[HALO_GEMM_MAX_TOK];
+    __m128 accm[HALO_GEMM_MAX_TOK];
+    for (int t = 0; t < T; t++) {
+        acc[t] = _mm512_setzero_ps();
+        accm[t] = _mm_setzero_ps();
+    }
+    for (int64_t i = 0; i < nsb; i++) {
+        __m256i sm = _mm256_cvtepu8_epi16(q4k_scales_mins(x[i].scales));
+        __m128i mins = _mm256_extracti128_si256(sm, 1);
+        __m512i scales = _mm512_castsi256_si512(sm), q[4], sc[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            q[c] = _mm512_and_si512(
+                _mm512_inserti64x4(_mm512_castsi256_si512(bits), _mm256_srli_epi16(bits, 4), 1),
+                m4);
+            /* spread2_epi16: lanes 16h..16h+15 = scale 2c + h */
+            __m512i sel =
+                _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(2 * c))),
+                                   _mm256_set1_epi16((short)(2 * c + 1)), 1);
+            sc[c] = _mm512_permutexvar_epi16(sel, scales);
+        }
+        float d = f16(x[i].d), dmin = f16(x[i].dmin);
+        for (int t = 0; t < T; t++) {
+            const block_q8_K *b = a[t] + i;
+            __m256i bs = _mm256_loadu_si256((const __m256i *)b->bsums);
+            __m128i s32 =
+                _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            __m128i pm = _mm_madd_epi16(mins, s32);
+            accm[t] = _mm_fmadd_ps(_mm_set1_ps(b->d * dmin), _mm_cvtepi32_ps(pm), accm[t]);
+            __m512i sumi0 = _mm512_setzero_si512(), sumi1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                __m512i v = _mm512_loadu_si512((const void *)(b->qs + 64 * c));
+                __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(q[c], v), sc[c]);
+                if (c & 1)
+                    sumi1 = _mm512_add_epi32(sumi1, p);
+                else
+                    sumi0 = _mm512_add_epi32(sumi0, p);
+            }
+            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(b->d * d),
+                                     _mm512_cvtepi32_ps(_mm512_add_epi32(sumi0, sumi1)), acc[t]);
+        }
+    }
+    for (int t = 0; t < T; t++)
+        y[t][r] = _mm512_reduce_add_ps(acc[t]) - hsum128_ps(accm[t]);
+}
+
 /* One function per token count so each row kernel keeps its accumulators in registers. */
-#define ROW_KERNEL(name, block_t)                                                                  \
+#define ROW_KERNEL(name, block_t, act_t, qk)                                                                  \
     AVX512 static void name##_rows(int T, int64_t nsb, const void *w, size_t w_stride,           \
-                                   int64_t nr, const block_q8_K *const *a, float *const *y) {      \
+                                   int64_t nr, const act_t *const *a, float *const *y) {           \
         for (int64_t r = 0; r < nr; r++) {                                                         \
             const block_t *x = (const block_t *)((const unsigned char *)w + (size_t)r * w_stride); \
             switch (T) {                                                                           \
@@ -351,10 +470,10 @@ AVX512 void halo_gemm_iq2_xxs_tiled_avx512(int64_t n, const void *w, size_t w_st
     }                                                                                              \
     AVX512 void halo_gemm_##name##_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,   \
                                           const void *const *act, int nt, float *const *y) {       \
-        name##_rows(nt, n / QK_K, w, w_stride, nr, (const block_q8_K *const *)act, y);             \
+        name##_rows(nt, n / (qk), w, w_stride, nr, (const act_t *const *)act, y);                  \
     }
 
-ROW_KERNEL(iq2_xxs_tiled, block_iq2_xxs)
+ROW_KERNEL(iq2_xxs_tiled, block_iq2_xxs, block_q8_K, QK_K)
 
 /* One token: halo_dot_iq2_xxs_avx2 step for step (256-bit halves, which cost less to build
  * than 512-bit ones when no other token shares them), its sign lookups replaced by the
@@ -403,4 +522,6 @@ AVX512 void halo_gemm_iq2_xxs_avx512(int64_t n, const void *w, size_t w_stride, 
                                (const block_iq2_xxs *)((const unsigned char *)w + (size_t)r * w_stride),
                                act[0]);
 }
-ROW_KERNEL(q2_K, block_q2_K)
+ROW_KERNEL(q2_K, block_q2_K, block_q8_K, QK_K)
+ROW_KERNEL(q4_K, block_q4_K, block_q8_K, QK_K)
+ROW_KERNEL(mxfp4, block_mxfp4, block_q8_0, QK32)

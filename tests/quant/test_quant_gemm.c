@@ -58,17 +58,20 @@ static void gemm_pairs_match_the_single_row_dot_bitwise(void) {
     }
 }
 
-/* The types of DeepSeek V4's q2 mix have tiled kernels where the CPU has AVX-512, so the test
- * above compares them (not only the per-pair fallback). */
-static void gemm_has_tiled_kernels_for_the_q2_mix(void) {
+/* The quantized types of DeepSeek V4's mixes (q2: Q8_0, IQ2_XXS, Q2_K; q2q4: Q4_K; mxfp4) have
+ * tiled kernels where the CPU has AVX-512, so the test above compares them (not only the
+ * per-pair fallback). */
+static void gemm_has_tiled_kernels_for_the_dsv4_mixes(void) {
     int want = halo_quant_level_best() == HALO_QUANT_AVX512;
     CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_Q8_0), want);
     CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_Q2_K), want);
     CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_IQ2_XXS), want);
+    CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_Q4_K), want);
+    CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_MXFP4), want);
 }
 
 int main(void) {
     RUN(gemm_pairs_match_the_single_row_dot_bitwise);
-    RUN(gemm_has_tiled_kernels_for_the_q2_mix);
+    RUN(gemm_has_tiled_kernels_for_the_dsv4_mixes);
     return check_report();
 }

@@ -104,7 +104,7 @@ typedef struct q8_0_prep {
 
 AVX512 static void q8_0_prepare(int64_t nb, const block_q8_0 *a, q8_0_prep *p) {
     const __m512i bias = _mm512_set1_epi8((char)0x80);
-    for (int64_t b = 0; b + 4 <= nb; b += 2, p++) {
+    for (int64_t b = 0; b / 4 * 4 + 4 <= nb; b += 2, p++) { /* the main loop's blocks */
         p->av = load2x32(a[b].qs, a[b + 1].qs);
         p->neg = _mm512_sub_epi32(_mm512_setzero_si512(),
                                   _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, p->av));

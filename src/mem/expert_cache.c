@@ -254,15 +254,24 @@ void halo_expert_cache_step(halo_expert_cache *c) {
     c->cont_left = 0;
     for (uint32_t slot = 0; slot < c->slots.n_slots; slot++) {
         slot_load *L = &c->ld[slot];
+        bool reserved = L->reserved;
+        L->reserved = false; /* a slot still reading stays held until its reads end */
         if (L->loading) continue;
         if (L->bad >= 0) {
             drop_slot(c, (int32_t)slot); /* a failed read nobody asked for: read it again */
             continue;
         }
-        if (L->reserved) halo_expert_slots_hold(&c->slots, (int32_t)slot, false);
-        if (L->prefetch) c->st.prefetch_unused++;
-        L->reserved = L->prefetch = false;
+        if (reserved) halo_expert_slots_hold(&c->slots, (int32_t)slot, false);
+        if (L->prefetch) c->st.prefetch_unused++; /* cached now: a later ask is a hit */
+        if (L->prefetch) L->miss = false;
+        L->prefetch = false;
     }
+}
+
+void halo_expert_cache_drain(halo_expert_cache *c) {
+    double t0 = now();
+    halo_xc_drain(c);
+    c->st.read_seconds += now() - t0;
 }
 
 uint32_t halo_expert_cache_prefetch(halo_expert_cache *c, uint32_t layer, const int32_t *ids,

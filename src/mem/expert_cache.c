@@ -153,7 +153,7 @@ static void collect(halo_expert_cache *c, uint32_t layer, int32_t *ready, uint32
 /* The backend's call (backend.h): the experts of ids it may compute now first. Cached ones are
  * ready at once; the misses' reads all start together; with overlap the ready ones go back
  * before the misses' reads end (the backend computes them and the shared expert meanwhile and
- * calls again for the rest), else after all of them. */
+ * calls again for the rest, handed out once all their reads have ended), else all together. */
 static halo_status resolve(const halo_expert_source *src, int32_t *ids, uint32_t n,
                            halo_expert_view *views, uint32_t *n_ready, halo_error *err) {
     halo_expert_cache *c = src->impl;
@@ -204,12 +204,15 @@ static halo_status resolve(const halo_expert_source *src, int32_t *ids, uint32_t
         start_load(c, slot, layer, (uint32_t)absent[started], false);
         loading[nl++] = absent[started];
     }
-    if (nl && (!c->overlap || nr == 0)) {
+    /* Two rounds at most: what is ready, then all the rest. Each round costs the backend's
+     * thread wake-ups, tens of milliseconds on a busy machine (bench/stream/RESULTS.md), so
+     * the rest is not handed out piece by piece as reads end. */
+    if (nl && (!c->overlap || nr == 0 || rest)) {
         double t0 = now();
         int32_t *slots = c->scratch + 3 * (uint64_t)c->n_expert;
         for (uint32_t i = 0; i < nl; i++)
             slots[i] = slot_of(c, layer, loading[i]);
-        halo_xc_wait(c, slots, nl, !c->overlap);
+        halo_xc_wait(c, slots, nl, true);
         c->st.read_seconds += now() - t0;
     } else if (nl) {
         halo_xc_settle(c); /* whatever has arrived meanwhile goes in this round too */

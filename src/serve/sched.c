@@ -319,6 +319,12 @@ static void release_locked(serve_sched *s, slot *sl, serve_finish fin, const cha
 static void finish(serve_sched *s, slot *sl, serve_finish fin, const char *error) {
     serve_output_finish(&sl->out);
     if (fin == SERVE_FIN_STOP && sl->out.n_tools) fin = SERVE_FIN_TOOLS;
+    /* A tool call already streamed that the model broke is an error; one cut by max_tokens
+     * stays as it is, with the length finish (what OpenAI and Anthropic send). */
+    if ((fin == SERVE_FIN_STOP || fin == SERVE_FIN_TOOLS) && (sl->out.broken || sl->out.cut)) {
+        fin = SERVE_FIN_ERROR;
+        error = sl->out.why;
+    }
     pthread_mutex_lock(&s->mu);
     release_locked(s, sl, fin, error);
     pthread_mutex_unlock(&s->mu);

@@ -5,6 +5,7 @@
 #include "backend/cpu/cpu.h"
 #include "halo/quant.h"
 #include "halo/types.h"
+#include "quant/gemm.h"
 
 static uint32_t act_type(bool precise, uint32_t wtype) {
     return precise ? HALO_TYPE_F32 : (uint32_t)halo_quant_act_type(wtype);
@@ -53,6 +54,18 @@ void cpu_dot_rows(bool precise, const halo_tensor *w, int64_t o0, int64_t o1, co
     }
 }
 
+void cpu_dot_rows_tok(bool precise, const halo_tensor *w, int64_t o0, int64_t o1,
+                      const void *const *act, int nt, float *const *y, uint64_t w_offset) {
+    if (precise && halo_quant_act_type(w->type) != HALO_TYPE_F32) {
+        for (int t = 0; t < nt; t++)
+            cpu_dot_rows(precise, w, o0, o1, act[t], y[t], w_offset);
+        return;
+    }
+    uint64_t rb = cpu_row_bytes(w);
+    const unsigned char *base = (const unsigned char *)cpu_ptr(w) + w_offset + (uint64_t)o0 * rb;
+    halo_quant_gemm(w->type, w->ne[0], base, (size_t)rb, o1 - o0, act, nt, y);
+}
+
 typedef struct embed_ctx {
     const halo_tensor *table;
     const int32_t *tokens;
@@ -85,21 +98,27 @@ typedef struct matmul_ctx {
     float *out;
 } matmul_ctx;
 
-/* One task: a block of output rows for every token, so each weight row is read once. */
+/* One task: a block of output rows for every token, tiled by HALO_GEMM_MAX_TOK tokens, so the
+ * block stays in cache across the tokens and each weight block is decoded once per tile. */
 static void matmul_task(void *p, int64_t block) {
     matmul_ctx *c = p;
     int64_t o0 = block * ROWS_PER_TASK, o1 = o0 + ROWS_PER_TASK;
     if (o1 > c->n_out) o1 = c->n_out;
-    float y[ROWS_PER_TASK];
-    for (int64_t t = 0; t < c->n_tok; t++) {
+    for (int64_t t0 = 0; t0 < c->n_tok; t0 += HALO_GEMM_MAX_TOK) {
+        int nt = c->n_tok - t0 < HALO_GEMM_MAX_TOK ? (int)(c->n_tok - t0) : HALO_GEMM_MAX_TOK;
         /* A block never straddles groups when out_per_group is a multiple of the block size;
          * otherwise take rows one group at a time. */
         for (int64_t o = o0; o < o1;) {
             int64_t g = o / c->out_per_group, end = (g + 1) * c->out_per_group;
             if (end > o1) end = o1;
-            const void *act = c->acts + ((uint64_t)t * c->groups + (uint64_t)g) * c->act_bytes;
-            cpu_dot_rows(c->precise, c->w, o, end, act, y, 0);
-            memcpy(c->out + t * c->n_out + o, y, (size_t)(end - o) * sizeof(float));
+            const void *act[HALO_GEMM_MAX_TOK];
+            float *y[HALO_GEMM_MAX_TOK];
+            for (int j = 0; j < nt; j++) {
+                uint64_t t = (uint64_t)(t0 + j);
+                act[j] = c->acts + (t * c->groups + (uint64_t)g) * c->act_bytes;
+                y[j] = c->out + (int64_t)t * c->n_out + o;
+            }
+            cpu_dot_rows_tok(c->precise, c->w, o, end, act, nt, y, 0);
             o = end;
         }
     }

@@ -18,6 +18,7 @@
 #include "backend/cpu/cpu.h"
 #include "core/error.h"
 #include "halo/quant.h"
+#include "quant/gemm.h"
 
 enum { ROW_BLOCK = 64 };
 
@@ -147,29 +148,42 @@ static void slot_mats(const moe_ctx *c, int64_t t, uint32_t s, const halo_tensor
 }
 
 /* Phase 2: h = silu(min(gate·x, c)) · clamp(up·x, ±c) for one block of rows of one expert,
- * for every token routed to it. */
+ * for every token routed to it, HALO_GEMM_MAX_TOK tokens per tiled product. */
 static void gate_up_task(void *p, int64_t task) {
     moe_ctx *c = p;
     int64_t e = c->tasks[task][0], r0 = c->tasks[task][1];
-    for (int64_t i = c->first[e]; i < c->first[e + 1]; i++) {
-        int64_t pair = c->pairs[i], t = pair / c->slots;
-        const halo_tensor *g, *u, *d;
-        uint64_t off_gu, off_d;
-        const void *x_act;
-        float clamp;
-        slot_mats(c, t, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu, &off_d, &x_act, &clamp);
+    float gv[HALO_GEMM_MAX_TOK][ROW_BLOCK], uv[HALO_GEMM_MAX_TOK][ROW_BLOCK];
+    float *gy[HALO_GEMM_MAX_TOK], *uy[HALO_GEMM_MAX_TOK];
+    for (int j = 0; j < HALO_GEMM_MAX_TOK; j++) {
+        gy[j] = gv[j];
+        uy[j] = uv[j];
+    }
+    for (int64_t i0 = c->first[e]; i0 < c->first[e + 1]; i0 += HALO_GEMM_MAX_TOK) {
+        int nt = c->first[e + 1] - i0 < HALO_GEMM_MAX_TOK ? (int)(c->first[e + 1] - i0)
+                                                          : HALO_GEMM_MAX_TOK;
+        /* every pair of a group has the same matrices (one expert, or the shared one) */
+        const halo_tensor *g = NULL, *u = NULL, *d;
+        uint64_t off_gu = 0, off_d;
+        float clamp = 0;
+        const void *act[HALO_GEMM_MAX_TOK];
+        for (int j = 0; j < nt; j++) {
+            int64_t pair = c->pairs[i0 + j];
+            slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu,
+                      &off_d, &act[j], &clamp);
+        }
         int64_t r1 = r0 + ROW_BLOCK < g->ne[1] ? r0 + ROW_BLOCK : g->ne[1];
-        float gv[ROW_BLOCK], uv[ROW_BLOCK];
-        cpu_dot_rows(c->precise, g, r0, r1, x_act, gv, off_gu);
-        cpu_dot_rows(c->precise, u, r0, r1, x_act, uv, off_gu);
-        float *h = c->h + pair * c->n_h;
-        for (int64_t r = 0; r < r1 - r0; r++) {
-            float a = gv[r], b = uv[r];
-            if (clamp > 0) {
-                a = a > clamp ? clamp : a;
-                b = b > clamp ? clamp : b < -clamp ? -clamp : b;
+        cpu_dot_rows_tok(c->precise, g, r0, r1, act, nt, gy, off_gu);
+        cpu_dot_rows_tok(c->precise, u, r0, r1, act, nt, uy, off_gu);
+        for (int j = 0; j < nt; j++) {
+            float *h = c->h + c->pairs[i0 + j] * c->n_h;
+            for (int64_t r = 0; r < r1 - r0; r++) {
+                float a = gv[j][r], b = uv[j][r];
+                if (clamp > 0) {
+                    a = a > clamp ? clamp : a;
+                    b = b > clamp ? clamp : b < -clamp ? -clamp : b;
+                }
+                h[r0 + r] = a / (1.0f + expf(-a)) * b;
             }
-            h[r0 + r] = a / (1.0f + expf(-a)) * b;
         }
     }
 }
@@ -187,21 +201,27 @@ static void h_act_task(void *p, int64_t i) {
                  c->h_act + pair * c->h_act_bytes);
 }
 
-/* Phase 3: y = down · h for one block of output rows of one expert, for each of its tokens. */
+/* Phase 3: y = down · h for one block of output rows of one expert, for each of its tokens,
+ * HALO_GEMM_MAX_TOK tokens per tiled product. */
 static void down_task(void *p, int64_t task) {
     moe_ctx *c = p;
     int64_t e = c->tasks[task][0], r0 = c->tasks[task][1];
     int64_t r1 = r0 + ROW_BLOCK < c->n_embd ? r0 + ROW_BLOCK : c->n_embd;
-    for (int64_t i = c->first[e]; i < c->first[e + 1]; i++) {
-        int64_t pair = c->pairs[i];
-        const halo_tensor *g, *u, *d;
-        uint64_t off_gu, off_d;
-        const void *x_act;
-        float clamp;
-        slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu, &off_d,
-                  &x_act, &clamp);
-        cpu_dot_rows(c->precise, d, r0, r1, c->h_act + pair * c->h_act_bytes,
-                     c->y + pair * c->n_embd + r0, off_d);
+    for (int64_t i0 = c->first[e]; i0 < c->first[e + 1]; i0 += HALO_GEMM_MAX_TOK) {
+        int nt = c->first[e + 1] - i0 < HALO_GEMM_MAX_TOK ? (int)(c->first[e + 1] - i0)
+                                                          : HALO_GEMM_MAX_TOK;
+        const halo_tensor *g, *u, *d = NULL;
+        uint64_t off_gu, off_d = 0;
+        const void *x_act, *act[HALO_GEMM_MAX_TOK];
+        float clamp, *y[HALO_GEMM_MAX_TOK];
+        for (int j = 0; j < nt; j++) {
+            int64_t pair = c->pairs[i0 + j];
+            slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu,
+                      &off_d, &x_act, &clamp);
+            act[j] = c->h_act + pair * c->h_act_bytes;
+            y[j] = c->y + pair * c->n_embd + r0;
+        }
+        cpu_dot_rows_tok(c->precise, d, r0, r1, act, nt, y, off_d);
     }
 }
 

@@ -106,9 +106,10 @@ static __constant__ const signed char cu_kvalues_iq4nl[16] = {
 static __constant__ const signed char cu_kvalues_mxfp4[16] = {0, 1,  2,  3,  4,  6,  8,  12,
                                                               0, -1, -2, -3, -4, -6, -8, -12};
 
-/* Decodes elements [32c, 32c + 32) of a row of block format t into v. */
-static inline __device__ __noinline__ void deq32(uint32_t t, const uint8_t *row, int64_t c,
-                                                 float v[32], cu_grids g) {
+/* Decodes elements [32c, 32c + 32) of a row of block format t into v. Inlined where t is a
+ * constant (the fast kernels, mv.cuh): the switch folds away. */
+static __device__ __forceinline__ void deq32_body(uint32_t t, const uint8_t *row, int64_t c,
+                                                  float v[32], cu_grids g) {
     int bytes, elems;
     block_shape(t, &bytes, &elems);
     const int per = elems / 32;
@@ -264,6 +265,12 @@ static inline __device__ __noinline__ void deq32(uint32_t t, const uint8_t *row,
             v[j] = 0.0f;
         return;
     }
+}
+
+/* The generic decoder (one copy of the code, the type switched at run time). */
+static inline __device__ __noinline__ void deq32(uint32_t t, const uint8_t *row, int64_t c,
+                                                 float v[32], cu_grids g) {
+    deq32_body(t, row, c, v, g);
 }
 
 /* Σ_i w[i] · x[i] over one row (n elements of type t) by one warp, for `nt` activation rows at

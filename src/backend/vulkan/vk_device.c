@@ -116,6 +116,7 @@ static const halo_backend_ops vk_ops = {
     .moe = vk_moe,
     .copy = vk_copy,
     .sync = sync,
+    .check = sync, /* submits the recorded layer: keeps each submission short */
 };
 
 /* ---- creation ----------------------------------------------------------------------------- */

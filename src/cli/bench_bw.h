@@ -39,6 +39,13 @@ bool bench_host_bandwidth(uint32_t threads, uint64_t buffer, uint32_t repeat, ui
 bool bench_gpu_bandwidth(const char *backend, bool host_mapped, bench_bw *out, char *why,
                          unsigned why_size);
 
+/* Copy bandwidth through the backend's own copy op (vkCmdCopyBuffer for Vulkan) between two
+ * buffers of its working memory, 256 MiB each, 8 copies per pass, best of 3 passes after a
+ * warm-up: read_gbs is bytes read plus bytes written per second, which a read-only stream
+ * approaches on GPU memory. For a backend with no read kernel of its own here (Vulkan). */
+bool bench_backend_copy_bandwidth(const char *backend, bench_bw *out, char *why,
+                                  unsigned why_size);
+
 /* Device memory in use on the GPU the backend runs on, in bytes (all processes: the bench
  * subtracts what was in use before its engine opened). False when unknown. */
 bool bench_gpu_mem_used(const char *backend, uint64_t *used);

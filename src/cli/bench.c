@@ -738,8 +738,7 @@ static void measure_bandwidth(const opts *o, uint32_t threads, backend_bw *bws) 
                         b, what, g.read_gbs, g.passes, g.worst_gbs, (double)g.buffer / (1u << 30),
                         (double)g.llc / (1u << 20));
             } else {
-                fprintf(stderr, "halo bench: %s read bandwidth of %s unknown: %s\n", b, what,
-                            why);
+                fprintf(stderr, "halo bench: %s read bandwidth of %s unknown: %s\n", b, what, why);
             }
         }
     }

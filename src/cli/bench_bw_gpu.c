@@ -37,8 +37,8 @@ bool bench_gpu_bandwidth(const char *backend, bool host_mapped, bench_bw *out, c
 #if HAVE_GPU_BW
     unsigned long long buffer = 0, l2 = 0;
     const unsigned passes = 10;
-    if (!halo_bench_gpu_read_bandwidth(0, host_mapped, passes, &out->read_gbs, &out->worst_gbs, &buffer, &l2,
-                                       why, why_size))
+    if (!halo_bench_gpu_read_bandwidth(0, host_mapped, passes, &out->read_gbs, &out->worst_gbs,
+                                       &buffer, &l2, why, why_size))
         return false;
     out->buffer = buffer;
     out->llc = l2;

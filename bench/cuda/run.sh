@@ -35,3 +35,4 @@ for _ in range(10): y.copy_(x)
 e.record(); torch.cuda.synchronize()
 print("device copy bandwidth: %.0f GB/s (read + write)" % (2 * 10 * x.numel() / (s.elapsed_time(e) / 1e3) / 1e9))
 PY
+exit 0

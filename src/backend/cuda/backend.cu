@@ -184,8 +184,21 @@ __global__ void copy_batch_kernel(cu_copy_batch b) {
 static void prof_begin(cu_backend *be, uint64_t mark[2], cudaEvent_t *ev);
 static void prof_end(cu_backend *be, int op, const uint64_t mark[2], cudaEvent_t ev);
 /* Ops, then parts of ops (CU_PROF_* in cuda.cuh, not counted in the totals). */
-enum { P_EMBED, P_MATMUL, P_RMS, P_ROPE, P_HCPRE, P_HCPOST, P_ATTN, P_POOL, P_TOPK, P_MOE, P_COPY,
-       P_N, P_ALL = P_N + CU_PROF_PARTS };
+enum {
+    P_EMBED,
+    P_MATMUL,
+    P_RMS,
+    P_ROPE,
+    P_HCPRE,
+    P_HCPOST,
+    P_ATTN,
+    P_POOL,
+    P_TOPK,
+    P_MOE,
+    P_COPY,
+    P_N,
+    P_ALL = P_N + CU_PROF_PARTS
+};
 
 /* Runs the queued copies (before any other op, a read, a write or a sync). */
 static void flush_copies(cu_backend *be) {
@@ -246,10 +259,10 @@ void cu_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
 /* ---- profiling (HALO_CUDA_PROFILE=1) ------------------------------------------------------ */
 
 static const char *const prof_names[P_ALL] = {
-    "embed",       "matmul",        "rms_norm",     "rope",        "hc_pre",
-    "hc_post",     "attention",     "pool",         "topk",        "moe",
-    "copy",        ". mm q8_0",     ". mm f16",     ". mm head",   ". mm other",
-    ". moe route", ". moe gate_up", ". moe down",   ". moe sum"};
+    "embed",       "matmul",        "rms_norm",   "rope",      "hc_pre",
+    "hc_post",     "attention",     "pool",       "topk",      "moe",
+    "copy",        ". mm q8_0",     ". mm f16",   ". mm head", ". mm other",
+    ". moe route", ". moe gate_up", ". moe down", ". moe sum"};
 
 typedef struct prof_pend {
     cudaEvent_t a, b;
@@ -390,11 +403,11 @@ void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t e
 
 /* ---- the ops, each after the queued copies, timed when profiling ------------------------- */
 
-#define OP_BEGIN(hbe)                                                                           \
-    cu_backend *be_ = cu_of(hbe);                                                               \
-    flush_copies(be_);                                                                          \
-    uint64_t mark_[2];                                                                          \
-    cudaEvent_t ev_;                                                                            \
+#define OP_BEGIN(hbe)                                                                              \
+    cu_backend *be_ = cu_of(hbe);                                                                  \
+    flush_copies(be_);                                                                             \
+    uint64_t mark_[2];                                                                             \
+    cudaEvent_t ev_;                                                                               \
     prof_begin(be_, mark_, &ev_)
 #define OP_END(op) prof_end(be_, (op), mark_, ev_)
 
@@ -419,7 +432,7 @@ static void op_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor
     if (be_->prof) prof_begin(be_, mark2, &ev2);
     cu_matmul(hbe, w, x, groups, out);
     if (be_->prof) {
-        int part = w->ne[1] > 65536               ? CU_PROF_MM_HEAD
+        int part = w->ne[1] > 65536            ? CU_PROF_MM_HEAD
                    : w->type == HALO_TYPE_Q8_0 ? CU_PROF_MM_Q8
                    : w->type == HALO_TYPE_F16  ? CU_PROF_MM_F16
                                                : CU_PROF_MM_OTHER;
@@ -780,8 +793,8 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     if (prof && *prof && strcmp(prof, "0") != 0) be->prof = (cu_prof *)calloc(1, sizeof(cu_prof));
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */
     be->ring_cap = 8u << 20;
-    if (be->naive || cudaHostAlloc((void **)&be->ring, be->ring_cap, cudaHostAllocMapped) !=
-                         cudaSuccess) {
+    if (be->naive ||
+        cudaHostAlloc((void **)&be->ring, be->ring_cap, cudaHostAllocMapped) != cudaSuccess) {
         (void)cudaGetLastError();
         be->ring = NULL;
         be->ring_cap = 0;

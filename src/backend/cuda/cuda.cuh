@@ -73,8 +73,8 @@ typedef struct cu_backend {
     char *ring;
     uint64_t ring_cap, ring_used;
     cu_copy_batch copies;
-    bool naive;     /* HALO_CUDA_NAIVE=1: the generic kernels only (speed comparison, tests) */
-    cu_prof *prof;  /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
+    bool naive;    /* HALO_CUDA_NAIVE=1: the generic kernels only (speed comparison, tests) */
+    cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;
 } cu_backend;
 
@@ -86,7 +86,7 @@ static inline cu_backend *cu_of(halo_backend *be) {
 bool cu_check(cu_backend *be, const char *op, const char *call, cudaError_t e);
 #define CU_OK(be, op, call) cu_check((be), (op), #call, (call))
 /* Checks the launch just made. */
-#define CU_LAUNCHED(be, op, kernel)                                                          \
+#define CU_LAUNCHED(be, op, kernel)                                                                \
     ((be)->n_launch++, cu_check((be), (op), "launch " kernel, cudaGetLastError()))
 
 /* Scratch of at least `bytes` for one op (grown between ops when needed), or NULL after

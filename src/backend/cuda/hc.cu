@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(1024) hc_mix_kernel(hc_mix_args a) {
         if (i < hc)
             pre[i] = sigmoidf_(v * load_float(a.scale_type, a.scale, 0) + b) + a.eps;
         else if (i < 2 * hc)
-            a.post[t * hc + i - hc] = 2.0f * sigmoidf_(v * load_float(a.scale_type, a.scale, 1) + b);
+            a.post[t * hc + i - hc] =
+                2.0f * sigmoidf_(v * load_float(a.scale_type, a.scale, 1) + b);
         else
             comb_s[i - 2 * hc] = v * load_float(a.scale_type, a.scale, 2) + b;
     }

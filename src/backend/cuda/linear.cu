@@ -45,8 +45,7 @@ typedef struct mv_args {
 
 #ifndef HALO_HIP
 /* The rows of a projection as a stream (mv_stream): row o for the token group at t0. */
-template <int NT>
-struct mv_dense_rows {
+template <int NT> struct mv_dense_rows {
     const mv_args &a;
     int64_t t0;
     int nt;
@@ -71,7 +70,8 @@ struct mv_dense_rows {
 #endif
 
 template <int T, int NT>
-__global__ void __launch_bounds__(MV_WARPS *WARP, 2) mv_kernel(GPU_GRID_CONST const mv_args a) {
+__global__ void __launch_bounds__(MV_WARPS *WARP, NT == 1 ? 3 : 2)
+    mv_kernel(GPU_GRID_CONST const mv_args a) {
     extern __shared__ __align__(16) uint8_t mv_dyn[]; /* MV_STAGES chunk slots per warp */
     __shared__ float part[MV_WARPS][NT];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
@@ -135,8 +135,9 @@ static void mv_launch_t(cu_backend *be, const mv_args &a, int64_t n_tok, const c
     const int64_t groups = (n_tok + nt - 1) / nt;
     int64_t rblocks = (a.n_out + MV_WARPS / a.ks - 1) / (MV_WARPS / a.ks);
 #ifndef HALO_HIP
-    /* Streams: as many blocks as stay resident (two per multiprocessor), each warp many rows. */
-    const int64_t resident = (int64_t)(be->sm_count > 0 ? be->sm_count : 132) * 2;
+    /* Streams: as many blocks as stay resident (three per multiprocessor for one token, two
+     * for eight: __launch_bounds__), each warp many rows. */
+    const int64_t resident = (int64_t)(be->sm_count > 0 ? be->sm_count : 132) * (nt == 1 ? 3 : 2);
     if (a.ks == 1 && rblocks > resident) rblocks = resident;
 #endif
     dim3 grid((unsigned)(groups < 0x7fffffff ? groups : 0x7fffffff),
@@ -170,14 +171,24 @@ static bool mv_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
 #else
     const int64_t enough = (int64_t)(be->sm_count > 0 ? be->sm_count : 132) * 32;
 #endif
-    while (ks < MV_WARPS && n_out * tgroups * ks < enough && 2 * ks <= chunks)
+    while (ks < MV_WARPS && n_out * tgroups * ks < enough && ks < chunks)
         ks *= 2;
-    mv_args a = {w, row_bytes, n_in, n_out, n_out / groups, x, x_stride, n_tok, out, ks,
-                 (chunks + ks - 1) / ks * MV_CH, cu_grids_get(&be->base)};
+    mv_args a = {w,
+                 row_bytes,
+                 n_in,
+                 n_out,
+                 n_out / groups,
+                 x,
+                 x_stride,
+                 n_tok,
+                 out,
+                 ks,
+                 (chunks + ks - 1) / ks * MV_CH,
+                 cu_grids_get(&be->base)};
     switch (type) {
-#define MV_CASE(t)                                                                              \
-    case t:                                                                                     \
-        mv_launch_t<t>(be, a, n_tok, op);                                                       \
+#define MV_CASE(t)                                                                                 \
+    case t:                                                                                        \
+        mv_launch_t<t>(be, a, n_tok, op);                                                          \
         return true;
         MV_CASE(HALO_TYPE_F32)
         MV_CASE(HALO_TYPE_F16)
@@ -244,8 +255,8 @@ void cu_embed(halo_backend *hbe, const halo_tensor *table, const int32_t *tokens
     const int32_t *dtok = NULL;
     if (!stok || !cu_ints_pass(be, stok, tokens, n_tok, &ts, &dtok, "embed")) return;
     embed_kernel<<<(unsigned)n_tok, 128, 0, be->stream>>>(table->type, cu_ptr(table),
-                                                          cu_row_bytes(table->type, n), n, dtok,
-                                                          ts, cu_f32(out), cu_grids_get(hbe));
+                                                          cu_row_bytes(table->type, n), n, dtok, ts,
+                                                          cu_f32(out), cu_grids_get(hbe));
     CU_LAUNCHED(be, "embed", "embed_kernel");
 }
 

@@ -23,8 +23,8 @@ typedef struct route_params {
     uint32_t k, slots, gating;
     bool norm_weights;
     float weights_scale;
-    int32_t *sel;  /* [n_tok][k] */
-    float *weight; /* [n_tok][slots] */
+    int32_t *sel;         /* [n_tok][k] */
+    float *weight;        /* [n_tok][slots] */
     cu_ints tokens_small; /* tokens by value when NULL */
 } route_params;
 
@@ -242,11 +242,11 @@ __global__ void down_kernel(expert_mats m, const float *h, float *y) {
 
 /* The type pairs (routed, shared) with fast expert kernels: ds4's q2 mix (IQ2_XXS gate/up,
  * Q2_K down), its q4 layers (Q4_K) and the MXFP4 mix, each with a Q8_0 shared expert. */
-#define MOE_GATE_UP_PAIRS(X)                                                                    \
-    X(HALO_TYPE_IQ2_XXS, HALO_TYPE_Q8_0)                                                        \
+#define MOE_GATE_UP_PAIRS(X)                                                                       \
+    X(HALO_TYPE_IQ2_XXS, HALO_TYPE_Q8_0)                                                           \
     X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
-#define MOE_DOWN_PAIRS(X)                                                                       \
-    X(HALO_TYPE_Q2_K, HALO_TYPE_Q8_0)                                                           \
+#define MOE_DOWN_PAIRS(X)                                                                          \
+    X(HALO_TYPE_Q2_K, HALO_TYPE_Q8_0)                                                              \
     X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
 
 #ifdef HALO_HIP
@@ -334,17 +334,17 @@ static bool moe_fast_gate_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt, d
                              const expert_mats &m, const float *x, float *h) {
     /* Block formats only: both types of a pair are (a float shared expert would need none). */
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
-#define GU_CASE(a, b)                                                                           \
-    if (tr == (a) && ts == (b)) {                                                               \
-        static bool done1, done8;                                                               \
-        if (nt == 1) {                                                                          \
-            if (!cu_smem_attr(be, gate_up_fast<a, b, 1>, smem, &done1, "moe")) return true;    \
-            gate_up_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, x, h); \
-        } else {                                                                                \
-            if (!cu_smem_attr(be, gate_up_fast<a, b, 8>, smem, &done8, "moe")) return true;    \
-            gate_up_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, x, h); \
-        }                                                                                       \
-        return true;                                                                            \
+#define GU_CASE(a, b)                                                                              \
+    if (tr == (a) && ts == (b)) {                                                                  \
+        static bool done1, done8;                                                                  \
+        if (nt == 1) {                                                                             \
+            if (!cu_smem_attr(be, gate_up_fast<a, b, 1>, smem, &done1, "moe")) return true;        \
+            gate_up_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, x, h);     \
+        } else {                                                                                   \
+            if (!cu_smem_attr(be, gate_up_fast<a, b, 8>, smem, &done8, "moe")) return true;        \
+            gate_up_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, x, h);     \
+        }                                                                                          \
+        return true;                                                                               \
     }
     MOE_GATE_UP_PAIRS(GU_CASE)
 #undef GU_CASE
@@ -354,17 +354,17 @@ static bool moe_fast_gate_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt, d
 static bool moe_fast_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3 grid,
                           const expert_mats &m, const float *h, float *y) {
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
-#define DN_CASE(a, b)                                                                           \
-    if (tr == (a) && ts == (b)) {                                                               \
-        static bool done1, done8;                                                               \
-        if (nt == 1) {                                                                          \
-            if (!cu_smem_attr(be, down_fast<a, b, 1>, smem, &done1, "moe")) return true;       \
-            down_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, h, y);    \
-        } else {                                                                                \
-            if (!cu_smem_attr(be, down_fast<a, b, 8>, smem, &done8, "moe")) return true;       \
-            down_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, h, y);    \
-        }                                                                                       \
-        return true;                                                                            \
+#define DN_CASE(a, b)                                                                              \
+    if (tr == (a) && ts == (b)) {                                                                  \
+        static bool done1, done8;                                                                  \
+        if (nt == 1) {                                                                             \
+            if (!cu_smem_attr(be, down_fast<a, b, 1>, smem, &done1, "moe")) return true;           \
+            down_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, h, y);        \
+        } else {                                                                                   \
+            if (!cu_smem_attr(be, down_fast<a, b, 8>, smem, &done8, "moe")) return true;           \
+            down_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, h, y);        \
+        }                                                                                          \
+        return true;                                                                               \
     }
     MOE_DOWN_PAIRS(DN_CASE)
 #undef DN_CASE
@@ -375,8 +375,7 @@ static bool moe_fast_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3
 /* CUDA: the experts' rows as streams (mv_stream): work items of act (mv: group, pair range)
  * times pair groups of NT times rows. The first blocks take the routed experts' items (type
  * TR), the rest the shared expert's (type TS: its items are the last n_sh of act). */
-template <int NT>
-struct moe_up_rows {
+template <int NT> struct moe_up_rows {
     const expert_mats &m;
     const float *x;
     float *hg, *hu;
@@ -433,8 +432,7 @@ struct moe_up_rows {
     }
 };
 
-template <int NT>
-struct moe_down_rows {
+template <int NT> struct moe_down_rows {
     const expert_mats &m;
     const float *h;
     float *y;
@@ -483,7 +481,7 @@ struct moe_down_rows {
 };
 
 template <int TR, int TS, int NT>
-__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, NT == 1 ? 3 : 2)
     moe_up_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *hg, float *hu,
                   int n_pg, int n_sh, unsigned blocks_r) {
     extern __shared__ __align__(16) uint8_t mv_dyn[];
@@ -503,7 +501,7 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
 }
 
 template <int TR, int TS, int NT>
-__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, NT == 1 ? 3 : 2)
     moe_down_stream(GPU_GRID_CONST const expert_mats m, const float *h, float *y, int n_pg,
                     int n_sh, unsigned blocks_r) {
     extern __shared__ __align__(16) uint8_t mv_dyn[];
@@ -542,8 +540,10 @@ __global__ void moe_swiglu_kernel(float *hg, const float *hu, int64_t n_pairs, i
 
 /* Relative decoding cost per weight (for sharing blocks between routed and shared work). */
 static double moe_cost(uint32_t t) {
-    return t == HALO_TYPE_IQ2_XXS ? 2.5 : t == HALO_TYPE_Q2_K ? 2.0 : t == HALO_TYPE_Q8_0 ? 1.0
-                                                                                       : 1.5;
+    return t == HALO_TYPE_IQ2_XXS ? 2.5
+           : t == HALO_TYPE_Q2_K  ? 2.0
+           : t == HALO_TYPE_Q8_0  ? 1.0
+                                  : 1.5;
 }
 
 typedef struct moe_stream_plan {
@@ -555,19 +555,19 @@ static bool moe_stream_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt,
                           const moe_stream_plan &sp, const expert_mats &m, const float *x,
                           float *hg, float *hu) {
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
-#define UP_CASE(a, b)                                                                           \
-    if (tr == (a) && ts == (b)) {                                                               \
-        static bool done1, done8;                                                               \
-        if (nt == 1) {                                                                          \
-            if (!cu_smem_attr(be, moe_up_stream<a, b, 1>, smem, &done1, "moe")) return true;   \
-            moe_up_stream<a, b, 1><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(    \
-                m, x, hg, hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                  \
-        } else {                                                                                \
-            if (!cu_smem_attr(be, moe_up_stream<a, b, 8>, smem, &done8, "moe")) return true;   \
-            moe_up_stream<a, b, 8><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(    \
-                m, x, hg, hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                  \
-        }                                                                                       \
-        return true;                                                                            \
+#define UP_CASE(a, b)                                                                              \
+    if (tr == (a) && ts == (b)) {                                                                  \
+        static bool done1, done8;                                                                  \
+        if (nt == 1) {                                                                             \
+            if (!cu_smem_attr(be, moe_up_stream<a, b, 1>, smem, &done1, "moe")) return true;       \
+            moe_up_stream<a, b, 1><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(        \
+                m, x, hg, hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                      \
+        } else {                                                                                   \
+            if (!cu_smem_attr(be, moe_up_stream<a, b, 8>, smem, &done8, "moe")) return true;       \
+            moe_up_stream<a, b, 8><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(        \
+                m, x, hg, hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                      \
+        }                                                                                          \
+        return true;                                                                               \
     }
     MOE_GATE_UP_PAIRS(UP_CASE)
 #undef UP_CASE
@@ -578,19 +578,19 @@ static bool moe_stream_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt,
                             const moe_stream_plan &sp, const expert_mats &m, const float *h,
                             float *y) {
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
-#define DN_CASE(a, b)                                                                           \
-    if (tr == (a) && ts == (b)) {                                                               \
-        static bool done1, done8;                                                               \
-        if (nt == 1) {                                                                          \
-            if (!cu_smem_attr(be, moe_down_stream<a, b, 1>, smem, &done1, "moe")) return true; \
-            moe_down_stream<a, b, 1><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(  \
-                m, h, y, sp.n_pg, sp.n_sh, sp.blocks_r);                                       \
-        } else {                                                                                \
-            if (!cu_smem_attr(be, moe_down_stream<a, b, 8>, smem, &done8, "moe")) return true; \
-            moe_down_stream<a, b, 8><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(  \
-                m, h, y, sp.n_pg, sp.n_sh, sp.blocks_r);                                       \
-        }                                                                                       \
-        return true;                                                                            \
+#define DN_CASE(a, b)                                                                              \
+    if (tr == (a) && ts == (b)) {                                                                  \
+        static bool done1, done8;                                                                  \
+        if (nt == 1) {                                                                             \
+            if (!cu_smem_attr(be, moe_down_stream<a, b, 1>, smem, &done1, "moe")) return true;     \
+            moe_down_stream<a, b, 1><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(      \
+                m, h, y, sp.n_pg, sp.n_sh, sp.blocks_r);                                           \
+        } else {                                                                                   \
+            if (!cu_smem_attr(be, moe_down_stream<a, b, 8>, smem, &done8, "moe")) return true;     \
+            moe_down_stream<a, b, 8><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(      \
+                m, h, y, sp.n_pg, sp.n_sh, sp.blocks_r);                                           \
+        }                                                                                          \
+        return true;                                                                               \
     }
     MOE_DOWN_PAIRS(DN_CASE)
 #undef DN_CASE
@@ -636,12 +636,17 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         if (!cu_type_supported(be, types[i], op)) return;
     if (a->probs_bias && !cu_float_only(be, a->probs_bias->type, op, "expert bias")) return;
     /* Scratch, in order: tokens, router scores, choice, weights, grouping, h, y. */
-    const uint64_t sizes[] = {
-        (uint64_t)n_tok * 4,   (uint64_t)(n_tok * n_expert) * 4, (uint64_t)(n_tok * k) * 4,
-        (uint64_t)n_pairs * 4, (uint64_t)(n_expert + 2) * 4,     (uint64_t)(n_expert + 1) * 4,
-        (uint64_t)n_pairs * 4, (uint64_t)(n_pairs * n_h) * 4,    (uint64_t)(n_pairs * n_embd) * 4,
-        (uint64_t)(3 * (n_expert + 2 + n_pairs / MOE_ITEM) + 1) * 4,
-        (uint64_t)(n_pairs * n_h) * 4};
+    const uint64_t sizes[] = {(uint64_t)n_tok * 4,
+                              (uint64_t)(n_tok * n_expert) * 4,
+                              (uint64_t)(n_tok * k) * 4,
+                              (uint64_t)n_pairs * 4,
+                              (uint64_t)(n_expert + 2) * 4,
+                              (uint64_t)(n_expert + 1) * 4,
+                              (uint64_t)n_pairs * 4,
+                              (uint64_t)(n_pairs * n_h) * 4,
+                              (uint64_t)(n_pairs * n_embd) * 4,
+                              (uint64_t)(3 * (n_expert + 2 + n_pairs / MOE_ITEM) + 1) * 4,
+                              (uint64_t)(n_pairs * n_h) * 4};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         total += (sizes[i] + 255) & ~255ull;
@@ -726,8 +731,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     }
     /* grid.y: the work items (groups with pairs, at most one per pair, split into runs of
      * MOE_ITEM pairs), found on the device; a bound here. */
-    const int64_t n_groups =
-        (n_pairs < n_expert + 1 ? n_pairs : n_expert + 1) + n_pairs / MOE_ITEM;
+    const int64_t n_groups = (n_pairs < n_expert + 1 ? n_pairs : n_expert + 1) + n_pairs / MOE_ITEM;
     /* Fast kernels when gate and up share a type, every matrix suits them (mv.cuh) and the
      * types are a pair they were built for; without a shared expert its type is the routed. */
     const bool sh = a->gate_sh != NULL;
@@ -754,7 +758,8 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         const int64_t per = (int64_t)MOE_ITEM < n_tok ? (int64_t)MOE_ITEM : n_tok;
         sp.n_pg = (int)((per + nt - 1) / nt);
         sp.n_sh = sh ? (int)((n_tok + MOE_ITEM - 1) / MOE_ITEM) : 0;
-        sp.blocks = (unsigned)(be->sm_count > 0 ? be->sm_count : 132) * 2;
+        /* (three resident a multiprocessor for one pair per group: 80 registers) */
+        sp.blocks = (unsigned)(be->sm_count > 0 ? be->sm_count : 132) * (nt == 1 ? 3 : 2);
         const int64_t routed_pairs = n_tok * k;
         const int64_t experts = routed_pairs < n_expert ? routed_pairs : n_expert;
         /* Work ~ weights decoded x pair groups x the type's decoding cost (the 2-bit

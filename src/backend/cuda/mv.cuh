@@ -94,8 +94,7 @@ static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) 
 static __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::);
 }
-template <int N>
-static __device__ __forceinline__ void cp_async_wait() {
+template <int N> static __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 #endif
@@ -131,8 +130,7 @@ static __device__ __forceinline__ void mv_dot32(const float v[32], const float *
 }
 
 /* Eight float weights from one or two 16-byte loads. */
-template <int T>
-static __device__ __forceinline__ void mv_float8(const uint4 *r, float w[8]) {
+template <int T> static __device__ __forceinline__ void mv_float8(const uint4 *r, float w[8]) {
     if constexpr (T == HALO_TYPE_F32) {
         w[0] = __uint_as_float(r[0].x), w[1] = __uint_as_float(r[0].y);
         w[2] = __uint_as_float(r[0].z), w[3] = __uint_as_float(r[0].w);
@@ -190,9 +188,11 @@ static __device__ __forceinline__ void mv_unit(const uint8_t *stage, int u, cons
             const uint32_t half[2] = {(uint32_t)grid, (uint32_t)(grid >> 32)};
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                float f = __uint_as_float(__byte_perm(half[j >> 2], 0x4B000000u, 0x7540 + (j & 3))) -
-                          8388608.0f;
-                v[8 * l + j] = __uint_as_float(__float_as_uint(f) ^ ((sg << (31 - j)) & 0x80000000u));
+                float f =
+                    __uint_as_float(__byte_perm(half[j >> 2], 0x4B000000u, 0x7540 + (j & 3))) -
+                    8388608.0f;
+                v[8 * l + j] =
+                    __uint_as_float(__float_as_uint(f) ^ ((sg << (31 - j)) & 0x80000000u));
             }
         }
         mv_dot32<NT>(v, xs, e, nt, db, acc);
@@ -208,13 +208,15 @@ static __device__ __forceinline__ void mv_unit(const uint8_t *stage, int u, cons
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const uint8_t sc = b[2 * sub + h];
-            const float dl = __fmul_rn(d, (float)(sc & 0xf)), ml = __fmul_rn(dmin, (float)(sc >> 4));
+            const float dl = __fmul_rn(d, (float)(sc & 0xf)),
+                        ml = __fmul_rn(dmin, (float)(sc >> 4));
 #pragma unroll
             for (int w4 = 0; w4 < 4; w4++) {
                 const uint32_t q4 = (qs[4 * h + w4] >> shift) & 0x03030303u;
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    float q = __uint_as_float(__byte_perm(q4, 0x4B000000u, 0x7540 + j)) - 8388608.0f;
+                    float q =
+                        __uint_as_float(__byte_perm(q4, 0x4B000000u, 0x7540 + j)) - 8388608.0f;
                     v[16 * h + 4 * w4 + j] = fmaf(dl, q, -ml);
                 }
             }
@@ -257,8 +259,8 @@ static __device__ __forceinline__ void mv_dot8(const float v[8], const float *co
         if (k < nt) {
             const float4 *xp = (const float4 *)(xs[k] + e);
             const float4 a = __ldg(xp), b = __ldg(xp + 1);
-            float s = v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x +
-                      v[5] * b.y + v[6] * b.z + v[7] * b.w;
+            float s = v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y +
+                      v[6] * b.z + v[7] * b.w;
             acc[k] += s * scale;
         }
     }
@@ -278,7 +280,8 @@ static __device__ __forceinline__ void mv_g8(const uint8_t *stage, int w, const 
             uint32_t q = ((uint32_t)q16[2 * i] | ((uint32_t)q16[2 * i + 1] << 16)) ^ 0x80808080u;
 #pragma unroll
             for (int j = 0; j < 4; j++)
-                v[4 * i + j] = __uint_as_float(__byte_perm(q, 0x4B000000u, 0x7540 + j)) - 8388736.0f;
+                v[4 * i + j] =
+                    __uint_as_float(__byte_perm(q, 0x4B000000u, 0x7540 + j)) - 8388736.0f;
         }
         mv_dot8<NT>(v, xs, e, nt, d, acc);
     } else if constexpr (T == HALO_TYPE_IQ2_XXS) {
@@ -343,7 +346,7 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
         acc[k] = 0.0f;
     if constexpr (cx_float(T)) {
         constexpr int W = T == HALO_TYPE_F32 ? 2 : 1; /* 16-byte loads per 8 weights */
-        constexpr int U = W == 1 ? 8 : 4; /* 16-byte loads in flight per lane */
+        constexpr int U = W == 1 ? 8 : 4;             /* 16-byte loads in flight per lane */
         for (int64_t base = k0 + 8 * lane; base < k1; base += 8 * WARP * U) {
             uint4 r[U][W];
 #pragma unroll
@@ -376,7 +379,7 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
         }
     } else {
         constexpr int E = cx_block_elems(T), B = cx_block_bytes(T);
-        constexpr int CB = MV_CH / E * B;          /* bytes of a whole chunk */
+        constexpr int CB = MV_CH / E * B; /* bytes of a whole chunk */
         constexpr int NV = (CB / 16 + WARP - 1) / WARP;
         static_assert(CB % 16 == 0 && CB <= MV_STAGE, "chunk");
 #ifndef HALO_HIP
@@ -397,7 +400,7 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
         }
         for (int64_t c = 0; c < nch; c++) {
             cp_async_wait<MV_STAGES - 2>(); /* this lane's copies of chunk c have landed */
-            __syncwarp();                    /* and every lane's */
+            __syncwarp();                   /* and every lane's */
             if (c + MV_STAGES - 1 < nch) issue(c + MV_STAGES - 1); /* the slot read at c - 1 */
             cp_async_commit();
             const int64_t kc = k0 + c * MV_CH;
@@ -445,10 +448,10 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
 #ifndef HALO_HIP
 /* A warp's stream of rows: items first, first + stride, ... < n_items, each the dot of one
  * weight row (p.row(i, &row) returns its width, 0 for an item to skip) with the activations
- * p.begin sets (returning the same width); p.end gets the sums (in every lane). The row chunks go through the warp's
- * MV_STAGES shared-memory slots by cp.async as one stream across rows, so the copies of the
- * next rows are in flight while this one is computed (rows of one or two chunks are the rule
- * in decode: per-row pipelines never fill). */
+ * p.begin sets (returning the same width); p.end gets the sums (in every lane). The row chunks go
+ * through the warp's MV_STAGES shared-memory slots by cp.async as one stream across rows, so the
+ * copies of the next rows are in flight while this one is computed (rows of one or two chunks are
+ * the rule in decode: per-row pipelines never fill). */
 template <int T, int NT, class P>
 static __device__ __forceinline__ void mv_stream(P &p, int64_t first, int64_t stride,
                                                  int64_t n_items, uint8_t *stage, cu_grids g) {

@@ -87,7 +87,7 @@ void cu_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_r
     if (!spos || !cu_ints_pass(be, spos, pos, n_tok, &ps, &dpos, "rope")) return;
     int64_t n = n_tok * n_head * (rope->n_rot / 2);
     if (n == 0) return;
-    rope_kernel<<<cu_blocks(n, 256), 256, 0, be->stream>>>(cu_f32(x), x->ne[0], n_head, n_tok, dpos, ps,
-                                                           f, inverse);
+    rope_kernel<<<cu_blocks(n, 256), 256, 0, be->stream>>>(cu_f32(x), x->ne[0], n_head, n_tok, dpos,
+                                                           ps, f, inverse);
     CU_LAUNCHED(be, "rope", "rope_kernel");
 }

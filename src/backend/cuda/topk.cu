@@ -10,8 +10,8 @@
 enum { SCORE_WARPS = 8, SELECT_THREADS = 1024 };
 
 __global__ void score_kernel(const float *q, const float *w, const float *keys, int64_t hd,
-                             int64_t n_head, int64_t n_rows, const int32_t *pos,
-                             cu_ints pos_small, uint32_t ratio, float *score) {
+                             int64_t n_head, int64_t n_rows, const int32_t *pos, cu_ints pos_small,
+                             uint32_t ratio, float *score) {
     const int64_t t = blockIdx.y;
     const int64_t s = (int64_t)blockIdx.x * SCORE_WARPS + threadIdx.x / WARP;
     int64_t visible = (cu_int_at(pos, pos_small, t) + 1) / ratio;

@@ -229,6 +229,24 @@ static void matmul_matches_the_cpu_for_every_type(void) {
             drop(&x);
             drop(&y);
         }
+    /* Tall projections (1536 rows: the GPU's row streams, each warp many rows, rather than the
+     * split rows of the shape above), for a decode token and a prefill tile. */
+    const int64_t tall_toks[] = {1, 37};
+    for (size_t i = 0; i < N_TYPES; i++)
+        for (size_t k = 0; k < 2; k++) {
+            int64_t n = tall_toks[k];
+            both w = rand_w(weight_types[i], 2048, 1536, 1, 1.0f);
+            both x = rand_f32(2048, n, 1, 1.0f), y = make(HALO_TYPE_F32, 1536, n, 1, NULL);
+            cpu->ops->matmul(cpu, &w.c, &x.c, 1, &y.c);
+            gpu->ops->matmul(gpu, &w.g, &x.g, 1, &y.g);
+            char what[64];
+            snprintf(what, sizeof what, "matmul %s 2048x1536, %lld tok",
+                     halo_type_name(weight_types[i]), (long long)n);
+            compare(what, &y, 1e-5);
+            drop(&w);
+            drop(&x);
+            drop(&y);
+        }
     /* Grouped output projection: 8 groups of 64·512 inputs (64 heads of 512 in 8 groups). */
     both w = rand_w(HALO_TYPE_Q8_0, 4096, 8 * 128, 1, 1.0f);
     both x = rand_f32(8 * 4096, 3, 1, 1.0f), y = make(HALO_TYPE_F32, 8 * 128, 3, 1, NULL);

@@ -762,14 +762,19 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         sp.blocks = (unsigned)(be->sm_count > 0 ? be->sm_count : 132) * (nt == 1 ? 3 : 2);
         const int64_t routed_pairs = n_tok * k;
         const int64_t experts = routed_pairs < n_expert ? routed_pairs : n_expert;
-        /* Work ~ weights decoded x pair groups x the type's decoding cost (the 2-bit
-         * formats take more instructions per byte than Q8_0). */
-        const double wr = (double)experts * (double)n_ff * (double)n_embd * 2.0 * moe_cost(tr) *
-                          (double)((routed_pairs / experts + nt - 1) / nt);
-        const double ws = sh ? (double)n_ff_sh * (double)n_embd * 2.0 * moe_cost(ts) *
-                                   (double)((n_tok + nt - 1) / nt)
-                             : 0.0;
-        unsigned bs = sh ? (unsigned)((double)sp.blocks * ws / (wr + ws) + 0.5) : 0;
+        /* Work of each part: with one pair per group (decode) the weights decoded times the
+         * type's decoding cost (the 2-bit formats take more instructions per byte than Q8_0;
+         * measured better than bytes); with groups of eight the bytes read times the pair
+         * groups (as measured before: the dots, not the decoding, dominate there). */
+        const double gr = (double)((routed_pairs / experts + nt - 1) / nt);
+        const double gs = (double)((n_tok + nt - 1) / nt);
+        const double wr = nt == 1 ? (double)n_ff * (double)n_embd * 2.0 * moe_cost(tr)
+                                  : (double)n_ff * (double)(m.grb + m.urb);
+        const double ws = !sh       ? 0.0
+                          : nt == 1 ? (double)n_ff_sh * (double)n_embd * 2.0 * moe_cost(ts)
+                                    : (double)n_ff_sh * (double)(m.grb_sh + m.urb_sh);
+        const double wr_all = wr * (double)experts * gr, ws_all = ws * gs;
+        unsigned bs = sh ? (unsigned)((double)sp.blocks * ws_all / (wr_all + ws_all) + 0.5) : 0;
         if (sh && bs < 1) bs = 1;
         if (bs >= sp.blocks) bs = sp.blocks - 1;
         sp.blocks_r = sp.blocks - bs;

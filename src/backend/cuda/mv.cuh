@@ -422,13 +422,13 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
         int n16 = (int)((k1 - kc < MV_CH ? k1 - kc : MV_CH) / E * B / 16);
         mv_fetch<NV>(pre, (const uint4 *)(wrow + kc / E * B), n16, lane);
         for (; kc < k1; kc += MV_CH) {
-            __syncwarp();
+            gpu_syncwarp();
 #pragma unroll
             for (int i = 0; i < NV; i++) {
                 int idx = lane + WARP * i;
                 if (idx < n16) ((uint4 *)stage)[idx] = pre[i];
             }
-            __syncwarp();
+            gpu_syncwarp();
             const int64_t kn = kc + MV_CH;
             const int units = (int)((k1 - kc < MV_CH ? k1 - kc : MV_CH) / 32);
             if (kn < k1) {

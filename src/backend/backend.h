@@ -203,6 +203,11 @@ typedef struct halo_backend_ops {
      * that could not get its scratch memory, a device error), naming the op; the outputs of
      * the ops after it are not to be used. */
     halo_status (*sync)(halo_backend *be, halo_error *err);
+    /* check reports a failure already recorded (an op that could not launch or get its scratch)
+     * without waiting for queued work: the forward checks after every layer, and a GPU queue
+     * drained there 43 times a token would idle between layers (and could not be captured as
+     * one graph). A backend that records commands may submit them here. */
+    halo_status (*check)(halo_backend *be, halo_error *err);
 } halo_backend_ops;
 
 struct halo_backend {

@@ -6,15 +6,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/bench.h"
+#include "cli/bench_bw.h"
 #include "cli/cli.h"
 #include "cli/run.h"
 #include "halo/halo.h"
@@ -219,63 +218,18 @@ static void cpu_name(char *buf, size_t size) {
     if (f) fclose(f);
 }
 
-typedef struct bw_job {
-    const uint64_t *p;
-    size_t n;
-    uint64_t sum;
-} bw_job;
-
-static void *bw_read(void *arg) {
-    bw_job *j = arg;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = 0; i + 4 <= j->n; i += 4) {
-        s0 += j->p[i];
-        s1 += j->p[i + 1];
-        s2 += j->p[i + 2];
-        s3 += j->p[i + 3];
-    }
-    j->sum = s0 ^ s1 ^ s2 ^ s3;
-    return NULL;
-}
-
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Host memory read bandwidth with `threads` threads (best of 5 passes over 256 MiB): the ceiling
- * a CPU decode that streams its weights can reach. */
-static double host_bandwidth_gbs(uint32_t threads) {
-    const size_t bytes = (size_t)256 << 20;
-    uint64_t *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (buf == MAP_FAILED) return 0;
-    memset(buf, 1, bytes);
-    if (threads < 1) threads = 1;
-    if (threads > 64) threads = 64;
-    double best = 0;
-    for (int pass = 0; pass < 5; pass++) {
-        pthread_t tid[64];
-        bw_job jobs[64];
-        size_t per = bytes / 8 / threads / 4 * 4;
-        double t0 = now();
-        uint32_t started = 0;
-        for (uint32_t i = 0; i < threads; i++) {
-            jobs[i] = (bw_job){buf + i * per, per, 0};
-            if (i == 0 || pthread_create(&tid[started], NULL, bw_read, &jobs[i]) != 0)
-                bw_read(&jobs[i]);
-            else
-                started++;
-        }
-        for (uint32_t i = 0; i < started; i++)
-            pthread_join(tid[i], NULL);
-        double t = now() - t0;
-        double gbs = t > 0 ? (double)(per * 8 * threads) / t / 1e9 : 0;
-        if (gbs > best) best = gbs;
-    }
-    munmap(buf, bytes);
-    return best;
-}
+/* The bandwidths measured at the start of the run, per backend: the host's (the same for all),
+ * and for a GPU backend its device memory and the pinned host memory it reads (gpu-host).
+ * 0 = unknown. */
+typedef struct backend_bw {
+    double host, device, gpu_host;
+} backend_bw;
 
 /* VmHWM of this process, after a reset (writing 5 to clear_refs resets the peak). */
 static void reset_peak(void) {
@@ -299,47 +253,57 @@ static uint64_t peak_rss(void) {
 typedef struct model_info {
     char type[128];
     uint64_t size, n_params, bytes_per_token;
+    uint32_t experts, used; /* routed experts and how many a token reads */
 } model_info;
 
-/* Size, parameters and the weight bytes a decoded token reads: every tensor once, except that the
- * embedding and the hash-routing tables give one row per token and the routed experts
- * expert_used_count of expert_count (docs/bench.md). */
-static halo_status describe(const halo_gguf *g, const char *path, model_info *mi, halo_error *err) {
+/* The bytes of tensor t one decoded token reads: all of it, except that the embedding and the
+ * hash-routing tables give one row per token and the routed experts expert_used_count of
+ * expert_count (docs/bench.md). */
+static uint64_t token_bytes(const halo_gguf_tensor *t, const model_info *mi) {
+    if (!strcmp(t->name, "token_embd.weight") || strstr(t->name, "ffn_gate_tid2eid"))
+        return t->n_dims >= 2 && t->ne[1] > 0 ? t->n_bytes / (uint64_t)t->ne[1] : t->n_bytes;
+    if (strstr(t->name, "_exps.") && mi->experts) return t->n_bytes / mi->experts * mi->used;
+    return t->n_bytes;
+}
+
+/* Size, parameters and the weight bytes a decoded token reads. */
+static void describe(const halo_gguf *g, const char *path, model_info *mi) {
     memset(mi, 0, sizeof *mi);
-    const char *arch = "?", *name = NULL;
+    const char *arch = "?";
     halo_gguf_get_str(g, "general.architecture", &arch, NULL);
-    halo_gguf_get_str(g, "general.name", &name, NULL);
     char key[96];
-    uint32_t used = 0, experts = 0, layers = 0;
+    uint32_t layers = 0;
     snprintf(key, sizeof key, "%s.expert_used_count", arch);
-    halo_gguf_get_u32(g, key, &used, NULL);
+    halo_gguf_get_u32(g, key, &mi->used, NULL);
     snprintf(key, sizeof key, "%s.expert_count", arch);
-    halo_gguf_get_u32(g, key, &experts, NULL);
+    halo_gguf_get_u32(g, key, &mi->experts, NULL);
     snprintf(key, sizeof key, "%s.block_count", arch);
     halo_gguf_get_u32(g, key, &layers, NULL);
     for (uint64_t i = 0; i < halo_gguf_tensor_count(g); i++) {
         const halo_gguf_tensor *t = halo_gguf_tensor_at(g, i);
         mi->size += t->n_bytes;
         mi->n_params += t->n_elements;
-        uint64_t read = t->n_bytes;
-        if (!strcmp(t->name, "token_embd.weight") || strstr(t->name, "ffn_gate_tid2eid"))
-            read = t->n_dims >= 2 && t->ne[1] > 0 ? t->n_bytes / (uint64_t)t->ne[1] : t->n_bytes;
-        else if (strstr(t->name, "_exps.") && experts)
-            read = t->n_bytes / experts * used;
-        mi->bytes_per_token += read;
+        mi->bytes_per_token += token_bytes(t, mi);
     }
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     if (halo_synth_is_path(path)) base = path + strlen(HALO_SYNTH_PREFIX);
     snprintf(mi->type, sizeof mi->type, "%s %uL %s", arch, layers, base);
-    (void)name;
-    (void)err;
-    return HALO_OK;
 }
 
-/* The plan's bytes per pool for this model, context and backend ("host 8.92 GiB"). */
+/* What the plan says for this model, context and backend: bytes per pool as text ("host 8.92
+ * GiB"), the GPU's name, and how the bytes a token reads split over the pools (token[] stays
+ * zero without a plan). */
+typedef struct plan_info {
+    char placement[192], gpu[64];
+    uint64_t token[HALO_POOL_COUNT];
+} plan_info;
+
 static void placement(const halo_gguf *g, const char *path, const char *backend,
-                      const char *weights, uint64_t n_ctx, uint32_t n_batch, char *out,
-                      size_t size) {
+                      const char *weights, uint64_t n_ctx, uint32_t n_batch, const model_info *mi,
+                      plan_info *pi) {
+    memset(pi, 0, sizeof *pi);
+    char *out = pi->placement;
+    size_t size = sizeof pi->placement;
     snprintf(out, size, "unknown");
     halo_machine m;
     halo_error err = {0};
@@ -347,6 +311,7 @@ static void placement(const halo_gguf *g, const char *path, const char *backend,
     if ((profile && *profile ? halo_machine_load_profile(profile, &m, &err)
                              : halo_machine_probe("/", path, &m, &err)) != HALO_OK)
         return;
+    if (strcmp(backend, "cpu")) snprintf(pi->gpu, sizeof pi->gpu, "%s", m.gpu_name);
     halo_plan_options o = {.n_ctx = n_ctx, .n_batch = n_batch};
     if (halo_backend_parse(backend, &o.backend, &err) ||
         halo_weights_parse(weights, &o.weights, &err))
@@ -369,8 +334,40 @@ static void placement(const halo_gguf *g, const char *path, const char *backend,
                                     cli_bytes(p->pools[k].planned, b, sizeof b));
             if (len >= size) break;
         }
+        for (uint64_t i = 0; p->tensor_pool && i < halo_gguf_tensor_count(g); i++)
+            if (p->tensor_pool[i] < HALO_POOL_COUNT)
+                pi->token[p->tensor_pool[i]] += token_bytes(halo_gguf_tensor_at(g, i), mi);
     }
     halo_plan_free(p);
+}
+
+/* The bandwidth a decode on this backend can reach: the bytes a token reads from each pool over
+ * that pool's measured bandwidth, summed as time (a harmonic mean weighted by bytes). The CPU
+ * reads every memory pool at host speed; a GPU reads device and managed memory at device speed,
+ * gpu-host memory at the speed it reads pinned host memory, and host memory (what the CPU side
+ * keeps) at host speed. Streamed (disk) bytes or a pool without a measurement give 0: unknown.
+ * Without a plan, every byte is taken to sit in the backend's own memory. */
+static double roofline_bandwidth(const char *backend, const plan_info *pi, const model_info *mi,
+                                 const backend_bw *bw) {
+    bool cpu = !strcmp(backend, "cpu");
+    uint64_t token[HALO_POOL_COUNT], total = 0;
+    memcpy(token, pi->token, sizeof token);
+    for (int k = 0; k < HALO_POOL_COUNT; k++)
+        total += token[k];
+    if (!total) token[cpu ? HALO_POOL_HOST : HALO_POOL_DEVICE] = total = mi->bytes_per_token;
+    double seconds = 0;
+    for (int k = 0; k < HALO_POOL_COUNT; k++) {
+        if (!token[k]) continue;
+        double b = 0;
+        if (k == HALO_POOL_DISK) return 0;
+        if (cpu || k == HALO_POOL_HOST)
+            b = bw->host;
+        else
+            b = k == HALO_POOL_GPU_HOST ? bw->gpu_host : bw->device;
+        if (b <= 0) return 0;
+        seconds += (double)token[k] / (b * 1e9);
+    }
+    return seconds > 0 ? (double)total / seconds / 1e9 : 0;
 }
 
 /* ---- running the tests --------------------------------------------------------------------- */
@@ -385,6 +382,10 @@ typedef struct run_ctx {
     halo_snapshot *depth_snap; /* state after depth_cached tokens, reused across repetitions */
     uint32_t depth_cached;
     uint32_t test_no, n_tests;
+    /* device memory in use (all processes) before the engine opened, and the most seen since,
+     * sampled at the end of every timed run while its session still holds its state */
+    bool dev_known;
+    uint64_t dev_base, dev_peak;
 } run_ctx;
 
 /* Prompt tokens in forwards of at most -ub tokens (halo evaluates one physical batch per call). */
@@ -425,6 +426,9 @@ static halo_status run_once(run_ctx *c, const bench_result *r, uint64_t *ns, hal
     for (uint32_t i = 0; !st && i < r->n_gen; i++)
         st = halo_session_eval(s, tok + r->n_prompt + i, 1, false, err);
     *ns = (uint64_t)((now() - t0) * 1e9);
+    uint64_t used;
+    if (c->dev_known && bench_gpu_mem_used(c->backend, &used) && used > c->dev_peak)
+        c->dev_peak = used;
     halo_session_free(s);
     return st;
 }
@@ -530,14 +534,14 @@ static int open_header(const char *path, halo_gguf **g, halo_mem_arena **a) {
 }
 
 static int bench_model(const opts *o, uint32_t mi_index, results *rs, bool *first,
-                       uint32_t *test_no, uint32_t n_tests, double bw) {
+                       uint32_t *test_no, uint32_t n_tests, const backend_bw *bws) {
     const char *model = o->models[mi_index];
     halo_gguf *g = NULL;
     halo_mem_arena *arena = NULL;
     if (open_header(model, &g, &arena)) return 1;
     model_info mi;
     halo_error err = {0};
-    describe(g, model, &mi, &err);
+    describe(g, model, &mi);
     uint32_t max_ctx = 0;
     for (uint32_t d = 0; d < o->d.n; d++) {
         uint32_t pmax = 0, nmax = 0;
@@ -553,10 +557,15 @@ static int bench_model(const opts *o, uint32_t mi_index, results *rs, bool *firs
     int rc = 0;
     for (uint32_t b = 0; b < o->n_backends && !rc; b++) {
         const char *backend = o->backends[b];
-        char place[192];
-        placement(g, model, backend, o->weights, max_ctx, o->ubatch, place, sizeof place);
+        const backend_bw *bw = &bws[b];
+        plan_info pi;
+        placement(g, model, backend, o->weights, max_ctx, o->ubatch, &mi, &pi);
+        const char *place = pi.placement;
+        double roof_bw = roofline_bandwidth(backend, &pi, &mi, bw);
         fprintf(stderr, "halo bench: loading %s on %s (plan: %s)\n", model, backend, place);
         reset_peak();
+        uint64_t dev_base = 0;
+        bool dev_known = bench_gpu_mem_used(backend, &dev_base);
         double t0 = now();
         halo_engine_params ep = {
             .model_path = model, .backend = backend, .threads = o->threads, .n_ctx = max_ctx};
@@ -568,7 +577,14 @@ static int bench_model(const opts *o, uint32_t mi_index, results *rs, bool *firs
         }
         fprintf(stderr, "halo bench: loaded in %.1f s\n", now() - t0);
         uint32_t V = halo_engine_n_vocab(e);
-        run_ctx c = {.o = o, .e = e, .model = model, .backend = backend, .n_tests = n_tests};
+        run_ctx c = {.o = o,
+                     .e = e,
+                     .model = model,
+                     .backend = backend,
+                     .n_tests = n_tests,
+                     .dev_known = dev_known,
+                     .dev_base = dev_base,
+                     .dev_peak = dev_base};
         c.threads = o->threads ? o->threads : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
         c.n_tokens = max_ctx + 1;
         c.n_ctx = max_ctx;
@@ -586,6 +602,7 @@ static int bench_model(const opts *o, uint32_t mi_index, results *rs, bool *firs
                         break;
                     }
                     snprintf(r->cpu_info, sizeof r->cpu_info, "%s", cpu);
+                    snprintf(r->gpu_info, sizeof r->gpu_info, "%s", pi.gpu);
                     snprintf(r->backends, sizeof r->backends, "%s", backends_field(backend));
                     snprintf(r->backend, sizeof r->backend, "%s", backend);
                     snprintf(r->weights, sizeof r->weights, "%s", o->weights);
@@ -610,16 +627,18 @@ static int bench_model(const opts *o, uint32_t mi_index, results *rs, bool *firs
                         rs->n--;
                         break;
                     }
-                    /* the host bandwidth is the CPU backend's roofline; a GPU's needs its own
-                     * measurement (not yet: unknown) */
-                    if (!strcmp(backend, "cpu") && bw > 0) {
-                        r->bandwidth_gbs = bw;
-                        if (r->n_gen && r->bytes_per_token) {
-                            r->roofline_ts = bw * 1e9 / (double)r->bytes_per_token;
-                            r->roofline_fraction = r->avg_ts / r->roofline_ts;
-                        }
+                    r->bandwidth_gbs = roof_bw;
+                    r->host_bandwidth_gbs = bw->host;
+                    if (strcmp(backend, "cpu")) {
+                        r->device_bandwidth_gbs = bw->device;
+                        r->gpu_host_bandwidth_gbs = bw->gpu_host;
+                    }
+                    if (roof_bw > 0 && r->n_gen && r->bytes_per_token) {
+                        r->roofline_ts = roof_bw * 1e9 / (double)r->bytes_per_token;
+                        r->roofline_fraction = r->avg_ts / r->roofline_ts;
                     }
                     r->peak_host_bytes = peak_rss();
+                    if (c.dev_known) r->peak_device_bytes = c.dev_peak - c.dev_base;
                     bench_print_result(stdout, o->fmt, r, *first);
                     *first = false;
                 }
@@ -656,6 +675,75 @@ static int write_gguf(const opts *o) {
     return 0;
 }
 
+/* The run's bandwidths, before any model is loaded (docs/bench.md: how and why). */
+static void measure_bandwidth(const opts *o, uint32_t threads, backend_bw *bws) {
+    memset(bws, 0, MAX_LIST * sizeof *bws);
+    uint64_t llc = bench_llc_bytes("/");
+    uint64_t buffer = bench_bw_buffer_bytes(llc);
+    /* never more than a quarter of what is free: a bench must not push the machine to swap */
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && buffer > (uint64_t)pages * (uint64_t)page / 4)
+        buffer = (uint64_t)pages * (uint64_t)page / 4;
+    fprintf(stderr, "halo bench: measuring host memory read bandwidth (%u threads, %.2f GiB) ...\n",
+            threads, (double)buffer / (1u << 30));
+    bench_bw h;
+    double host = 0;
+    if (bench_host_bandwidth(threads, buffer, 1, 5, &h)) {
+        host = h.read_gbs;
+        char l[48] = "an unknown last-level cache";
+        if (llc)
+            snprintf(l, sizeof l, "%.0fx the %.0f MiB last-level cache",
+                     (double)h.buffer / (double)llc, (double)llc / (1u << 20));
+        fprintf(stderr,
+                "halo bench: host read bandwidth %.1f GB/s (best of %u passes, slowest %.1f; "
+                "%u threads over %.2f GiB, %s)\n",
+                h.read_gbs, h.passes, h.worst_gbs, h.threads, (double)h.buffer / (1u << 30), l);
+    } else {
+        fprintf(stderr, "halo bench: host read bandwidth unknown (no %.2f GiB buffer or threads)\n",
+                (double)buffer / (1u << 30));
+    }
+    for (uint32_t i = 0; i < o->n_backends; i++) {
+        const char *b = o->backends[i];
+        bws[i].host = host;
+        if (!strcmp(b, "cpu")) continue;
+        bool done = false;
+        for (uint32_t j = 0; j < i && !done; j++)
+            if (!strcmp(o->backends[j], b)) bws[i] = bws[j], done = true;
+        if (done) continue;
+        if (!strcmp(b, "vulkan")) {
+            /* every Vulkan buffer is one memory type (device-local and host-visible where the
+             * device has it): weights in any pool are read from there */
+            bench_bw g;
+            char why[256];
+            if (bench_backend_copy_bandwidth(b, &g, why, sizeof why)) {
+                bws[i].device = bws[i].gpu_host = g.read_gbs;
+                fprintf(stderr,
+                        "halo bench: vulkan copies its buffers at %.1f GB/s read + written (best "
+                        "of %u passes, slowest %.1f; %.2f GiB each way)\n",
+                        g.read_gbs, g.passes, g.worst_gbs, (double)g.buffer / (1u << 30));
+            } else {
+                fprintf(stderr, "halo bench: vulkan bandwidth unknown: %s\n", why);
+            }
+            continue;
+        }
+        for (int mapped = 0; mapped < 2; mapped++) {
+            bench_bw g;
+            char why[256];
+            const char *what = mapped ? "pinned host memory" : "device memory";
+            if (bench_gpu_bandwidth(b, mapped, &g, why, sizeof why)) {
+                *(mapped ? &bws[i].gpu_host : &bws[i].device) = g.read_gbs;
+                fprintf(stderr,
+                        "halo bench: %s reads %s at %.1f GB/s (best of %u passes, slowest %.1f; "
+                        "%.2f GiB, %.0f MiB L2)\n",
+                        b, what, g.read_gbs, g.passes, g.worst_gbs, (double)g.buffer / (1u << 30),
+                        (double)g.llc / (1u << 20));
+            } else {
+                fprintf(stderr, "halo bench: %s read bandwidth of %s unknown: %s\n", b, what, why);
+            }
+        }
+    }
+}
+
 static int bench_run(int argc, char **argv);
 
 int cli_bench(int argc, char **argv) {
@@ -676,10 +764,9 @@ static int bench_run(int argc, char **argv) {
     for (uint32_t i = 0; i < o.n.n; i++)
         per_model += o.n.v[i] > 0;
     uint32_t n_tests = per_model * o.d.n * o.n_models * o.n_backends;
-    fprintf(stderr, "halo bench: measuring host memory bandwidth ...\n");
     uint32_t threads = o.threads ? o.threads : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-    double bw = host_bandwidth_gbs(threads);
-    fprintf(stderr, "halo bench: host read bandwidth %.1f GB/s (%u threads)\n", bw, threads);
+    backend_bw bw[MAX_LIST];
+    measure_bandwidth(&o, threads, bw);
     results rs = {0};
     bool first = true;
     uint32_t test_no = 0;

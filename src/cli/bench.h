@@ -21,11 +21,15 @@ typedef struct bench_result {
     /* halo's own */
     char backend[16], weights[16];
     uint64_t bytes_per_token; /* weight bytes one decoded token reads (docs/bench.md) */
-    double bandwidth_gbs;     /* memory read bandwidth measured in this run; 0 = unknown */
+    double bandwidth_gbs;     /* the read bandwidth this backend's decode can reach, from the
+                               * measured bandwidths of the pools its weights sit in; 0 = unknown */
     double roofline_ts;       /* bandwidth / bytes_per_token (tg tests); 0 = unknown */
     double roofline_fraction; /* avg_ts / roofline_ts; 0 = unknown */
     uint64_t peak_host_bytes, peak_device_bytes; /* 0 = unknown */
     char placement[192];                         /* the plan's bytes per pool */
+    /* measured in this run (GB/s, 0 = unknown or not this backend's): host memory read by the
+     * run's threads, device memory and pinned host memory read by the GPU */
+    double host_bandwidth_gbs, device_bandwidth_gbs, gpu_host_bandwidth_gbs;
 } bench_result;
 
 typedef enum bench_format { BENCH_MD = 0, BENCH_CSV, BENCH_JSON, BENCH_JSONL } bench_format;

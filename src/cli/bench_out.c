@@ -32,7 +32,8 @@ static const field fields[] = {
     {"bytes_per_token", F_INT}, {"bandwidth_gbs", F_FLOAT},
     {"roofline_ts", F_FLOAT},   {"roofline_fraction", F_FLOAT},
     {"peak_host_bytes", F_INT}, {"peak_device_bytes", F_INT},
-    {"placement", F_STR},
+    {"placement", F_STR},       {"host_bandwidth_gbs", F_FLOAT},
+    {"device_bandwidth_gbs", F_FLOAT}, {"gpu_host_bandwidth_gbs", F_FLOAT},
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
 
@@ -100,6 +101,12 @@ static void value(const bench_result *r, size_t i, char *buf, size_t size) {
         U(r->peak_host_bytes);
     else if (!strcmp(n, "peak_device_bytes"))
         U(r->peak_device_bytes);
+    else if (!strcmp(n, "host_bandwidth_gbs"))
+        D(r->host_bandwidth_gbs);
+    else if (!strcmp(n, "device_bandwidth_gbs"))
+        D(r->device_bandwidth_gbs);
+    else if (!strcmp(n, "gpu_host_bandwidth_gbs"))
+        D(r->gpu_host_bandwidth_gbs);
     else if (!strcmp(n, "placement"))
         S(r->placement);
     else

@@ -94,7 +94,7 @@ halo_status halo_gguf_get_i64(const halo_gguf *g, const char *key, int64_t *out,
 
 halo_status halo_gguf_get_u32(const halo_gguf *g, const char *key, uint32_t *out,
                               halo_error *err) {
-    uint64_t v;
+    uint64_t v = 0;
     halo_status st = halo_gguf_get_u64(g, key, &v, err);
     if (st) return st;
     if (v > UINT32_MAX)

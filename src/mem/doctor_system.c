@@ -113,6 +113,13 @@ void halo_doctor_machine(const char *root, const char *model_path, halo_machine 
         snprintf(m->name, sizeof m->name, "unknown");
     }
     char model[128];
+    /* A VM may pass an NVIDIA GPU through without listing it in /sys/class/drm (the H200
+     * machine): its driver's procfs still names it, and on a recorded tree that is all there is
+     * (halo_machine_probe asks libcuda only on the live machine). */
+    if (*probed && m->gpu_vendor == HALO_GPU_NONE && nvidia_model(root, model, sizeof model)) {
+        m->gpu_vendor = HALO_GPU_NVIDIA;
+        m->has_managed = true;
+    }
     if (m->gpu_vendor == HALO_GPU_NVIDIA && nvidia_model(root, model, sizeof model)) {
         snprintf(m->gpu_name, sizeof m->gpu_name, "%.63s", model);
         for (size_t i = 0; i < sizeof nvidia_models / sizeof nvidia_models[0]; i++)

@@ -90,7 +90,7 @@ static halo_status env_flag(const char *name, bool *set, bool *on, halo_error *e
 }
 
 halo_status halo_plan_options_from_env(halo_plan_options *o, halo_error *err) {
-    bool force_set, force;
+    bool force_set = false, force = false; /* newer gcc at -O3 cannot see env_flag sets both */
     halo_status st = env_flag("HALO_FORCE_DEVICE_MEM", &force_set, &force, err);
     if (st != HALO_OK) return st;
     const char *w = getenv("HALO_WEIGHTS");

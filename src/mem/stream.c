@@ -1,6 +1,7 @@
 /* Expert streaming for an engine (see stream.h) and its statistics (halo/stream.h). */
 #include "mem/stream.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,9 +9,17 @@
 #include "core/error.h"
 #include "halo/stream.h"
 #include "mem/expert_cache.h"
+#include "mem/prefetch.h"
 #include "model/engine_internal.h"
 
 struct halo_engine_stream {
+    /* The backend's ops with embed wrapped to start the step's prefetch: the forward pass
+     * (src/model/forward.c) has no per-step hook, and embed is its first op, called once per
+     * step with the step's token ids. be->ops points here while the stream lives. */
+    halo_backend_ops ops;
+    const halo_backend_ops *inner;
+    halo_backend *be;
+    halo_prefetch *prefetch;
     halo_expert_cache *cache;
     halo_buf *buf;
     uint64_t requested, admitted, expert_bytes;
@@ -21,6 +30,25 @@ bool halo_stream_planned(const halo_plan *plan) {
     for (uint64_t i = 0; i < plan->n_tensors; i++)
         if (plan->tensor_pool[i] == HALO_POOL_DISK) return true;
     return false;
+}
+
+/* HALO_STREAM_PREFETCH: "none" (reads only when a layer asks, all of them before any expert
+ * computes), "overlap" (cached experts and the shared expert compute while the misses read),
+ * "hash" (the hash-routed layers' experts read from the step's start), "all" (default). */
+static void prefetch_from_env(bool *overlap, bool *hash) {
+    const char *p = getenv("HALO_STREAM_PREFETCH");
+    *overlap = *hash = true;
+    if (!p || !*p || !strcmp(p, "all")) return;
+    *overlap = !strcmp(p, "overlap");
+    *hash = !strcmp(p, "hash");
+}
+
+static void embed_and_prefetch(halo_backend *be, const halo_tensor *table, const int32_t *tokens,
+                               halo_tensor *out) {
+    halo_engine_stream *s =
+        (halo_engine_stream *)(void *)((char *)be->ops - offsetof(halo_engine_stream, ops));
+    halo_prefetch_step(s->prefetch, tokens, (uint32_t)out->ne[1]);
+    s->inner->embed(be, table, tokens, out);
 }
 
 static halo_expert_policy policy_from_env(void) {
@@ -60,7 +88,10 @@ halo_status halo_stream_create(const halo_gguf *g, halo_weights *w, const halo_p
         s->expert_bytes +=
             L->gate_exps.src->n_bytes + L->up_exps.src->n_bytes + L->down_exps.src->n_bytes;
     }
-    halo_expert_cache_options o = {.bytes = s->admitted, .policy = policy_from_env()};
+    bool overlap, hash;
+    prefetch_from_env(&overlap, &hash);
+    halo_expert_cache_options o = {
+        .bytes = s->admitted, .policy = policy_from_env(), .no_overlap = !overlap};
     halo_status st = halo_expert_cache_create(g, layers, w->n_layer, &o, &s->cache, err);
     free(layers);
     if (!st) {
@@ -75,12 +106,26 @@ halo_status halo_stream_create(const halo_gguf *g, halo_weights *w, const halo_p
     halo_expert_cache_bind(s->cache, s->buf);
     for (uint32_t l = 0; l < w->n_layer; l++)
         w->layer[l].experts = halo_expert_cache_source(s->cache, l);
+    if (hash) st = halo_prefetch_create(g, w, s->cache, &s->prefetch, err);
+    if (st) {
+        halo_stream_free(s, be);
+        return st;
+    }
+    if (s->prefetch) {
+        s->be = be;
+        s->inner = be->ops;
+        s->ops = *be->ops;
+        s->ops.embed = embed_and_prefetch;
+        be->ops = &s->ops;
+    }
     *out = s;
     return HALO_OK;
 }
 
 void halo_stream_free(halo_engine_stream *s, halo_backend *be) {
     if (!s) return;
+    if (s->be && s->be->ops == &s->ops) s->be->ops = s->inner;
+    halo_prefetch_free(s->prefetch);
     if (s->buf) be->ops->buf_free(be, s->buf);
     halo_expert_cache_free(s->cache);
     free(s);
@@ -105,6 +150,9 @@ bool halo_engine_stream_stats(const halo_engine *e, halo_stream_stats *out) {
     out->misses = cs.misses;
     out->bytes_read = cs.bytes_read;
     out->read_seconds = cs.read_seconds;
+    out->waited = cs.waited;
+    out->prefetched = cs.prefetched;
+    out->prefetch_used = cs.prefetch_used;
     out->direct = cs.direct;
     out->reader = cs.reader;
     return true;

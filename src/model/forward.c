@@ -362,7 +362,7 @@ static void run_step(fwd *f, bool all_logits, float *logits) {
         const halo_layer_weights *L = &w->layer[il];
         hc_site(f, &streams, &L->hc_attn_fn, &L->hc_attn_base, &L->hc_attn_scale, il, true);
         hc_site(f, &streams, &L->hc_ffn_fn, &L->hc_ffn_base, &L->hc_ffn_scale, il, false);
-        if (!f->st) f->st = f->op->sync(be, f->err); /* an op that failed stops the step here */
+        if (!f->st) f->st = f->op->check(be, f->err); /* an op that failed stops the step */
     }
     if (f->st) return;
     halo_hc_args head = {.streams = &streams,

@@ -83,4 +83,5 @@ const halo_backend_ops halo_measure_ops = {.name = "measure",
                                            .topk = nop_topk,
                                            .moe = nop_moe,
                                            .copy = nop_copy,
-                                           .sync = nop_sync};
+                                           .sync = nop_sync,
+                                           .check = nop_sync};

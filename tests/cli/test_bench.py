@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import math
+import re
 import os
 import subprocess
 import sys
@@ -27,7 +28,8 @@ LLAMA_FIELDS = ["build_commit", "build_number", "cpu_info", "gpu_info", "backend
                 "n_ubatch", "n_threads", "type_k", "type_v", "n_prompt", "n_gen", "n_depth",
                 "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts"]
 HALO_FIELDS = ["backend", "weights", "bytes_per_token", "bandwidth_gbs", "roofline_ts",
-               "roofline_fraction", "peak_host_bytes", "peak_device_bytes", "placement"]
+               "roofline_fraction", "peak_host_bytes", "peak_device_bytes", "placement",
+               "host_bandwidth_gbs", "device_bandwidth_gbs", "gpu_host_bandwidth_gbs"]
 
 
 def check(cond, what):
@@ -84,12 +86,22 @@ def test_csv_parses_and_carries_the_tests():
         check(float(r["avg_ts"]) > 0 and int(r["model_size"]) > 0, f"csv row {r}")
         check(r["backends"] == "CPU" and r["n_threads"] == "1", f"csv row backend {r}")
         check(int(r["bytes_per_token"]) <= int(r["model_size"]), "bytes per token <= model")
+        # the CPU reads every pool at the host bandwidth: the row's roofline bandwidth is it
+        check(float(r["host_bandwidth_gbs"]) > 0, "host bandwidth measured")
+        check(abs(float(r["bandwidth_gbs"]) - float(r["host_bandwidth_gbs"])) < 1e-3 *
+              float(r["host_bandwidth_gbs"]), "a CPU row's roofline is the host bandwidth")
+        check(float(r["device_bandwidth_gbs"]) == 0 and float(r["gpu_host_bandwidth_gbs"]) == 0,
+              "no device bandwidth on a CPU row")
         if int(r["n_gen"]):
             check(float(r["bandwidth_gbs"]) > 0, "bandwidth measured")
             check(abs(float(r["roofline_fraction"]) - float(r["avg_ts"]) /
                       float(r["roofline_ts"])) < 1e-3, "roofline fraction = t/s / roofline")
         check(r["placement"].startswith("host "), f"placement: {r['placement']}")
     check("progress" not in p.stdout and "run 3/3" in p.stderr, "progress on stderr only")
+    # measured in the run over a buffer of at least 1 GiB, with the run's thread count
+    check(re.search(r"host read bandwidth [0-9.]+ GB/s \(best of 5 passes, slowest [0-9.]+; "
+                    r"1 threads over [1-9][0-9.]* GiB", p.stderr) is not None,
+          f"bandwidth line: {p.stderr[:400]}")
 
 
 def test_json_parses_with_samples():
@@ -163,6 +175,30 @@ def test_unbuilt_backend_is_named_before_anything_runs():
             check(f"--backend {b}" in p.stderr and "not built" in p.stderr,
                   f"--backend {b}: clear error: {p.stderr}")
             check(len(p.stdout.splitlines()) <= 1, f"--backend {b}: nothing measured first")
+
+
+def test_gpu_rows_carry_their_own_bandwidth():
+    # A GPU backend this build has and this machine runs (Vulkan on lavapipe in CI) measures its
+    # own bandwidth in the run; its rows' roofline uses it, not the host's.
+    for b in ("vulkan", "cuda"):
+        p = subprocess.run([HALO, "bench", "-t", "1", "-m", Q, "-p", "0", "-n", "2", "-r", "1",
+                            "--backend", f"cpu,{b}", "-o", "csv"],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            print(f"  --backend {b} does not run here: {p.stderr.strip().splitlines()[-1:]}")
+            continue
+        rows = list(csv.DictReader(io.StringIO(p.stdout)))
+        gpu = [r for r in rows if r["backend"] == b]
+        check(len(gpu) == 1, f"{b}: one row: {rows}")
+        for r in gpu:
+            dev = float(r["device_bandwidth_gbs"])
+            check(dev > 0, f"{b}: device bandwidth measured: {p.stderr[-800:]}")
+            check(float(r["bandwidth_gbs"]) > 0 and float(r["roofline_fraction"]) > 0,
+                  f"{b}: a roofline: {r}")
+            if b == "vulkan":  # one memory type for every Vulkan buffer
+                check(abs(float(r["bandwidth_gbs"]) - dev) < 1e-3 * dev, f"vulkan: {r}")
+        check(all(float(r["device_bandwidth_gbs"]) == 0 for r in rows if r["backend"] == "cpu"),
+              "cpu rows carry no device bandwidth")
 
 
 def test_bad_values_are_usage_errors():

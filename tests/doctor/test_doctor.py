@@ -6,6 +6,7 @@ the kernel logs' watchdog signature, GCVM fault and Xids are reported with their
 reports a fault appended while it runs; unreadable files are "unknown", never a crash.
 
 Run by CTest as: test_doctor.py HALO_BIN WRITE_DSV4_FLASH (from the source root)."""
+import glob
 import os
 import re
 import shutil
@@ -75,9 +76,12 @@ def expected(root, w):
     H = avail - max(total // 32, GIB)
     card = "sys/class/drm/card1/device" if os.path.isdir(
         os.path.join(DATA, root, "sys/class/drm/card1")) else "sys/class/drm/card0/device"
-    if not os.path.isdir(os.path.join(DATA, root, card)):
+    nvidia = glob.glob(os.path.join(DATA, root, "proc/driver/nvidia/gpus/*/information"))
+    if not os.path.isdir(os.path.join(DATA, root, card)) and not nvidia:
         return "ok" if H >= w + K else "FAIL"
-    vendor = read(root, card + "/vendor")
+    # a VM may list an NVIDIA GPU in its driver's procfs only, not in /sys/class/drm
+    vendor = read(root, card + "/vendor") if os.path.isdir(os.path.join(DATA, root, card)) \
+        else "0x10de"
     if vendor == "0x1002":
         gtt = min(int(read(root, card + "/mem_info_gtt_total")),
                   int(read(root, "/sys/module/ttm/parameters/pages_limit")) * 4096)
@@ -86,7 +90,7 @@ def expected(root, w):
         D = int(read(root, card + "/mem_info_vram_total")) + gtt - used - GIB
         unified = True
     else:
-        info = read(root, "proc/driver/nvidia/gpus/0000:01:00.0/information")
+        info = open(nvidia[0]).read()
         model = [k for k in NVIDIA_MIB if k in info][0]
         unified = NVIDIA_MIB[model] is None
         D = (total if unified else NVIDIA_MIB[model] * MIB) - GIB
@@ -104,9 +108,16 @@ def expected(root, w):
 #   dgx-spark: D = 119.7 - 1 = 118.7 GiB, H = 116.99 - 3.74 = 113.2 GiB >= 98.06: ok
 #   pc-64-nogpu: H = 60.06 - 1.96 = 58.1 GiB < 80.76: FAIL (would stream; halo does not yet)
 #   rtx4090: D = 23.99 - 1 = 23 GiB < 80.76; pinned host memory (H = 118.1 GiB) holds the rest: warn
+#   vm-2core-nogpu (recorded: the CI VM, scripts/record-doctor.sh): H = 18.56 - 1 = 17.56 GiB:
+#          FAIL for both
 EXPECT = {"strix-halo-stock": ("warn", "warn"), "strix-halo-gtt120": ("ok", "ok"),
           "strix-halo-gtt124": ("ok", "ok"), "dgx-spark": ("ok", "ok"),
-          "pc-64-nogpu": ("FAIL", "FAIL"), "rtx4090": ("warn", "warn")}
+          "pc-64-nogpu": ("FAIL", "FAIL"), "rtx4090": ("warn", "warn"),
+          "vm-2core-nogpu": ("FAIL", "FAIL")}
+# Trees recorded on real machines by scripts/record-doctor.sh (they carry RECORDED.txt): each is
+# also checked by test_recorded_machines, with or without an entry above.
+RECORDED = sorted(d for d in os.listdir(DATA)
+                  if os.path.isfile(os.path.join(DATA, d, "RECORDED.txt")))
 
 
 def test_model_verdicts(models):
@@ -214,6 +225,65 @@ def test_kernel_log_faults_are_reported_with_their_time():
     check("no GPU faults, resets or watchdog timeouts" in out, "gtt124: clean dmesg")
 
 
+def test_recorded_machines():
+    check("vm-2core-nogpu" in RECORDED, f"the recorded CI VM is a fixture: {RECORDED}")
+    for root in RECORDED:
+        p = doctor(root)
+        it = items(p.stdout)
+        check(p.returncode == 0 or any(l == "FAIL" for l, t, f in it),
+              f"{root}: exit {p.returncode} without a FAIL line")
+        ram = f"host RAM {meminfo(root, 'MemTotal') / GIB:.2f} GiB"
+        check(any(t.startswith(ram) for l, t, f in it), f"{root}: '{ram}' in {it[:3]}")
+        recorded = open(os.path.join(DATA, root, "RECORDED.txt")).read()
+        # every probe whose file was recorded gives a reading, not "unknown"
+        for path, what in (("/proc/sys/vm/overcommit_memory", "vm.overcommit_memory unknown"),
+                           ("/sys/kernel/mm/transparent_hugepage/enabled",
+                            "transparent huge pages unknown"),
+                           ("/proc/sys/kernel/osrelease", "kernel version unknown"),
+                           ("/dev/kmsg", "kernel log unreadable")):
+            if path in recorded:
+                check(not any(what in t for l, t, f in it), f"{root}: {path} recorded: {what}")
+        nv = glob.glob(os.path.join(DATA, root, "proc/driver/nvidia/gpus/*/information"))
+        if nv:
+            model = [k for k in NVIDIA_MIB if k in open(nv[0]).read()]
+            check(any(model and model[0] in t for l, t, f in it), f"{root}: NVIDIA {model}")
+    # the CI VM as recorded on 2026-11-30: no GPU, no swap, THP on madvise, heuristic
+    # overcommit, no IOMMU groups, a clean kernel log
+    it = items(doctor("vm-2core-nogpu").stdout)
+    for want in (("info", "no GPU found: the CPU backend runs from host RAM"),
+                 ("ok", "swap: none"), ("ok", "transparent huge pages: always [madvise] never"),
+                 ("ok", "vm.overcommit_memory = 0 (heuristic)"),
+                 ("info", "IOMMU: no groups (off or absent)"), ("info", "kernel 6.18.44-fc-v657")):
+        check(any((l, t) == want for l, t, f in it), f"vm-2core-nogpu: {want} in {it}")
+    check(any(l == "ok" and t.startswith("no GPU faults") for l, t, f in it), "clean kmsg")
+    check(not any(l in ("warn", "FAIL", "unknown") for l, t, f in it),
+          f"vm-2core-nogpu without a model: nothing to warn about: {it}")
+
+
+def test_record_script_records_this_machine():
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.time()
+        p = subprocess.run(["scripts/record-doctor.sh", "here", HALO], capture_output=True,
+                           text=True, timeout=60, env={**os.environ, "OUT": d})
+        took = time.time() - t0
+        check(p.returncode == 0, f"record-doctor.sh: exit {p.returncode}: {p.stderr}")
+        check(took < 20, f"record-doctor.sh took {took:.1f} s")
+        root = os.path.join(d, "here")
+        recorded = open(os.path.join(root, "RECORDED.txt")).read().splitlines()
+        check("/proc/meminfo" in recorded, f"meminfo recorded: {recorded[:5]}")
+        for line in recorded:
+            path = line.split(" (")[0]
+            check(os.path.isfile(root + path), f"listed and present: {path}")
+        with open("/proc/meminfo") as f:
+            total = [int(l.split()[1]) * 1024 for l in f if l.startswith("MemTotal:")][0]
+        q = subprocess.run([HALO, "doctor", "--root", root, "--no-disk"], capture_output=True,
+                           text=True, timeout=60)
+        check(q.returncode in (0, 1), f"doctor on the recording: exit {q.returncode}")
+        check(f"host RAM {total / GIB:.2f} GiB" in q.stdout, f"this machine's RAM: {q.stdout}")
+        with open(os.path.join(root, "proc/cmdline")) as f:
+            check(" -- " not in f.read(), "init's arguments are not recorded")
+
+
 def test_unreadable_files_are_unknown():
     p = doctor("unreadable", "-m", "synthetic:dsv4-flash-q2")
     check(p.returncode == 0, f"no crash, nothing known to block: exit {p.returncode}")
@@ -254,8 +324,9 @@ def main():
             models.append((name, path))
         tests = [lambda: test_model_verdicts(models), test_pools_show_the_kernel_parameters,
                  test_traps, test_drivers_and_known_bad_versions,
-                 test_kernel_log_faults_are_reported_with_their_time,
-                 test_unreadable_files_are_unknown, test_watch_reports_a_fault_as_it_happens]
+                 test_kernel_log_faults_are_reported_with_their_time, test_recorded_machines,
+                 test_record_script_records_this_machine, test_unreadable_files_are_unknown,
+                 test_watch_reports_a_fault_as_it_happens]
         names = ["test_model_verdicts"] + [t.__name__ for t in tests[1:]]
         for name, t in zip(names, tests):
             before = failures

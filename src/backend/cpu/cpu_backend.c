@@ -138,6 +138,7 @@ static const halo_backend_ops cpu_ops = {
     .moe = cpu_moe,
     .copy = cpu_copy,
     .sync = sync,
+    .check = sync, /* ops run synchronously: nothing is queued */
 };
 
 halo_status halo_backend_cpu_create(uint32_t threads, bool precise, halo_backend **out,

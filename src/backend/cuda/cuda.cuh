@@ -28,6 +28,23 @@ struct halo_buf {
     int kind; /* cu_buf_kind */
 };
 
+/* Row copies queued by the copy op and run as one kernel before the next op (the forward copies
+ * KV window rows one at a time: one launch for many instead of a memcpy each). Passed to the
+ * kernel by value. */
+enum { CU_COPY_MAX = 96 };
+typedef struct cu_copy_desc {
+    char *dst;
+    const char *src;
+    uint64_t n;
+} cu_copy_desc;
+typedef struct cu_copy_batch {
+    cu_copy_desc d[CU_COPY_MAX];
+    int n;
+    uint64_t max_n;
+} cu_copy_batch;
+
+typedef struct cu_prof cu_prof;
+
 typedef struct cu_backend {
     halo_backend base;
     int device;
@@ -39,6 +56,14 @@ typedef struct cu_backend {
     char fail[400]; /* "op: call: error" of the first failure since the last sync */
     /* Fault injection for tests (HALO_TEST_FAIL_SCRATCH=N): the N-th scratch request fails. */
     int64_t fail_at, n_scratch;
+    /* Pinned staging for host inputs (positions, token ids): a copy from pageable memory can
+     * wait for the stream; from here it is queued. Reused from the start after each sync. */
+    char *ring;
+    uint64_t ring_cap, ring_used;
+    cu_copy_batch copies;
+    bool naive;     /* HALO_CUDA_NAIVE=1: the generic kernels only (speed comparison, tests) */
+    cu_prof *prof;  /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
+    uint64_t n_launch, n_upload;
 } cu_backend;
 
 static inline cu_backend *cu_of(halo_backend *be) {
@@ -49,7 +74,8 @@ static inline cu_backend *cu_of(halo_backend *be) {
 bool cu_check(cu_backend *be, const char *op, const char *call, cudaError_t e);
 #define CU_OK(be, op, call) cu_check((be), (op), #call, (call))
 /* Checks the launch just made. */
-#define CU_LAUNCHED(be, op, kernel) cu_check((be), (op), "launch " kernel, cudaGetLastError())
+#define CU_LAUNCHED(be, op, kernel)                                                          \
+    ((be)->n_launch++, cu_check((be), (op), "launch " kernel, cudaGetLastError()))
 
 /* Scratch of at least `bytes` for one op (grown between ops when needed), or NULL after
  * recording the failure. */
@@ -103,6 +129,7 @@ void cu_attention(halo_backend *be, const halo_attn_args *a);
 void cu_pool(halo_backend *be, const halo_pool_args *a);
 void cu_topk(halo_backend *be, const halo_topk_args *a);
 void cu_moe(halo_backend *be, const halo_moe_args *a);
+void cu_moe_streamed(halo_backend *be, const halo_moe_args *a); /* a->experts set */
 
 /* Rotary inverse frequencies, as the CPU backend computes them (host side). */
 enum { CU_MAX_ROT_PAIRS = 256 };

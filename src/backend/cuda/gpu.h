@@ -6,6 +6,7 @@
 #define HALO_BACKEND_CUDA_GPU_H
 
 #ifdef HALO_HIP
+#include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 
 #define GPU_RUNTIME "hip"
@@ -48,6 +49,11 @@
 #define cudaStreamDestroy hipStreamDestroy
 #define cudaStreamSynchronize hipStreamSynchronize
 #define cudaDeviceSynchronize hipDeviceSynchronize
+#define cudaEvent_t hipEvent_t
+#define cudaEventCreate hipEventCreate
+#define cudaEventRecord hipEventRecord
+#define cudaEventElapsedTime hipEventElapsedTime
+#define cudaEventDestroy hipEventDestroy
 #define cudaGraph_t hipGraph_t
 #define cudaGraphExec_t hipGraphExec_t
 
@@ -64,6 +70,7 @@ static __device__ __forceinline__ int gpu_shfl_up_i(int v, int d) {
     return __shfl_up(v, d, 32);
 }
 #else
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #define GPU_RUNTIME "cuda"

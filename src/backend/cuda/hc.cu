@@ -1,24 +1,12 @@
 /* Manifold-constrained hyper-connections (DeepSeek V4 §2.2) on the GPU: pre = RMS-normalise the
  * hc streams of each token, project them to the mixing logits (the matmul kernel), then per
  * token the pre/post weights, the Sinkhorn-normalised comb mixer and the collapsed input; post
- * writes the sublayer output back into the streams. Same arithmetic as the CPU backend. */
+ * writes the sublayer output back into the streams. The arithmetic of the CPU backend, except
+ * that the projection runs on the raw streams and the mixing kernel scales its result by the
+ * token's 1/rms (the same value up to f32 rounding, without writing the normalised copy). */
 #include "backend/cuda/cuda.cuh"
 
 enum { HC_MAX = 16 };
-
-/* flat[t] = streams[t] / rms(streams[t]) (no weight). */
-__global__ void hc_flat_kernel(const float *x, int64_t width, float eps, float *flat) {
-    __shared__ float red[32];
-    const float *row = x + (int64_t)blockIdx.x * width;
-    float *out = flat + (int64_t)blockIdx.x * width;
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
-        ss += row[i] * row[i];
-    ss = block_sum(ss, red);
-    float r = 1.0f / sqrtf(ss / (float)width + eps);
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
-        out[i] = row[i] * r;
-}
 
 static __device__ float sigmoidf_(float x) {
     return 1.0f / (1.0f + expf(-x));
@@ -62,16 +50,27 @@ typedef struct hc_mix_args {
     uint32_t base_type, scale_type;
     uint32_t hc, n_mix, sinkhorn_iters;
     int64_t n_embd;
-    float eps;
+    float eps, norm_eps;
     float *collapsed, *post, *comb; /* post/comb NULL for the head */
 } hc_mix_args;
 
 __global__ void hc_mix_kernel(hc_mix_args a) {
     __shared__ float pre[HC_MAX];
+    __shared__ float red[32];
     const int64_t t = blockIdx.x;
     const uint32_t hc = a.hc;
-    const float *mix = a.mix + t * a.n_mix;
+    const float *raw = a.mix + t * a.n_mix;
+    const float *xs = a.streams + t * hc * a.n_embd;
+    const int64_t width = (int64_t)hc * a.n_embd;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+        ss += xs[i] * xs[i];
+    ss = block_sum(ss, red);
+    const float r = 1.0f / sqrtf(ss / (float)width + a.norm_eps);
     if (threadIdx.x == 0) {
+        float mix[(2 + HC_MAX) * HC_MAX];
+        for (uint32_t i = 0; i < a.n_mix; i++)
+            mix[i] = raw[i] * r;
         float s0 = load_float(a.scale_type, a.scale, 0);
         for (uint32_t k = 0; k < hc; k++)
             pre[k] = sigmoidf_(mix[k] * s0 + load_float(a.base_type, a.base, k)) + a.eps;
@@ -111,15 +110,10 @@ void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
         cu_check(be, "hc_pre", "hc count above 16", cudaErrorInvalidValue);
         return;
     }
-    uint64_t flat_bytes = (uint64_t)(n_tok * width) * sizeof(float);
-    char *s = cu_scratch(be, flat_bytes + (uint64_t)(n_tok * n_mix) * sizeof(float), "hc_pre");
-    if (!s) return;
-    float *flat = (float *)s, *mix = (float *)(s + flat_bytes);
-    hc_flat_kernel<<<(unsigned)n_tok, 256, 0, be->stream>>>(cu_f32(a->streams), width, a->norm_eps,
-                                                            flat);
-    if (!CU_LAUNCHED(be, "hc_pre", "hc_flat_kernel")) return;
-    cu_matmul_launch(be, a->fn->type, cu_ptr(a->fn), width, n_mix, 1, flat, width, n_tok, mix,
-                     "hc_pre");
+    float *mix = (float *)cu_scratch(be, (uint64_t)(n_tok * n_mix) * sizeof(float), "hc_pre");
+    if (!mix) return;
+    cu_matmul_launch(be, a->fn->type, cu_ptr(a->fn), width, n_mix, 1, cu_f32(a->streams), width,
+                     n_tok, mix, "hc_pre");
     hc_mix_args m = {cu_f32(a->streams),
                      mix,
                      cu_ptr(a->base),
@@ -131,6 +125,7 @@ void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
                      a->sinkhorn_iters,
                      n_embd,
                      a->eps,
+                     a->norm_eps,
                      cu_f32(a->collapsed),
                      head ? NULL : cu_f32(a->post),
                      head ? NULL : cu_f32(a->comb)};

@@ -7,7 +7,7 @@
  * weighted sum per token in slot order. Nothing is read back to the host. */
 #include <math.h>
 
-#include "backend/cuda/quant.cuh"
+#include "backend/cuda/mv.cuh"
 
 enum { MOE_WARPS = 4, MOE_TOK = 8 };
 
@@ -31,21 +31,31 @@ static __device__ float score_fn(uint32_t gating, float x) {
     return x;
 }
 
-/* One token per block: scores in parallel, then the CPU's sequential choice on one thread
- * (k·n_expert comparisons), so ties resolve exactly as there. */
+/* Whether candidate (ov, oi) beats (bv, bi) in the CPU's sequential scan (the first of the
+ * largest values wins, so equal values go to the lower index); -1 is no candidate. */
+static __device__ __forceinline__ bool route_better(float ov, int oi, float bv, int bi) {
+    if (oi < 0) return false;
+    if (bi < 0) return true;
+    return ov > bv || (ov == bv && oi < bi);
+}
+
+/* One token per block: scores in parallel; each of the k choices an arg-max over the block
+ * with the CPU's tie rule (the lowest index), so the same experts are chosen as there. */
 __global__ void route_kernel(route_params a) {
-    extern __shared__ float sm[]; /* score[n_expert], then taken flags */
-    float *score = sm;
-    unsigned char *taken = (unsigned char *)(sm + a.n_expert);
+    extern __shared__ float sm[]; /* score[n_expert], selection value[n_expert], taken flags */
+    __shared__ float red_v[32];
+    __shared__ int red_i[32];
+    float *score = sm, *selv = sm + a.n_expert;
+    unsigned char *taken = (unsigned char *)(selv + a.n_expert);
     const int64_t t = blockIdx.x;
+    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP, nw = blockDim.x / WARP;
     const float *in = a.score_in + t * a.n_expert;
     for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x) {
         score[e] = a.gating == HALO_GATING_SOFTMAX ? in[e] : score_fn(a.gating, in[e]);
         taken[e] = 0;
     }
     __syncthreads();
-    if (threadIdx.x != 0) return;
-    if (a.gating == HALO_GATING_SOFTMAX) {
+    if (a.gating == HALO_GATING_SOFTMAX && threadIdx.x == 0) {
         float mx = score[0], sum = 0;
         for (int64_t e = 1; e < a.n_expert; e++)
             mx = score[e] > mx ? score[e] : mx;
@@ -54,25 +64,41 @@ __global__ void route_kernel(route_params a) {
         for (int64_t e = 0; e < a.n_expert; e++)
             score[e] /= sum;
     }
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x)
+        selv[e] = score[e] + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
+    __syncthreads();
     int32_t *sel = a.sel + t * a.k;
     if (a.tid2eid) {
-        for (uint32_t i = 0; i < a.k; i++)
-            sel[i] = a.tid2eid[(int64_t)a.tokens[t] * a.k + i];
+        if (threadIdx.x == 0)
+            for (uint32_t i = 0; i < a.k; i++)
+                sel[i] = a.tid2eid[(int64_t)a.tokens[t] * a.k + i];
     } else {
         for (uint32_t i = 0; i < a.k; i++) {
-            int64_t best = -1;
-            float best_v = 0;
-            for (int64_t e = 0; e < a.n_expert; e++) {
-                float v = score[e] + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
-                if (!taken[e] && (best < 0 || v > best_v)) {
-                    best = e;
-                    best_v = v;
+            int best = -1;
+            float bv = 0.0f;
+            for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x)
+                if (!taken[e] && (best < 0 || selv[e] > bv)) {
+                    best = (int)e;
+                    bv = selv[e];
                 }
+            for (int m = WARP / 2; m > 0; m >>= 1) {
+                float ov = gpu_shfl_xor(bv, m);
+                int oi = gpu_shfl_xor_i(best, m);
+                if (route_better(ov, oi, bv, best)) bv = ov, best = oi;
             }
-            taken[best] = 1;
-            sel[i] = (int32_t)best;
+            if (lane == 0) red_v[wid] = bv, red_i[wid] = best;
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                for (int w = 1; w < nw; w++)
+                    if (route_better(red_v[w], red_i[w], bv, best)) bv = red_v[w], best = red_i[w];
+                if (best >= 0) taken[best] = 1;
+                sel[i] = best;
+            }
+            __syncthreads();
         }
     }
+    if (threadIdx.x != 0) return;
     float *w = a.weight + t * a.slots, sum = 0;
     for (uint32_t i = 0; i < a.k; i++) {
         int32_t e = sel[i];
@@ -94,7 +120,8 @@ __global__ void route_kernel(route_params a) {
  * group e are pairs[first[e] .. first[e+1]). The order inside a group does not matter: every
  * pair's result is computed on its own. One block. */
 __global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, uint32_t slots,
-                             int64_t n_expert, int32_t *first, int32_t *fill, int32_t *pairs) {
+                             int64_t n_expert, int32_t *first, int32_t *fill, int32_t *pairs,
+                             int32_t *act) {
     const int64_t groups = n_expert + 1;
     for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
         first[e] = 0;
@@ -107,9 +134,15 @@ __global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, ui
         atomicAdd(&first[e + 1], 1);
     }
     __syncthreads();
-    if (threadIdx.x == 0)
-        for (int64_t e = 0; e < groups; e++)
+    /* act: the count of groups with pairs, then their ids (the projections' grid.y). */
+    if (threadIdx.x == 0) {
+        int32_t n_act = 0;
+        for (int64_t e = 0; e < groups; e++) {
             first[e + 1] += first[e];
+            if (first[e + 1] > first[e]) act[1 + n_act++] = (int32_t)e;
+        }
+        act[0] = n_act;
+    }
     __syncthreads();
     for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
         uint32_t s = (uint32_t)(p % slots);
@@ -126,14 +159,15 @@ typedef struct expert_mats {
     int64_t n_embd, n_ff, n_ff_sh, n_expert, n_h;
     uint32_t slots;
     float clamp_exp, clamp_sh;
-    const int32_t *first, *pairs;
+    const int32_t *first, *pairs, *act;
     uint64_t grb, urb, drb, grb_sh, urb_sh, drb_sh; /* bytes per row of each matrix */
     cu_grids g;
 } expert_mats;
 
 /* h[pair, r] = silu(min(gate·x, c)) · clamp(up·x, ±c) for rows r of one expert. */
 __global__ void gate_up_kernel(expert_mats m, const float *x, float *h) {
-    const int64_t e = blockIdx.y;
+    if ((int32_t)blockIdx.y >= m.act[0]) return;
+    const int64_t e = m.act[1 + blockIdx.y];
     const bool shared = e == m.n_expert;
     const int64_t rows = shared ? m.n_ff_sh : m.n_ff;
     const int64_t r = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP;
@@ -167,7 +201,8 @@ __global__ void gate_up_kernel(expert_mats m, const float *x, float *h) {
 
 /* y[pair, r] = down[r] · h[pair] for rows r of one expert. */
 __global__ void down_kernel(expert_mats m, const float *h, float *y) {
-    const int64_t e = blockIdx.y;
+    if ((int32_t)blockIdx.y >= m.act[0]) return;
+    const int64_t e = m.act[1 + blockIdx.y];
     const bool shared = e == m.n_expert;
     const int64_t r = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP;
     const int32_t p0 = m.first[e], p1 = m.first[e + 1];
@@ -187,6 +222,122 @@ __global__ void down_kernel(expert_mats m, const float *h, float *y) {
             for (int k = 0; k < nt; k++)
                 y[(int64_t)m.pairs[i0 + k] * m.n_embd + r] = acc[k];
     }
+}
+
+/* The fast versions (mv.cuh): routed experts of type TR, the shared expert of type TS, NT
+ * pairs at a time; one warp per row. */
+enum { MOE_FAST_WARPS = 8 };
+
+template <int TR, int TS, int NT>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
+    gate_up_fast(expert_mats m, const float *x, float *h) {
+    __shared__ __align__(16) uint8_t stage[MOE_FAST_WARPS][MV_STAGE];
+    if ((int32_t)blockIdx.y >= m.act[0]) return;
+    const int warp = threadIdx.x / WARP;
+    const int64_t e = m.act[1 + blockIdx.y];
+    const bool shared = e == m.n_expert;
+    const int64_t rows = shared ? m.n_ff_sh : m.n_ff;
+    const int64_t r = (int64_t)blockIdx.x * MOE_FAST_WARPS + warp;
+    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    if (r >= rows) return; /* whole warps; no block barrier below */
+    const uint64_t grb = shared ? m.grb_sh : m.grb, urb = shared ? m.urb_sh : m.urb;
+    const char *grow = shared ? m.gate_sh + r * grb : m.gate + ((uint64_t)e * m.n_ff + r) * grb;
+    const char *urow = shared ? m.up_sh + r * urb : m.up + ((uint64_t)e * m.n_ff + r) * urb;
+    const float clamp = shared ? m.clamp_sh : m.clamp_exp;
+    for (int32_t i0 = p0; i0 < p1; i0 += NT) {
+        const int nt = p1 - i0 < NT ? p1 - i0 : NT;
+        const float *xs[NT];
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            xs[k] = x + (int64_t)(m.pairs[i0 + (k < nt ? k : 0)] / m.slots) * m.n_embd;
+        float gv[NT], uv[NT];
+        if (shared) {
+            mv_row<TS, NT>(grow, 0, m.n_embd, xs, nt, gv, stage[warp], m.g);
+            mv_row<TS, NT>(urow, 0, m.n_embd, xs, nt, uv, stage[warp], m.g);
+        } else {
+            mv_row<TR, NT>(grow, 0, m.n_embd, xs, nt, gv, stage[warp], m.g);
+            mv_row<TR, NT>(urow, 0, m.n_embd, xs, nt, uv, stage[warp], m.g);
+        }
+        if (threadIdx.x % WARP == 0)
+            for (int k = 0; k < nt; k++) {
+                float a = gv[k], b = uv[k];
+                if (clamp > 0) {
+                    a = a > clamp ? clamp : a;
+                    b = b > clamp ? clamp : b < -clamp ? -clamp : b;
+                }
+                h[(int64_t)m.pairs[i0 + k] * m.n_h + r] = a / (1.0f + expf(-a)) * b;
+            }
+    }
+}
+
+template <int TR, int TS, int NT>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
+    down_fast(expert_mats m, const float *h, float *y) {
+    __shared__ __align__(16) uint8_t stage[MOE_FAST_WARPS][MV_STAGE];
+    if ((int32_t)blockIdx.y >= m.act[0]) return;
+    const int warp = threadIdx.x / WARP;
+    const int64_t e = m.act[1 + blockIdx.y];
+    const bool shared = e == m.n_expert;
+    const int64_t r = (int64_t)blockIdx.x * MOE_FAST_WARPS + warp;
+    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    if (r >= m.n_embd) return;
+    const int64_t n_in = shared ? m.n_ff_sh : m.n_ff;
+    const uint64_t rb = shared ? m.drb_sh : m.drb;
+    const char *row = shared ? m.down_sh + r * rb : m.down + ((uint64_t)e * m.n_embd + r) * rb;
+    for (int32_t i0 = p0; i0 < p1; i0 += NT) {
+        const int nt = p1 - i0 < NT ? p1 - i0 : NT;
+        const float *hs[NT];
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            hs[k] = h + (int64_t)m.pairs[i0 + (k < nt ? k : 0)] * m.n_h;
+        float acc[NT];
+        if (shared)
+            mv_row<TS, NT>(row, 0, n_in, hs, nt, acc, stage[warp], m.g);
+        else
+            mv_row<TR, NT>(row, 0, n_in, hs, nt, acc, stage[warp], m.g);
+        if (threadIdx.x % WARP == 0)
+            for (int k = 0; k < nt; k++)
+                y[(int64_t)m.pairs[i0 + k] * m.n_embd + r] = acc[k];
+    }
+}
+
+/* The type pairs (routed, shared) with fast expert kernels: ds4's q2 mix (IQ2_XXS gate/up,
+ * Q2_K down), its q4 layers (Q4_K) and the MXFP4 mix, each with a Q8_0 shared expert. */
+#define MOE_GATE_UP_PAIRS(X)                                                                    \
+    X(HALO_TYPE_IQ2_XXS, HALO_TYPE_Q8_0)                                                        \
+    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
+#define MOE_DOWN_PAIRS(X)                                                                       \
+    X(HALO_TYPE_Q2_K, HALO_TYPE_Q8_0)                                                           \
+    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
+
+static bool moe_fast_gate_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3 grid,
+                             const expert_mats &m, const float *x, float *h) {
+#define GU_CASE(a, b)                                                                           \
+    if (tr == (a) && ts == (b)) {                                                               \
+        if (nt == 1)                                                                            \
+            gate_up_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, 0, be->stream>>>(m, x, h);    \
+        else                                                                                    \
+            gate_up_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, 0, be->stream>>>(m, x, h);    \
+        return true;                                                                            \
+    }
+    MOE_GATE_UP_PAIRS(GU_CASE)
+#undef GU_CASE
+    return false;
+}
+
+static bool moe_fast_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3 grid,
+                          const expert_mats &m, const float *h, float *y) {
+#define DN_CASE(a, b)                                                                           \
+    if (tr == (a) && ts == (b)) {                                                               \
+        if (nt == 1)                                                                            \
+            down_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, 0, be->stream>>>(m, h, y);       \
+        else                                                                                    \
+            down_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, 0, be->stream>>>(m, h, y);       \
+        return true;                                                                            \
+    }
+    MOE_DOWN_PAIRS(DN_CASE)
+#undef DN_CASE
+    return false;
 }
 
 __global__ void moe_sum_kernel(const float *y, const float *weight, uint32_t slots, int64_t n_embd,
@@ -216,11 +367,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     const uint32_t k = a->n_used, slots = k + (a->gate_sh ? 1 : 0);
     const int64_t n_pairs = n_tok * slots;
     if (be->failed || n_tok <= 0) return;
-    if (a->experts) { /* the engine refuses plans that stream on a GPU backend */
-        cu_check(be, op, "streamed experts (not supported on this backend yet)",
-                 cudaErrorInvalidValue);
-        return;
-    }
+    if (a->experts) return cu_moe_streamed(hbe, a); /* moe_stream.cu */
     uint32_t types[] = {a->gate_exps->type,
                         a->up_exps->type,
                         a->down_exps->type,
@@ -234,7 +381,8 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     const uint64_t sizes[] = {
         (uint64_t)n_tok * 4,   (uint64_t)(n_tok * n_expert) * 4, (uint64_t)(n_tok * k) * 4,
         (uint64_t)n_pairs * 4, (uint64_t)(n_expert + 2) * 4,     (uint64_t)(n_expert + 1) * 4,
-        (uint64_t)n_pairs * 4, (uint64_t)(n_pairs * n_h) * 4,    (uint64_t)(n_pairs * n_embd) * 4};
+        (uint64_t)n_pairs * 4, (uint64_t)(n_pairs * n_h) * 4,    (uint64_t)(n_pairs * n_embd) * 4,
+        (uint64_t)(n_expert + 2) * 4};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         total += (sizes[i] + 255) & ~255ull;
@@ -249,6 +397,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     int32_t *pairs = (int32_t *)carve(&at, sizes[6]);
     float *h = (float *)carve(&at, sizes[7]);
     float *y = (float *)carve(&at, sizes[8]);
+    int32_t *act = (int32_t *)carve(&at, sizes[9]);
 
     if (a->tid2eid && !cu_upload(be, tokens, a->tokens, sizes[0], op)) return;
     cu_matmul_launch(be, a->gate_inp->type, cu_ptr(a->gate_inp), n_embd, n_expert, 1, cu_f32(a->x),
@@ -267,9 +416,10 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                        sel,
                        weight};
     if (be->failed) return;
-    route_kernel<<<(unsigned)n_tok, 256, (size_t)n_expert * 5, be->stream>>>(rp);
+    route_kernel<<<(unsigned)n_tok, 256, (size_t)n_expert * 9, be->stream>>>(rp);
     if (!CU_LAUNCHED(be, op, "route_kernel")) return;
-    group_kernel<<<1, 1024, 0, be->stream>>>(sel, n_pairs, k, slots, n_expert, first, fill, pairs);
+    group_kernel<<<1, 1024, 0, be->stream>>>(sel, n_pairs, k, slots, n_expert, first, fill, pairs,
+                                             act);
     if (!CU_LAUNCHED(be, op, "group_kernel")) return;
     /* Rows of h past an expert's width stay as they are: the down kernel reads only n_in. */
     expert_mats m = {cu_ptr(a->gate_exps),
@@ -294,6 +444,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                      a->clamp_shexp,
                      first,
                      pairs,
+                     act,
                      cu_row_bytes(types[0], n_embd),
                      cu_row_bytes(types[1], n_embd),
                      cu_row_bytes(types[2], n_ff),
@@ -301,12 +452,38 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                      cu_row_bytes(types[4], n_embd),
                      cu_row_bytes(types[5], n_ff_sh),
                      cu_grids_get(hbe)};
-    dim3 g1(cu_blocks(n_h, MOE_WARPS), (unsigned)(n_expert + 1));
-    gate_up_kernel<<<g1, MOE_WARPS * WARP, 0, be->stream>>>(m, cu_f32(a->x), h);
-    if (!CU_LAUNCHED(be, op, "gate_up_kernel")) return;
-    dim3 g2(cu_blocks(n_embd, MOE_WARPS), (unsigned)(n_expert + 1));
-    down_kernel<<<g2, MOE_WARPS * WARP, 0, be->stream>>>(m, h, y);
-    if (!CU_LAUNCHED(be, op, "down_kernel")) return;
+    /* grid.y: the groups with pairs (at most one per pair), found on the device. */
+    const int64_t n_groups = n_pairs < n_expert + 1 ? n_pairs : n_expert + 1;
+    /* Fast kernels when gate and up share a type, every matrix suits them (mv.cuh) and the
+     * types are a pair they were built for; without a shared expert its type is the routed. */
+    const bool sh = a->gate_sh != NULL;
+    const uint32_t tr = types[0], ts = sh ? types[3] : types[0];
+    const uint32_t tdr = types[2], tds = sh ? types[5] : types[2];
+    const bool fast_in = !be->naive && ((uintptr_t)cu_f32(a->x) & 15) == 0 && n_embd % 4 == 0 &&
+                         n_h % 4 == 0 && types[0] == types[1] && (!sh || types[3] == types[4]) &&
+                         mv_shape_ok(types[0], m.gate, m.grb, n_embd) &&
+                         mv_shape_ok(types[1], m.up, m.urb, n_embd) &&
+                         mv_shape_ok(types[2], m.down, m.drb, n_ff) &&
+                         (!sh || (mv_shape_ok(types[3], m.gate_sh, m.grb_sh, n_embd) &&
+                                  mv_shape_ok(types[4], m.up_sh, m.urb_sh, n_embd) &&
+                                  mv_shape_ok(types[5], m.down_sh, m.drb_sh, n_ff_sh)));
+    const int nt = n_tok == 1 ? 1 : 8;
+    dim3 f1(cu_blocks(n_h, MOE_FAST_WARPS), (unsigned)n_groups);
+    if (fast_in && moe_fast_gate_up(be, tr, ts, nt, f1, m, cu_f32(a->x), h)) {
+        if (!CU_LAUNCHED(be, op, "gate_up_fast")) return;
+    } else {
+        dim3 g1(cu_blocks(n_h, MOE_WARPS), (unsigned)n_groups);
+        gate_up_kernel<<<g1, MOE_WARPS * WARP, 0, be->stream>>>(m, cu_f32(a->x), h);
+        if (!CU_LAUNCHED(be, op, "gate_up_kernel")) return;
+    }
+    dim3 f2(cu_blocks(n_embd, MOE_FAST_WARPS), (unsigned)n_groups);
+    if (fast_in && moe_fast_down(be, tdr, tds, nt, f2, m, h, y)) {
+        if (!CU_LAUNCHED(be, op, "down_fast")) return;
+    } else {
+        dim3 g2(cu_blocks(n_embd, MOE_WARPS), (unsigned)n_groups);
+        down_kernel<<<g2, MOE_WARPS * WARP, 0, be->stream>>>(m, h, y);
+        if (!CU_LAUNCHED(be, op, "down_kernel")) return;
+    }
     moe_sum_kernel<<<cu_blocks(n_tok * n_embd, 256), 256, 0, be->stream>>>(y, weight, slots, n_embd,
                                                                            n_tok, cu_f32(a->out));
     CU_LAUNCHED(be, op, "moe_sum_kernel");

@@ -74,8 +74,10 @@ def nvidia(root, device, model, version, total_kb, avail_kb):
     put(root, "/proc/meminfo", meminfo(total_kb, avail_kb))
 
 
+# trees recorded on real machines (scripts/record-doctor.sh, with RECORDED.txt) are kept
 for d in os.listdir(HERE):
-    if os.path.isdir(os.path.join(HERE, d)):
+    if os.path.isdir(os.path.join(HERE, d)) and \
+            not os.path.isfile(os.path.join(HERE, d, "RECORDED.txt")):
         shutil.rmtree(os.path.join(HERE, d))
 
 # 1. Stock Strix Halo: GTT = default ttm.pages_limit = half of RAM = 16384000 pages = 62.5 GiB

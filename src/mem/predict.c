@@ -103,6 +103,8 @@ void halo_predict_after_moe(halo_predict *p, halo_backend *be, const halo_moe_ar
     const halo_layer_weights *L = &p->w->layer[next];
     if (!L->experts || L->tid2eid.src || !L->gate_inp.src || L->gate_inp.t.ne[1] != p->n_expert)
         return; /* not streamed, hash-routed (prefetched exactly), or not a router we know */
+    if (L->experts != halo_expert_cache_source(p->cache, next))
+        return; /* a cache above this one (the GPU's) would not ask for what it holds */
     halo_tensor out = {.buf = p->out, .type = HALO_TYPE_F32, .ne = {p->n_expert, n_tok, 1, 1}};
     be->ops->matmul(be, &L->gate_inp.t, a->x, 1, &out);
     halo_error err = {0};

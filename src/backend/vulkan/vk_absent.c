@@ -18,3 +18,14 @@ const char *halo_backend_vulkan_device_name(const halo_backend *be) {
     (void)be;
     return "";
 }
+
+halo_vk_memory halo_backend_vulkan_buf_memory(const halo_buf *b, const void **host) {
+    (void)b;
+    if (host) *host = NULL;
+    return HALO_VK_MEM_NONE;
+}
+
+uint64_t halo_backend_vulkan_submissions(const halo_backend *be) {
+    (void)be;
+    return 0;
+}

@@ -13,6 +13,20 @@ halo_status halo_backend_vulkan_create(int device, halo_backend **out, halo_erro
 /* The device's name (a Vulkan backend only). */
 const char *halo_backend_vulkan_device_name(const halo_backend *be);
 
+/* Where a Vulkan backend buffer's bytes live (for tests and diagnostics); *host (if not NULL)
+ * is the host address of the buffer's byte 0, NULL when the host cannot map it. */
+typedef enum halo_vk_memory {
+    HALO_VK_MEM_NONE = 0,
+    HALO_VK_MEM_DEVICE_MAPPED, /* device-local, host-visible (APU, resizable BAR, lavapipe) */
+    HALO_VK_MEM_DEVICE_STAGED, /* device-local, reached through a staging buffer */
+    HALO_VK_MEM_HOST,          /* host-visible memory the backend allocated (gpu-host) */
+    HALO_VK_MEM_IMPORTED,      /* the caller's memory, imported: no copy */
+} halo_vk_memory;
+halo_vk_memory halo_backend_vulkan_buf_memory(const halo_buf *b, const void **host);
+
+/* Submissions made so far (tests of the time-bounded splitting). */
+uint64_t halo_backend_vulkan_submissions(const halo_backend *be);
+
 /* Whether this build has the Vulkan backend (false: halo_backend_vulkan_create only fails). */
 bool halo_backend_vulkan_built(void);
 

@@ -153,7 +153,7 @@ static void collect(halo_expert_cache *c, uint32_t layer, int32_t *ready, uint32
 /* The backend's call (backend.h): the experts of ids it may compute now first. Cached ones are
  * ready at once; the misses' reads all start together; with overlap the ready ones go back
  * before the misses' reads end (the backend computes them and the shared expert meanwhile and
- * calls again for the rest), else after all of them. */
+ * calls again for the rest, handed out once all their reads have ended), else all together. */
 static halo_status resolve(const halo_expert_source *src, int32_t *ids, uint32_t n,
                            halo_expert_view *views, uint32_t *n_ready, halo_error *err) {
     halo_expert_cache *c = src->impl;
@@ -204,12 +204,15 @@ static halo_status resolve(const halo_expert_source *src, int32_t *ids, uint32_t
         start_load(c, slot, layer, (uint32_t)absent[started], false);
         loading[nl++] = absent[started];
     }
-    if (nl && (!c->overlap || nr == 0)) {
+    /* Two rounds at most: what is ready, then all the rest. Each round costs the backend's
+     * thread wake-ups, tens of milliseconds on a busy machine (bench/stream/RESULTS.md), so
+     * the rest is not handed out piece by piece as reads end. */
+    if (nl && (!c->overlap || nr == 0 || rest)) {
         double t0 = now();
         int32_t *slots = c->scratch + 3 * (uint64_t)c->n_expert;
         for (uint32_t i = 0; i < nl; i++)
             slots[i] = slot_of(c, layer, loading[i]);
-        halo_xc_wait(c, slots, nl, !c->overlap);
+        halo_xc_wait(c, slots, nl, true);
         c->st.read_seconds += now() - t0;
     } else if (nl) {
         halo_xc_settle(c); /* whatever has arrived meanwhile goes in this round too */
@@ -254,15 +257,24 @@ void halo_expert_cache_step(halo_expert_cache *c) {
     c->cont_left = 0;
     for (uint32_t slot = 0; slot < c->slots.n_slots; slot++) {
         slot_load *L = &c->ld[slot];
+        bool reserved = L->reserved;
+        L->reserved = false; /* a slot still reading stays held until its reads end */
         if (L->loading) continue;
         if (L->bad >= 0) {
             drop_slot(c, (int32_t)slot); /* a failed read nobody asked for: read it again */
             continue;
         }
-        if (L->reserved) halo_expert_slots_hold(&c->slots, (int32_t)slot, false);
-        if (L->prefetch) c->st.prefetch_unused++;
-        L->reserved = L->prefetch = false;
+        if (reserved) halo_expert_slots_hold(&c->slots, (int32_t)slot, false);
+        if (L->prefetch) c->st.prefetch_unused++; /* cached now: a later ask is a hit */
+        if (L->prefetch) L->miss = false;
+        L->prefetch = false;
     }
+}
+
+void halo_expert_cache_drain(halo_expert_cache *c) {
+    double t0 = now();
+    halo_xc_drain(c);
+    c->st.read_seconds += now() - t0;
 }
 
 uint32_t halo_expert_cache_prefetch(halo_expert_cache *c, uint32_t layer, const int32_t *ids,

@@ -77,6 +77,8 @@ void halo_expert_cache_step(halo_expert_cache *c);
  * the expert (an expert never asked for is read again when it is). */
 uint32_t halo_expert_cache_prefetch(halo_expert_cache *c, uint32_t layer, const int32_t *ids,
                                     uint32_t n);
+/* Waits until no read is in flight (counted as time waiting for reads). */
+void halo_expert_cache_drain(halo_expert_cache *c);
 
 void halo_expert_cache_stats(const halo_expert_cache *c, halo_expert_stats *out);
 

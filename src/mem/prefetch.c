@@ -1,11 +1,8 @@
 /* Prefetch of the hash-routed layers' experts (see prefetch.h). */
 #include "mem/prefetch.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/error.h"
 
@@ -29,29 +26,6 @@ void halo_prefetch_free(halo_prefetch *p) {
     free(p->layers);
     free(p->ids);
     free(p);
-}
-
-/* Reads a tensor's bytes from its shard (the engine places weights after the stream is set up,
- * so the table is read from the file like the loader read it). */
-static halo_status read_tensor(const halo_gguf *g, const halo_gguf_tensor *t, void *dst,
-                               halo_error *err) {
-    const char *path = halo_gguf_shard_path(g, t->shard);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return halo_fail(err, HALO_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    uint64_t got = 0;
-    while (got < t->n_bytes) {
-        ssize_t n = pread(fd, (char *)dst + got, t->n_bytes - got, (off_t)(t->file_offset + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            int e = n < 0 ? errno : 0;
-            close(fd);
-            return halo_fail(err, HALO_E_IO, "%s: reading tensor %s: %s", path, t->name,
-                             e ? strerror(e) : "the file ends before it");
-        }
-        got += (uint64_t)n;
-    }
-    close(fd);
-    return HALO_OK;
 }
 
 halo_status halo_prefetch_create(const halo_gguf *g, const halo_weights *w, halo_expert_cache *c,
@@ -86,7 +60,8 @@ halo_status halo_prefetch_create(const halo_gguf *g, const halo_weights *w, halo
             return halo_fail(err, HALO_E_NOMEM, "expert prefetch: out of memory");
         }
         p->n_layers++;
-        halo_status st = read_tensor(g, t, h->table, err);
+        /* From the file, as the loader read it: the engine places weights after this. */
+        halo_status st = halo_gguf_read_tensor(g, t, h->table, bytes, err);
         if (st) {
             halo_prefetch_free(p);
             return st;

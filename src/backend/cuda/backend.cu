@@ -11,17 +11,37 @@ extern "C" {
 #include "halo/plan.h"
 extern const uint64_t halo_iq2xxs_grid[256];
 extern const uint32_t halo_iq3xxs_grid[256];
+extern const uint64_t halo_iq2xs_grid[512];
+extern const uint64_t halo_iq2s_grid[1024];
+extern const uint32_t halo_iq3s_grid[512];
+extern const uint64_t halo_iq1s_grid[2048];
 void cpu_rope_inv_freq(const halo_rope *rope, float *inv_freq);
 }
 
 typedef struct cu_backend_full {
     cu_backend be;
-    char *grids; /* iq2xxs (2 KiB) then iq3xxs (1 KiB) */
+    char *grids; /* the i-quant codebooks, in grid_table's order */
 } cu_backend_full;
 
+/* The codebooks copied to device memory once per backend (all sizes multiples of 8 bytes). */
+static const struct {
+    const void *host;
+    size_t bytes;
+} grid_table[] = {
+    {halo_iq2xxs_grid, sizeof halo_iq2xxs_grid}, {halo_iq3xxs_grid, sizeof halo_iq3xxs_grid},
+    {halo_iq2xs_grid, sizeof halo_iq2xs_grid},   {halo_iq2s_grid, sizeof halo_iq2s_grid},
+    {halo_iq1s_grid, sizeof halo_iq1s_grid},     {halo_iq3s_grid, sizeof halo_iq3s_grid}};
+enum { N_GRIDS = sizeof grid_table / sizeof grid_table[0] };
+
 cu_grids cu_grids_get(halo_backend *be) {
-    char *g = ((cu_backend_full *)be)->grids;
-    cu_grids out = {(const uint64_t *)g, (const uint32_t *)(g + sizeof halo_iq2xxs_grid)};
+    const char *p[N_GRIDS];
+    const char *at = ((cu_backend_full *)be)->grids;
+    for (int i = 0; i < N_GRIDS; i++) {
+        p[i] = at;
+        at += grid_table[i].bytes;
+    }
+    cu_grids out = {(const uint64_t *)p[0], (const uint32_t *)p[1], (const uint64_t *)p[2],
+                    (const uint64_t *)p[3], (const uint64_t *)p[4], (const uint32_t *)p[5]};
     return out;
 }
 
@@ -61,6 +81,12 @@ bool cu_type_supported(cu_backend *be, uint32_t type, const char *op) {
     case HALO_TYPE_Q6_K:
     case HALO_TYPE_IQ2_XXS:
     case HALO_TYPE_IQ3_XXS:
+    case HALO_TYPE_IQ2_XS:
+    case HALO_TYPE_IQ2_S:
+    case HALO_TYPE_IQ3_S:
+    case HALO_TYPE_IQ1_S:
+    case HALO_TYPE_IQ1_M:
+    case HALO_TYPE_IQ4_XS:
         return true;
     default:
         if (!be->failed) {
@@ -695,17 +721,17 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     cu_backend *be = &full->be;
     be->base.ops = &cu_ops;
     be->device = device;
-    const size_t g2 = sizeof halo_iq2xxs_grid, g3 = sizeof halo_iq3xxs_grid;
+    size_t grid_bytes = 0;
+    for (int i = 0; i < N_GRIDS; i++)
+        grid_bytes += grid_table[i].bytes;
     e = cudaSetDevice(device);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&be->sm_count, cudaDevAttrMultiProcessorCount, device);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&full->grids, g2 + g3);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(full->grids, halo_iq2xxs_grid, g2, cudaMemcpyHostToDevice, be->stream);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(full->grids + g2, halo_iq3xxs_grid, g3, cudaMemcpyHostToDevice,
-                            be->stream);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&full->grids, grid_bytes);
+    for (size_t i = 0, at = 0; e == cudaSuccess && i < N_GRIDS; at += grid_table[i++].bytes)
+        e = cudaMemcpyAsync(full->grids + at, grid_table[i].host, grid_table[i].bytes,
+                            cudaMemcpyHostToDevice, be->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();

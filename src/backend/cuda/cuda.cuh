@@ -129,6 +129,7 @@ void cu_attention(halo_backend *be, const halo_attn_args *a);
 void cu_pool(halo_backend *be, const halo_pool_args *a);
 void cu_topk(halo_backend *be, const halo_topk_args *a);
 void cu_moe(halo_backend *be, const halo_moe_args *a);
+void cu_moe_streamed(halo_backend *be, const halo_moe_args *a); /* a->experts set */
 
 /* Rotary inverse frequencies, as the CPU backend computes them (host side). */
 enum { CU_MAX_ROT_PAIRS = 256 };

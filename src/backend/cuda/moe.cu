@@ -367,11 +367,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     const uint32_t k = a->n_used, slots = k + (a->gate_sh ? 1 : 0);
     const int64_t n_pairs = n_tok * slots;
     if (be->failed || n_tok <= 0) return;
-    if (a->experts) { /* the engine refuses plans that stream on a GPU backend */
-        cu_check(be, op, "streamed experts (not supported on this backend yet)",
-                 cudaErrorInvalidValue);
-        return;
-    }
+    if (a->experts) return cu_moe_streamed(hbe, a); /* moe_stream.cu */
     uint32_t types[] = {a->gate_exps->type,
                         a->up_exps->type,
                         a->down_exps->type,

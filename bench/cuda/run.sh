@@ -5,7 +5,7 @@
 # the per-op device-time profile (HALO_CUDA_PROFILE=1, printed by the backend at exit) and one
 # without it (the speeds); then the device's copy bandwidth (PyTorch, bytes read + written) for
 # the roofline fraction. Logs under $OUT.
-#   bench/cuda/run.sh [LAYERS] [PROMPT] [GEN] [MODES] [DEPTH] [REPS]
+#   [PROFILE=0] [COPYBW=0] bench/cuda/run.sh [LAYERS] [PROMPT] [GEN] [MODES] [DEPTH] [REPS]
 set -uo pipefail
 cd "$(dirname "$0")/../../build-gpu" || exit 1
 out=${OUT:-/tmp/halo-out}
@@ -18,13 +18,14 @@ for mode in $modes; do
     [ "$mode" = naive ] && naive=1
     log="$out/bench_${layers}L_$mode.txt"
     echo "== $mode: halo bench --synthetic $model --backend cuda -p $p -n $n -d $depth" | tee "$log"
-    HALO_CUDA_NAIVE=$naive HALO_CUDA_PROFILE=1 timeout 200 src/cli/halo bench --synthetic "$model" \
-        --backend cuda -p "$p" -n "$n" -d "$depth" -r 1 -o md 2>&1 |
+    [ "${PROFILE:-1}" = 1 ] &&
+        HALO_CUDA_NAIVE=$naive HALO_CUDA_PROFILE=1 timeout 200 src/cli/halo bench \
+            --synthetic "$model" --backend cuda -p "$p" -n "$n" -d "$depth" -r 1 -o md 2>&1 |
         grep -v "^halo bench: \[" | grep -E "profile|^  |^\|" | tee -a "$log"
     HALO_CUDA_NAIVE=$naive timeout 200 src/cli/halo bench --synthetic "$model" --backend cuda \
         -p "$p" -n "$n" -d "$depth" -r "$reps" -o md 2>&1 | grep -E "^\||loaded" | tee -a "$log"
 done
-python3 - <<'PY' 2>&1 | tee "$out/copy_bw.txt"
+[ "${COPYBW:-1}" = 1 ] && python3 - <<'PY' 2>&1 | tee "$out/copy_bw.txt"
 import torch
 x = torch.empty(4 << 30, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
 for _ in range(3): y.copy_(x)
@@ -34,3 +35,4 @@ for _ in range(10): y.copy_(x)
 e.record(); torch.cuda.synchronize()
 print("device copy bandwidth: %.0f GB/s (read + write)" % (2 * 10 * x.numel() / (s.elapsed_time(e) / 1e3) / 1e9))
 PY
+exit 0

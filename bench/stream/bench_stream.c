@@ -13,12 +13,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "halo/halo.h"
 #include "halo/stream.h"
+
+/* CPU time of the process (every thread, user + system): on a shared machine wall time follows
+ * the scheduler's share, CPU time the work done. */
+static double cpu_seconds(void) {
+    struct rusage r;
+    getrusage(RUSAGE_SELF, &r);
+    return (double)r.ru_utime.tv_sec + (double)r.ru_utime.tv_usec * 1e-6 +
+           (double)r.ru_stime.tv_sec + (double)r.ru_stime.tv_usec * 1e-6;
+}
 
 static double now(void) {
     struct timespec ts;
@@ -181,11 +191,13 @@ int main(int argc, char **argv) {
     double t_pp = now() - t0;
     halo_engine_stream_stats(e, &a);
     t0 = now();
+    double c0 = cpu_seconds();
     for (uint32_t i = 0; i < tg; i++)
         if (halo_session_eval(s, tok + pp + i, 1, false, &err)) goto fail;
-    double t_tg = now() - t0;
+    double t_tg = now() - t0, c_tg = cpu_seconds() - c0;
     halo_engine_stream_stats(e, &b);
-    printf("load %.2f s\npp%u %.2f tok/s\ntg%u %.3f tok/s\n", t_load, pp, pp / t_pp, tg, tg / t_tg);
+    printf("load %.2f s\npp%u %.2f tok/s\ntg%u %.3f tok/s (%.0f ms CPU time per token)\n", t_load,
+           pp, pp / t_pp, tg, tg / t_tg, 1e3 * c_tg / tg);
     if (pct > 0) {
         uint64_t req = b.requests - a.requests, hits = b.hits - a.hits;
         uint64_t bytes = b.bytes_read - a.bytes_read;
@@ -194,10 +206,13 @@ int main(int argc, char **argv) {
         double misses = (double)(b.misses - a.misses) / tg,
                waited = (double)(b.waited - a.waited) / tg;
         printf("prefetch %s: misses %.2f per token, waited on %.2f per token (%.0f%%), "
-               "%.1f ms waiting per token; prefetched %llu, used %llu\n",
+               "%.1f ms waiting per token; prefetched %llu, used %llu; of those predicted %llu, "
+               "used %llu\n",
                pf && *pf ? pf : "all", misses, waited, misses > 0 ? 100.0 * waited / misses : 0,
                1e3 * rs / tg, (unsigned long long)(b.prefetched - a.prefetched),
-               (unsigned long long)(b.prefetch_used - a.prefetch_used));
+               (unsigned long long)(b.prefetch_used - a.prefetch_used),
+               (unsigned long long)(b.predicted - a.predicted),
+               (unsigned long long)(b.predicted_used - a.predicted_used));
         struct stat fs;
         double bw = stat(argv[1], &fs) ? 0 : disk_rate(argv[1], (uint64_t)fs.st_size),
                per_tok = (double)bytes / tg;

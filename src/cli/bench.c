@@ -224,11 +224,12 @@ static double now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The bandwidths measured at the start of the run: the host's for the CPU backend, and for a GPU
- * backend its device memory and the pinned host memory it reads (gpu-host). 0 = unknown. */
-typedef struct machine_bw {
+/* The bandwidths measured at the start of the run, per backend: the host's (the same for all),
+ * and for a GPU backend its device memory and the pinned host memory it reads (gpu-host).
+ * 0 = unknown. */
+typedef struct backend_bw {
     double host, device, gpu_host;
-} machine_bw;
+} backend_bw;
 
 /* VmHWM of this process, after a reset (writing 5 to clear_refs resets the peak). */
 static void reset_peak(void) {
@@ -347,7 +348,7 @@ static void placement(const halo_gguf *g, const char *path, const char *backend,
  * keeps) at host speed. Streamed (disk) bytes or a pool without a measurement give 0: unknown.
  * Without a plan, every byte is taken to sit in the backend's own memory. */
 static double roofline_bandwidth(const char *backend, const plan_info *pi, const model_info *mi,
-                                 const machine_bw *bw) {
+                                 const backend_bw *bw) {
     bool cpu = !strcmp(backend, "cpu");
     uint64_t token[HALO_POOL_COUNT], total = 0;
     memcpy(token, pi->token, sizeof token);
@@ -533,7 +534,7 @@ static int open_header(const char *path, halo_gguf **g, halo_mem_arena **a) {
 }
 
 static int bench_model(const opts *o, uint32_t mi_index, results *rs, bool *first,
-                       uint32_t *test_no, uint32_t n_tests, const machine_bw *bw) {
+                       uint32_t *test_no, uint32_t n_tests, const backend_bw *bws) {
     const char *model = o->models[mi_index];
     halo_gguf *g = NULL;
     halo_mem_arena *arena = NULL;
@@ -556,6 +557,7 @@ static int bench_model(const opts *o, uint32_t mi_index, results *rs, bool *firs
     int rc = 0;
     for (uint32_t b = 0; b < o->n_backends && !rc; b++) {
         const char *backend = o->backends[b];
+        const backend_bw *bw = &bws[b];
         plan_info pi;
         placement(g, model, backend, o->weights, max_ctx, o->ubatch, &mi, &pi);
         const char *place = pi.placement;
@@ -674,8 +676,8 @@ static int write_gguf(const opts *o) {
 }
 
 /* The run's bandwidths, before any model is loaded (docs/bench.md: how and why). */
-static void measure_bandwidth(const opts *o, uint32_t threads, machine_bw *bw) {
-    memset(bw, 0, sizeof *bw);
+static void measure_bandwidth(const opts *o, uint32_t threads, backend_bw *bws) {
+    memset(bws, 0, MAX_LIST * sizeof *bws);
     uint64_t llc = bench_llc_bytes("/");
     uint64_t buffer = bench_bw_buffer_bytes(llc);
     /* never more than a quarter of what is free: a bench must not push the machine to swap */
@@ -685,11 +687,13 @@ static void measure_bandwidth(const opts *o, uint32_t threads, machine_bw *bw) {
     fprintf(stderr, "halo bench: measuring host memory read bandwidth (%u threads, %.2f GiB) ...\n",
             threads, (double)buffer / (1u << 30));
     bench_bw h;
+    double host = 0;
     if (bench_host_bandwidth(threads, buffer, 1, 5, &h)) {
-        bw->host = h.read_gbs;
+        host = h.read_gbs;
         char l[48] = "an unknown last-level cache";
-        if (llc) snprintf(l, sizeof l, "%.0fx the %.0f MiB last-level cache",
-                          (double)h.buffer / (double)llc, (double)llc / (1u << 20));
+        if (llc)
+            snprintf(l, sizeof l, "%.0fx the %.0f MiB last-level cache",
+                     (double)h.buffer / (double)llc, (double)llc / (1u << 20));
         fprintf(stderr,
                 "halo bench: host read bandwidth %.1f GB/s (best of %u passes, slowest %.1f; "
                 "%u threads over %.2f GiB, %s)\n",
@@ -699,21 +703,42 @@ static void measure_bandwidth(const opts *o, uint32_t threads, machine_bw *bw) {
                 (double)buffer / (1u << 30));
     }
     for (uint32_t i = 0; i < o->n_backends; i++) {
-        if (!strcmp(o->backends[i], "cpu") || bw->device > 0) continue;
+        const char *b = o->backends[i];
+        bws[i].host = host;
+        if (!strcmp(b, "cpu")) continue;
+        bool done = false;
+        for (uint32_t j = 0; j < i && !done; j++)
+            if (!strcmp(o->backends[j], b)) bws[i] = bws[j], done = true;
+        if (done) continue;
+        if (!strcmp(b, "vulkan")) {
+            /* every Vulkan buffer is one memory type (device-local and host-visible where the
+             * device has it): weights in any pool are read from there */
+            bench_bw g;
+            char why[256];
+            if (bench_backend_copy_bandwidth(b, &g, why, sizeof why)) {
+                bws[i].device = bws[i].gpu_host = g.read_gbs;
+                fprintf(stderr,
+                        "halo bench: vulkan copies its buffers at %.1f GB/s read + written (best "
+                        "of %u passes, slowest %.1f; %.2f GiB each way)\n",
+                        g.read_gbs, g.passes, g.worst_gbs, (double)g.buffer / (1u << 30));
+            } else {
+                fprintf(stderr, "halo bench: vulkan bandwidth unknown: %s\n", why);
+            }
+            continue;
+        }
         for (int mapped = 0; mapped < 2; mapped++) {
             bench_bw g;
             char why[256];
             const char *what = mapped ? "pinned host memory" : "device memory";
-            if (bench_gpu_bandwidth(o->backends[i], mapped, &g, why, sizeof why)) {
-                *(mapped ? &bw->gpu_host : &bw->device) = g.read_gbs;
+            if (bench_gpu_bandwidth(b, mapped, &g, why, sizeof why)) {
+                *(mapped ? &bws[i].gpu_host : &bws[i].device) = g.read_gbs;
                 fprintf(stderr,
                         "halo bench: %s reads %s at %.1f GB/s (best of %u passes, slowest %.1f; "
                         "%.2f GiB, %.0f MiB L2)\n",
-                        o->backends[i], what, g.read_gbs, g.passes, g.worst_gbs,
-                        (double)g.buffer / (1u << 30), (double)g.llc / (1u << 20));
+                        b, what, g.read_gbs, g.passes, g.worst_gbs, (double)g.buffer / (1u << 30),
+                        (double)g.llc / (1u << 20));
             } else {
-                fprintf(stderr, "halo bench: %s read bandwidth of %s unknown: %s\n",
-                        o->backends[i], what, why);
+                fprintf(stderr, "halo bench: %s read bandwidth of %s unknown: %s\n", b, what, why);
             }
         }
     }
@@ -740,14 +765,14 @@ static int bench_run(int argc, char **argv) {
         per_model += o.n.v[i] > 0;
     uint32_t n_tests = per_model * o.d.n * o.n_models * o.n_backends;
     uint32_t threads = o.threads ? o.threads : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-    machine_bw bw;
-    measure_bandwidth(&o, threads, &bw);
+    backend_bw bw[MAX_LIST];
+    measure_bandwidth(&o, threads, bw);
     results rs = {0};
     bool first = true;
     uint32_t test_no = 0;
     bench_print_header(stdout, o.fmt);
     for (uint32_t m = 0; m < o.n_models && !rc; m++)
-        rc = bench_model(&o, m, &rs, &first, &test_no, n_tests, &bw);
+        rc = bench_model(&o, m, &rs, &first, &test_no, n_tests, bw);
     bench_print_footer(stdout, o.fmt);
     if (!rc && o.plot) {
         if (!bench_write_svg(o.plot, rs.r, rs.n)) {

@@ -65,8 +65,7 @@ uint64_t bench_llc_bytes(const char *root) {
             snprintf(path, sizeof path, "%s/%s/cache/index%u/size", dir, e->d_name, idx);
             if (!read_line(path, buf, sizeof buf)) continue;
             uint64_t size = parse_size(buf);
-            snprintf(path, sizeof path, "%s/%s/cache/index%u/shared_cpu_list", dir, e->d_name,
-                     idx);
+            snprintf(path, sizeof path, "%s/%s/cache/index%u/shared_cpu_list", dir, e->d_name, idx);
             if (!read_line(path, buf, sizeof buf)) snprintf(buf, sizeof buf, "cpu%u", cpu);
             bool seen = false;
             for (unsigned k = 0; k < n && !seen; k++)

@@ -8,12 +8,12 @@
 #include <stdint.h>
 
 typedef struct bench_bw {
-    double read_gbs;     /* the best pass: bytes read / seconds, 1e9 bytes per GB */
-    double worst_gbs;    /* the slowest pass, to judge the spread */
-    uint64_t buffer;     /* bytes read per pass */
-    uint64_t llc;        /* the machine's last-level cache in bytes, 0 = unknown */
-    uint32_t threads;    /* threads that read */
-    uint32_t passes;     /* timed passes */
+    double read_gbs;  /* the best pass: bytes read / seconds, 1e9 bytes per GB */
+    double worst_gbs; /* the slowest pass, to judge the spread */
+    uint64_t buffer;  /* bytes read per pass */
+    uint64_t llc;     /* the machine's last-level cache in bytes, 0 = unknown */
+    uint32_t threads; /* threads that read */
+    uint32_t passes;  /* timed passes */
 } bench_bw;
 
 /* The machine's last-level cache: the sum of the distinct highest-level caches that sysfs lists
@@ -38,6 +38,12 @@ bool bench_host_bandwidth(uint32_t threads, uint64_t buffer, uint32_t repeat, ui
  * pool). False, with a reason in why, when this build or machine has no such GPU. */
 bool bench_gpu_bandwidth(const char *backend, bool host_mapped, bench_bw *out, char *why,
                          unsigned why_size);
+
+/* Copy bandwidth through the backend's own copy op (vkCmdCopyBuffer for Vulkan) between two
+ * buffers of its working memory, 256 MiB each, 8 copies per pass, best of 3 passes after a
+ * warm-up: read_gbs is bytes read plus bytes written per second, which a read-only stream
+ * approaches on GPU memory. For a backend with no read kernel of its own here (Vulkan). */
+bool bench_backend_copy_bandwidth(const char *backend, bench_bw *out, char *why, unsigned why_size);
 
 /* Device memory in use on the GPU the backend runs on, in bytes (all processes: the bench
  * subtracts what was in use before its engine opened). False when unknown. */

@@ -9,8 +9,10 @@
 
 #include "cli/cli.h"
 #include "cli/cli_cache.h"
+#include "cli/load_progress.h"
 #include "cli/run.h"
 #include "cli/stream_opts.h"
+#include "halo/load.h"
 #include "serve/admit.h"
 #include "serve/serve.h"
 
@@ -214,7 +216,7 @@ int cli_serve(int argc, char **argv) {
     }
     fprintf(stderr, "halo serve: listening on http://%s:%u (loading %s)\n", hp.host, bound,
             c.model);
-    if (halo_engine_open(&ep, &m.engine, &err)) {
+    if (halo_engine_open_progress(&ep, cli_load_progress, "serve", &m.engine, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);
         goto done;
     }

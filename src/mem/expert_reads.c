@@ -252,9 +252,10 @@ void halo_xc_wait(halo_expert_cache *c, const int32_t *slots, uint32_t n, bool a
     if (c->have_ring) {
         while (!ended(c, slots, n, all) && c->have_ring)
             ring_reap(c, true);
+        bool done = ended(c, slots, n, all); /* before settle reorders c->loading (drain) */
         settle(c);
-        if (ended(c, slots, n, all)) return;
-        /* the ring broke: what it had is failed; anything queued since goes to threads */
+        if (done) return;
+        /* the ring broke: what it had has failed; anything queued since is read below */
     }
 #endif
     pthread_mutex_lock(&c->mu);

@@ -1,11 +1,8 @@
 /* Prefetch of the hash-routed layers' experts (see prefetch.h). */
 #include "mem/prefetch.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/error.h"
 
@@ -16,6 +13,7 @@ typedef struct hash_layer {
 
 struct halo_prefetch {
     halo_expert_cache *cache;
+    const halo_weights *w;
     hash_layer *layers;
     uint32_t n_layers, n_used, n_vocab;
     int32_t *ids; /* a layer's experts for the step, in first-use order */
@@ -31,29 +29,6 @@ void halo_prefetch_free(halo_prefetch *p) {
     free(p);
 }
 
-/* Reads a tensor's bytes from its shard (the engine places weights after the stream is set up,
- * so the table is read from the file like the loader read it). */
-static halo_status read_tensor(const halo_gguf *g, const halo_gguf_tensor *t, void *dst,
-                               halo_error *err) {
-    const char *path = halo_gguf_shard_path(g, t->shard);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return halo_fail(err, HALO_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    uint64_t got = 0;
-    while (got < t->n_bytes) {
-        ssize_t n = pread(fd, (char *)dst + got, t->n_bytes - got, (off_t)(t->file_offset + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            int e = n < 0 ? errno : 0;
-            close(fd);
-            return halo_fail(err, HALO_E_IO, "%s: reading tensor %s: %s", path, t->name,
-                             e ? strerror(e) : "the file ends before it");
-        }
-        got += (uint64_t)n;
-    }
-    close(fd);
-    return HALO_OK;
-}
-
 halo_status halo_prefetch_create(const halo_gguf *g, const halo_weights *w, halo_expert_cache *c,
                                  halo_prefetch **out, halo_error *err) {
     *out = NULL;
@@ -63,6 +38,7 @@ halo_status halo_prefetch_create(const halo_gguf *g, const halo_weights *w, halo
         return halo_fail(err, HALO_E_NOMEM, "expert prefetch: out of memory");
     }
     p->cache = c;
+    p->w = w;
     for (uint32_t l = 0; l < w->n_layer; l++) {
         const halo_layer_weights *L = &w->layer[l];
         if (!L->tid2eid.src || !L->experts) continue;
@@ -86,7 +62,8 @@ halo_status halo_prefetch_create(const halo_gguf *g, const halo_weights *w, halo
             return halo_fail(err, HALO_E_NOMEM, "expert prefetch: out of memory");
         }
         p->n_layers++;
-        halo_status st = read_tensor(g, t, h->table, err);
+        /* From the file, as the loader read it: the engine places weights after this. */
+        halo_status st = halo_gguf_read_tensor(g, t, h->table, bytes, err);
         if (st) {
             halo_prefetch_free(p);
             return st;
@@ -111,6 +88,9 @@ void halo_prefetch_step(halo_prefetch *p, const int32_t *tokens, uint32_t n) {
     }
     for (uint32_t i = 0; i < p->n_layers; i++) {
         const hash_layer *h = &p->layers[i];
+        /* A cache above this one (the GPU's, src/mem/expert_device.c) asks this one only for
+         * what it lacks: prefetching here would read experts it already holds. */
+        if (p->w->layer[h->layer].experts != halo_expert_cache_source(p->cache, h->layer)) continue;
         uint32_t k = 0;
         for (uint32_t t = 0; t < n; t++) {
             if (tokens[t] < 0 || (uint32_t)tokens[t] >= p->n_vocab) continue;

@@ -15,6 +15,8 @@ static gemm_fn avx512_kernel(uint32_t type) {
     case HALO_TYPE_Q8_0: return halo_gemm_q8_0_avx512;
     case HALO_TYPE_Q2_K: return halo_gemm_q2_K_avx512;
     case HALO_TYPE_IQ2_XXS: return halo_gemm_iq2_xxs_avx512;
+    case HALO_TYPE_Q4_K: return halo_gemm_q4_K_avx512;
+    case HALO_TYPE_MXFP4: return halo_gemm_mxfp4_avx512;
     default: return NULL;
     }
 #else

@@ -96,6 +96,8 @@ float halo_dot_bf16_avx512(int64_t n, const void *w, const void *act);
 HALO_DECLARE_GEMM(q8_0);
 HALO_DECLARE_GEMM(q2_K);
 HALO_DECLARE_GEMM(iq2_xxs);
+HALO_DECLARE_GEMM(q4_K);
+HALO_DECLARE_GEMM(mxfp4);
 #endif
 
 #endif

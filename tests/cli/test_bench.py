@@ -177,6 +177,30 @@ def test_unbuilt_backend_is_named_before_anything_runs():
             check(len(p.stdout.splitlines()) <= 1, f"--backend {b}: nothing measured first")
 
 
+def test_gpu_rows_carry_their_own_bandwidth():
+    # A GPU backend this build has and this machine runs (Vulkan on lavapipe in CI) measures its
+    # own bandwidth in the run; its rows' roofline uses it, not the host's.
+    for b in ("vulkan", "cuda"):
+        p = subprocess.run([HALO, "bench", "-t", "1", "-m", Q, "-p", "0", "-n", "2", "-r", "1",
+                            "--backend", f"cpu,{b}", "-o", "csv"],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            print(f"  --backend {b} does not run here: {p.stderr.strip().splitlines()[-1:]}")
+            continue
+        rows = list(csv.DictReader(io.StringIO(p.stdout)))
+        gpu = [r for r in rows if r["backend"] == b]
+        check(len(gpu) == 1, f"{b}: one row: {rows}")
+        for r in gpu:
+            dev = float(r["device_bandwidth_gbs"])
+            check(dev > 0, f"{b}: device bandwidth measured: {p.stderr[-800:]}")
+            check(float(r["bandwidth_gbs"]) > 0 and float(r["roofline_fraction"]) > 0,
+                  f"{b}: a roofline: {r}")
+            if b == "vulkan":  # one memory type for every Vulkan buffer
+                check(abs(float(r["bandwidth_gbs"]) - dev) < 1e-3 * dev, f"vulkan: {r}")
+        check(all(float(r["device_bandwidth_gbs"]) == 0 for r in rows if r["backend"] == "cpu"),
+              "cpu rows carry no device bandwidth")
+
+
 def test_bad_values_are_usage_errors():
     for args in (["-r", "0"], ["-p", "x"], ["-o", "xml"], ["--weights", "vram"], ["--frob", "1"]):
         p = bench("-m", A, *args, rc=2)

@@ -1,7 +1,8 @@
 /* Tiled matrix products (src/quant/gemm.h): every (row, token) pair of a tile, at every level,
  * bit-identical to that level's single-row dot product, which test_quant_dot holds to the
  * double-precision reference. Row and token counts cover whole tiles and remainders; lengths
- * cover a Q8_0 row whose block count leaves the AVX-512 kernel's AVX2 tail. */
+ * cover rows whose block count is a multiple of the kernels' 4-block step and rows that leave
+ * the AVX-512 kernels' AVX2 tail. */
 #include "check.h"
 #include "quant/gemm.h"
 #include "quant_testutil.h"
@@ -12,10 +13,10 @@ enum { ROWS = 5, MAXT = HALO_GEMM_MAX_TOK };
 
 static void gemm_pairs_match_the_single_row_dot_bitwise(void) {
     halo_quant_level best = halo_quant_level_best();
-    for (size_t k = 0; k < N_QUANT_TEST_TYPES; k++) {
-        uint32_t t = quant_test_types[k];
+    for (size_t k = 0; k < 2 * N_QUANT_TEST_TYPES; k++) {
+        uint32_t t = quant_test_types[k / 2];
         const halo_type_info *info = halo_type_info_get(t);
-        int64_t n = info->block_size == 256 ? 17 * 256 : info->block_size * 131;
+        int64_t n = info->block_size * (k % 2 ? (info->block_size == 256 ? 17 : 131) : 256);
         uint64_t row_bytes = 0, act_bytes = 0;
         halo_type_bytes(t, (uint64_t)n, &row_bytes);
         uint32_t at = (uint32_t)halo_quant_act_type(t);
@@ -58,17 +59,20 @@ static void gemm_pairs_match_the_single_row_dot_bitwise(void) {
     }
 }
 
-/* The types of DeepSeek V4's q2 mix have tiled kernels where the CPU has AVX-512, so the test
- * above compares them (not only the per-pair fallback). */
-static void gemm_has_tiled_kernels_for_the_q2_mix(void) {
+/* The quantized types of DeepSeek V4's mixes (q2: Q8_0, IQ2_XXS, Q2_K; q2q4: Q4_K; mxfp4) have
+ * tiled kernels where the CPU has AVX-512, so the test above compares them (not only the
+ * per-pair fallback). */
+static void gemm_has_tiled_kernels_for_the_dsv4_mixes(void) {
     int want = halo_quant_level_best() == HALO_QUANT_AVX512;
     CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_Q8_0), want);
     CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_Q2_K), want);
     CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_IQ2_XXS), want);
+    CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_Q4_K), want);
+    CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_MXFP4), want);
 }
 
 int main(void) {
     RUN(gemm_pairs_match_the_single_row_dot_bitwise);
-    RUN(gemm_has_tiled_kernels_for_the_q2_mix);
+    RUN(gemm_has_tiled_kernels_for_the_dsv4_mixes);
     return check_report();
 }

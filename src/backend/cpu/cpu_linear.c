@@ -86,14 +86,17 @@ void cpu_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens
     halo_threadpool_run(cpu_of(be)->pool, out->ne[1], embed_task, &c);
 }
 
-enum { ROWS_PER_TASK = 16 };
+/* Rows per matmul task: 16 for one token (many tasks, so every thread streams its share of the
+ * weights), up to 64 for a batch so a tile's prepared tokens meet more rows, while there are
+ * still at least 4 tasks per thread. */
+enum { ROWS_PER_TASK = 16, ROWS_PER_TASK_BATCH = 64 };
 
 typedef struct matmul_ctx {
     bool precise;
     const halo_tensor *w;
     const unsigned char *acts; /* n_tok × groups activation rows */
     uint64_t act_bytes;        /* one activation row (one group slice) */
-    int64_t n_tok, n_out, out_per_group;
+    int64_t n_tok, n_out, out_per_group, rows; /* rows per task */
     uint32_t groups;
     float *out;
 } matmul_ctx;
@@ -102,7 +105,7 @@ typedef struct matmul_ctx {
  * block stays in cache across the tokens and each weight block is decoded once per tile. */
 static void matmul_task(void *p, int64_t block) {
     matmul_ctx *c = p;
-    int64_t o0 = block * ROWS_PER_TASK, o1 = o0 + ROWS_PER_TASK;
+    int64_t o0 = block * c->rows, o1 = o0 + c->rows;
     if (o1 > c->n_out) o1 = c->n_out;
     for (int64_t t0 = 0; t0 < c->n_tok; t0 += HALO_GEMM_MAX_TOK) {
         int nt = c->n_tok - t0 < HALO_GEMM_MAX_TOK ? (int)(c->n_tok - t0) : HALO_GEMM_MAX_TOK;
@@ -149,9 +152,13 @@ void cpu_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, ui
     if (!a.acts) return;
     halo_threadpool *pool = cpu_of(be)->pool;
     halo_threadpool_run(pool, n_tok * groups, act_task, &a);
-    matmul_ctx m = {precise, w,      a.acts, a.act_bytes, n_tok, n_out, n_out / groups,
-                    groups,  cpu_f32(out)};
-    halo_threadpool_run(pool, (n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK, matmul_task, &m);
+    int64_t rows = ROWS_PER_TASK;
+    while (n_tok > 1 && rows < ROWS_PER_TASK_BATCH &&
+           n_out / (2 * rows) >= 4 * (int64_t)halo_threadpool_size(pool))
+        rows *= 2;
+    matmul_ctx m = {precise, w,      a.acts,         a.act_bytes, n_tok,
+                    n_out,   n_out / groups, rows, groups,      cpu_f32(out)};
+    halo_threadpool_run(pool, (n_out + rows - 1) / rows, matmul_task, &m);
     free(a.acts);
 }
 

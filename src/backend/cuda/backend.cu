@@ -11,17 +11,37 @@ extern "C" {
 #include "halo/plan.h"
 extern const uint64_t halo_iq2xxs_grid[256];
 extern const uint32_t halo_iq3xxs_grid[256];
+extern const uint64_t halo_iq2xs_grid[512];
+extern const uint64_t halo_iq2s_grid[1024];
+extern const uint32_t halo_iq3s_grid[512];
+extern const uint64_t halo_iq1s_grid[2048];
 void cpu_rope_inv_freq(const halo_rope *rope, float *inv_freq);
 }
 
 typedef struct cu_backend_full {
     cu_backend be;
-    char *grids; /* iq2xxs (2 KiB) then iq3xxs (1 KiB) */
+    char *grids; /* the i-quant codebooks, in grid_table's order */
 } cu_backend_full;
 
+/* The codebooks copied to device memory once per backend (all sizes multiples of 8 bytes). */
+static const struct {
+    const void *host;
+    size_t bytes;
+} grid_table[] = {
+    {halo_iq2xxs_grid, sizeof halo_iq2xxs_grid}, {halo_iq3xxs_grid, sizeof halo_iq3xxs_grid},
+    {halo_iq2xs_grid, sizeof halo_iq2xs_grid},   {halo_iq2s_grid, sizeof halo_iq2s_grid},
+    {halo_iq1s_grid, sizeof halo_iq1s_grid},     {halo_iq3s_grid, sizeof halo_iq3s_grid}};
+enum { N_GRIDS = sizeof grid_table / sizeof grid_table[0] };
+
 cu_grids cu_grids_get(halo_backend *be) {
-    char *g = ((cu_backend_full *)be)->grids;
-    cu_grids out = {(const uint64_t *)g, (const uint32_t *)(g + sizeof halo_iq2xxs_grid)};
+    const char *p[N_GRIDS];
+    const char *at = ((cu_backend_full *)be)->grids;
+    for (int i = 0; i < N_GRIDS; i++) {
+        p[i] = at;
+        at += grid_table[i].bytes;
+    }
+    cu_grids out = {(const uint64_t *)p[0], (const uint32_t *)p[1], (const uint64_t *)p[2],
+                    (const uint64_t *)p[3], (const uint64_t *)p[4], (const uint32_t *)p[5]};
     return out;
 }
 
@@ -61,6 +81,12 @@ bool cu_type_supported(cu_backend *be, uint32_t type, const char *op) {
     case HALO_TYPE_Q6_K:
     case HALO_TYPE_IQ2_XXS:
     case HALO_TYPE_IQ3_XXS:
+    case HALO_TYPE_IQ2_XS:
+    case HALO_TYPE_IQ2_S:
+    case HALO_TYPE_IQ3_S:
+    case HALO_TYPE_IQ1_S:
+    case HALO_TYPE_IQ1_M:
+    case HALO_TYPE_IQ4_XS:
         return true;
     default:
         if (!be->failed) {
@@ -120,6 +146,18 @@ bool cu_upload(cu_backend *be, void *dst, const void *src, uint64_t bytes, const
     return CU_OK(be, op, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, be->stream));
 }
 
+bool cu_ints_pass(cu_backend *be, int32_t *dst, const int32_t *src, int64_t n, cu_ints *small,
+                  const int32_t **dev, const char *op) {
+    memset(small, 0, sizeof *small);
+    if (n <= CU_INTS && !be->naive) {
+        memcpy(small->v, src, (size_t)n * sizeof(int32_t));
+        *dev = NULL;
+        return true;
+    }
+    *dev = dst;
+    return cu_upload(be, dst, src, (uint64_t)n * sizeof(int32_t), op);
+}
+
 /* ---- queued row copies ---------------------------------------------------------------------- */
 
 /* One block row per descriptor (grid.y), blocks of it striding over its bytes. */
@@ -145,8 +183,22 @@ __global__ void copy_batch_kernel(cu_copy_batch b) {
 
 static void prof_begin(cu_backend *be, uint64_t mark[2], cudaEvent_t *ev);
 static void prof_end(cu_backend *be, int op, const uint64_t mark[2], cudaEvent_t ev);
-enum { P_EMBED, P_MATMUL, P_RMS, P_ROPE, P_HCPRE, P_HCPOST, P_ATTN, P_POOL, P_TOPK, P_MOE, P_COPY,
-       P_N };
+/* Ops, then parts of ops (CU_PROF_* in cuda.cuh, not counted in the totals). */
+enum {
+    P_EMBED,
+    P_MATMUL,
+    P_RMS,
+    P_ROPE,
+    P_HCPRE,
+    P_HCPOST,
+    P_ATTN,
+    P_POOL,
+    P_TOPK,
+    P_MOE,
+    P_COPY,
+    P_N,
+    P_ALL = P_N + CU_PROF_PARTS
+};
 
 /* Runs the queued copies (before any other op, a read, a write or a sync). */
 static void flush_copies(cu_backend *be) {
@@ -206,9 +258,11 @@ void cu_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
 
 /* ---- profiling (HALO_CUDA_PROFILE=1) ------------------------------------------------------ */
 
-static const char *const prof_names[P_N] = {"embed", "matmul", "rms_norm", "rope",
-                                            "hc_pre", "hc_post", "attention", "pool",
-                                            "topk", "moe", "copy"};
+static const char *const prof_names[P_ALL] = {
+    "embed",       "matmul",        "rms_norm",   "rope",      "hc_pre",
+    "hc_post",     "attention",     "pool",       "topk",      "moe",
+    "copy",        ". mm q8_0",     ". mm f16",   ". mm head", ". mm other",
+    ". moe route", ". moe gate_up", ". moe down", ". moe sum"};
 
 typedef struct prof_pend {
     cudaEvent_t a, b;
@@ -221,8 +275,8 @@ struct cu_prof {
     prof_pend *pend;
     int n_pend, cap_pend;
     int phase; /* 0 decode (steps of at most 8 tokens), 1 prefill */
-    double ms[2][P_N];
-    uint64_t calls[2][P_N], launches[2][P_N], uploads[2][P_N], tokens[2], steps[2];
+    double ms[2][P_ALL];
+    uint64_t calls[2][P_ALL], launches[2][P_ALL], uploads[2][P_ALL], tokens[2], steps[2];
     cudaEvent_t last; /* the start event of the op in progress */
 };
 
@@ -320,7 +374,7 @@ static void prof_print(cu_prof *p) {
                 launches / tok, uploads / tok, 1000.0 * total / tok);
         fprintf(stderr, "  %-10s %10s %12s %10s %14s %7s\n", "op", "calls/tok", "launches/tok",
                 "uploads/tok", "device us/tok", "share");
-        for (int o = 0; o < P_N; o++) {
+        for (int o = 0; o < P_ALL; o++) {
             if (!p->calls[ph][o]) continue;
             fprintf(stderr, "  %-10s %10.1f %12.1f %10.1f %14.1f %6.1f%%\n", prof_names[o],
                     (double)p->calls[ph][o] / tok, (double)p->launches[ph][o] / tok,
@@ -340,13 +394,20 @@ static void prof_free(cu_prof *p) {
     free(p);
 }
 
+void cu_prof_begin(cu_backend *be, uint64_t mark[2], cudaEvent_t *ev) {
+    prof_begin(be, mark, ev);
+}
+void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t ev) {
+    prof_end(be, P_N + part, mark, ev);
+}
+
 /* ---- the ops, each after the queued copies, timed when profiling ------------------------- */
 
-#define OP_BEGIN(hbe)                                                                           \
-    cu_backend *be_ = cu_of(hbe);                                                               \
-    flush_copies(be_);                                                                          \
-    uint64_t mark_[2];                                                                          \
-    cudaEvent_t ev_;                                                                            \
+#define OP_BEGIN(hbe)                                                                              \
+    cu_backend *be_ = cu_of(hbe);                                                                  \
+    flush_copies(be_);                                                                             \
+    uint64_t mark_[2];                                                                             \
+    cudaEvent_t ev_;                                                                               \
     prof_begin(be_, mark_, &ev_)
 #define OP_END(op) prof_end(be_, (op), mark_, ev_)
 
@@ -366,7 +427,17 @@ static void op_embed(halo_backend *hbe, const halo_tensor *table, const int32_t 
 static void op_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor *x,
                       uint32_t groups, halo_tensor *out) {
     OP_BEGIN(hbe);
+    uint64_t mark2[2];
+    cudaEvent_t ev2 = NULL;
+    if (be_->prof) prof_begin(be_, mark2, &ev2);
     cu_matmul(hbe, w, x, groups, out);
+    if (be_->prof) {
+        int part = w->ne[1] > 65536            ? CU_PROF_MM_HEAD
+                   : w->type == HALO_TYPE_Q8_0 ? CU_PROF_MM_Q8
+                   : w->type == HALO_TYPE_F16  ? CU_PROF_MM_F16
+                                               : CU_PROF_MM_OTHER;
+        prof_end(be_, P_N + part, mark2, ev2);
+    }
     OP_END(P_MATMUL);
 }
 static void op_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width,
@@ -695,17 +766,17 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     cu_backend *be = &full->be;
     be->base.ops = &cu_ops;
     be->device = device;
-    const size_t g2 = sizeof halo_iq2xxs_grid, g3 = sizeof halo_iq3xxs_grid;
+    size_t grid_bytes = 0;
+    for (int i = 0; i < N_GRIDS; i++)
+        grid_bytes += grid_table[i].bytes;
     e = cudaSetDevice(device);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&be->sm_count, cudaDevAttrMultiProcessorCount, device);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&full->grids, g2 + g3);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(full->grids, halo_iq2xxs_grid, g2, cudaMemcpyHostToDevice, be->stream);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(full->grids + g2, halo_iq3xxs_grid, g3, cudaMemcpyHostToDevice,
-                            be->stream);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&full->grids, grid_bytes);
+    for (size_t i = 0, at = 0; e == cudaSuccess && i < N_GRIDS; at += grid_table[i++].bytes)
+        e = cudaMemcpyAsync(full->grids + at, grid_table[i].host, grid_table[i].bytes,
+                            cudaMemcpyHostToDevice, be->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -722,8 +793,8 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     if (prof && *prof && strcmp(prof, "0") != 0) be->prof = (cu_prof *)calloc(1, sizeof(cu_prof));
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */
     be->ring_cap = 8u << 20;
-    if (be->naive || cudaHostAlloc((void **)&be->ring, be->ring_cap, cudaHostAllocMapped) !=
-                         cudaSuccess) {
+    if (be->naive ||
+        cudaHostAlloc((void **)&be->ring, be->ring_cap, cudaHostAllocMapped) != cudaSuccess) {
         (void)cudaGetLastError();
         be->ring = NULL;
         be->ring_cap = 0;

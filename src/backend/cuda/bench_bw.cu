@@ -93,8 +93,8 @@ extern "C" int halo_bench_gpu_read_bandwidth(int device, int host_mapped, unsign
         dev = buf;
     }
     ok = ok && check(cudaMalloc((void **)&out, sizeof *out), "cudaMalloc", why, size) &&
-              check(cudaEventCreate(&t0), "cudaEventCreate", why, size) &&
-              check(cudaEventCreate(&t1), "cudaEventCreate", why, size);
+         check(cudaEventCreate(&t0), "cudaEventCreate", why, size) &&
+         check(cudaEventCreate(&t1), "cudaEventCreate", why, size);
     size_t n = bytes / sizeof(uint4);
     unsigned blocks = (unsigned)(sms > 0 ? sms : 1) * 8, threads = 256;
     float best = 1e30f, worst = 0;

@@ -43,12 +43,50 @@ typedef struct mv_args {
     cu_grids g;
 } mv_args;
 
+#ifndef HALO_HIP
+/* The rows of a projection as a stream (mv_stream): row o for the token group at t0. */
+template <int NT> struct mv_dense_rows {
+    const mv_args &a;
+    int64_t t0;
+    int nt;
+    __device__ int64_t row(int64_t o, const char **r) const {
+        *r = a.w + (uint64_t)o * a.row_bytes;
+        return a.n_in;
+    }
+    __device__ int64_t begin(int64_t o, const float **xs, int &n) const {
+        const int64_t grp = a.out_per_group == a.n_out ? 0 : o / a.out_per_group;
+        n = nt;
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            xs[k] = a.x + (t0 + (k < nt ? k : 0)) * a.x_stride + grp * a.n_in;
+        return a.n_in;
+    }
+    __device__ void end(int64_t o, const float *acc, int n) const {
+        if (threadIdx.x % WARP == 0)
+            for (int k = 0; k < n; k++)
+                a.out[(t0 + k) * a.n_out + o] = acc[k];
+    }
+};
+#endif
+
 template <int T, int NT>
-__global__ void __launch_bounds__(MV_WARPS *WARP, 2) mv_kernel(mv_args a) {
-    __shared__ __align__(16) uint8_t stage[MV_WARPS][cx_float(T) ? 16 : MV_STAGE];
+__global__ void __launch_bounds__(MV_WARPS *WARP, NT == 1 ? 3 : 2)
+    mv_kernel(GPU_GRID_CONST const mv_args a) {
+    extern __shared__ __align__(16) uint8_t mv_dyn[]; /* MV_STAGES chunk slots per warp */
     __shared__ float part[MV_WARPS][NT];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
     const int ks = a.ks, R = MV_WARPS / ks, r_in = warp / ks, piece = warp % ks;
+#ifndef HALO_HIP
+    if (ks == 1) { /* every warp a stream of whole rows */
+        for (int64_t t0 = (int64_t)blockIdx.x * NT; t0 < a.n_tok; t0 += (int64_t)gridDim.x * NT) {
+            mv_dense_rows<NT> rows = {a, t0, a.n_tok - t0 < NT ? (int)(a.n_tok - t0) : NT};
+            mv_stream<T, NT>(rows, (int64_t)blockIdx.y * MV_WARPS + warp,
+                             (int64_t)gridDim.y * MV_WARPS, a.n_out, stage, a.g);
+        }
+        return;
+    }
+#endif
     for (int64_t rb = blockIdx.y; rb * R < a.n_out; rb += gridDim.y) {
         const int64_t o = rb * R + r_in;
         const bool live = o < a.n_out;
@@ -66,8 +104,7 @@ __global__ void __launch_bounds__(MV_WARPS *WARP, 2) mv_kernel(mv_args a) {
 #pragma unroll
                 for (int k = 0; k < NT; k++)
                     xs[k] = a.x + (t0 + (k < nt ? k : 0)) * a.x_stride + grp * a.n_in;
-                mv_row<T, NT>(a.w + (uint64_t)o * a.row_bytes, k0, k1, xs, nt, acc, stage[warp],
-                              a.g);
+                mv_row<T, NT>(a.w + (uint64_t)o * a.row_bytes, k0, k1, xs, nt, acc, stage, a.g);
             }
             if (ks == 1) {
                 if (live && lane == 0)
@@ -96,13 +133,24 @@ template <int T>
 static void mv_launch_t(cu_backend *be, const mv_args &a, int64_t n_tok, const char *op) {
     const int nt = n_tok == 1 ? 1 : 8;
     const int64_t groups = (n_tok + nt - 1) / nt;
-    const int64_t rblocks = (a.n_out + MV_WARPS / a.ks - 1) / (MV_WARPS / a.ks);
+    int64_t rblocks = (a.n_out + MV_WARPS / a.ks - 1) / (MV_WARPS / a.ks);
+#ifndef HALO_HIP
+    /* Streams: as many blocks as stay resident (three per multiprocessor for one token, two
+     * for eight: __launch_bounds__), each warp many rows. */
+    const int64_t resident = (int64_t)(be->sm_count > 0 ? be->sm_count : 132) * (nt == 1 ? 3 : 2);
+    if (a.ks == 1 && rblocks > resident) rblocks = resident;
+#endif
     dim3 grid((unsigned)(groups < 0x7fffffff ? groups : 0x7fffffff),
               (unsigned)(rblocks < 65535 ? rblocks : 65535));
-    if (nt == 1)
-        mv_kernel<T, 1><<<grid, MV_WARPS * WARP, 0, be->stream>>>(a);
-    else
-        mv_kernel<T, 8><<<grid, MV_WARPS * WARP, 0, be->stream>>>(a);
+    const int smem = mv_smem_bytes(T, MV_WARPS);
+    static bool done1, done8;
+    if (nt == 1) {
+        if (!cu_smem_attr(be, mv_kernel<T, 1>, smem, &done1, op)) return;
+        mv_kernel<T, 1><<<grid, MV_WARPS * WARP, smem, be->stream>>>(a);
+    } else {
+        if (!cu_smem_attr(be, mv_kernel<T, 8>, smem, &done8, op)) return;
+        mv_kernel<T, 8><<<grid, MV_WARPS * WARP, smem, be->stream>>>(a);
+    }
     CU_LAUNCHED(be, op, "mv_kernel");
 }
 
@@ -116,16 +164,31 @@ static bool mv_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
         return false;
     /* Split-K when rows x token groups would leave the GPU idle (hc mixers: 24 rows). */
     const int64_t tgroups = (n_tok + 7) / 8, chunks = (n_in + MV_CH - 1) / MV_CH;
-    const int64_t want = (int64_t)(be->sm_count > 0 ? be->sm_count : 132) * 32;
     int ks = 1;
-    while (ks < MV_WARPS && n_out * tgroups * ks < want && 2 * ks <= chunks)
+#ifndef HALO_HIP
+    /* Row streams (ks = 1) keep every warp busy from about a thousand rows. */
+    const int64_t enough = 1024;
+#else
+    const int64_t enough = (int64_t)(be->sm_count > 0 ? be->sm_count : 132) * 32;
+#endif
+    while (ks < MV_WARPS && n_out * tgroups * ks < enough && ks < chunks)
         ks *= 2;
-    mv_args a = {w, row_bytes, n_in, n_out, n_out / groups, x, x_stride, n_tok, out, ks,
-                 (chunks + ks - 1) / ks * MV_CH, cu_grids_get(&be->base)};
+    mv_args a = {w,
+                 row_bytes,
+                 n_in,
+                 n_out,
+                 n_out / groups,
+                 x,
+                 x_stride,
+                 n_tok,
+                 out,
+                 ks,
+                 (chunks + ks - 1) / ks * MV_CH,
+                 cu_grids_get(&be->base)};
     switch (type) {
-#define MV_CASE(t)                                                                              \
-    case t:                                                                                     \
-        mv_launch_t<t>(be, a, n_tok, op);                                                       \
+#define MV_CASE(t)                                                                                 \
+    case t:                                                                                        \
+        mv_launch_t<t>(be, a, n_tok, op);                                                          \
         return true;
         MV_CASE(HALO_TYPE_F32)
         MV_CASE(HALO_TYPE_F16)
@@ -166,8 +229,8 @@ void cu_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor *x, ui
 
 /* One token per block: its table row decoded to f32. */
 __global__ void embed_kernel(uint32_t type, const char *table, uint64_t row_bytes, int64_t n,
-                             const int32_t *tokens, float *out, cu_grids g) {
-    const char *row = table + (uint64_t)tokens[blockIdx.x] * row_bytes;
+                             const int32_t *tokens, cu_ints tok_small, float *out, cu_grids g) {
+    const char *row = table + (uint64_t)cu_int_at(tokens, tok_small, blockIdx.x) * row_bytes;
     float *y = out + (int64_t)blockIdx.x * n;
     if (is_float_type(type)) {
         for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -187,10 +250,12 @@ void cu_embed(halo_backend *hbe, const halo_tensor *table, const int32_t *tokens
     cu_backend *be = cu_of(hbe);
     int64_t n_tok = out->ne[1], n = table->ne[0];
     if (be->failed || !cu_type_supported(be, table->type, "embed") || n_tok <= 0) return;
-    int32_t *dtok = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "embed");
-    if (!dtok || !cu_upload(be, dtok, tokens, (uint64_t)n_tok * sizeof(int32_t), "embed")) return;
+    int32_t *stok = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "embed");
+    cu_ints ts;
+    const int32_t *dtok = NULL;
+    if (!stok || !cu_ints_pass(be, stok, tokens, n_tok, &ts, &dtok, "embed")) return;
     embed_kernel<<<(unsigned)n_tok, 128, 0, be->stream>>>(table->type, cu_ptr(table),
-                                                          cu_row_bytes(table->type, n), n, dtok,
+                                                          cu_row_bytes(table->type, n), n, dtok, ts,
                                                           cu_f32(out), cu_grids_get(hbe));
     CU_LAUNCHED(be, "embed", "embed_kernel");
 }

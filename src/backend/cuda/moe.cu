@@ -6,10 +6,12 @@
  * (each expert's weights read once per MOE_TOK tokens); the down projections likewise; and the
  * weighted sum per token in slot order. Nothing is read back to the host. */
 #include <math.h>
+#include <string.h>
 
 #include "backend/cuda/mv.cuh"
 
-enum { MOE_WARPS = 4, MOE_TOK = 8 };
+enum { MOE_WARPS = 4, MOE_TOK = 8, MOE_ITEM = 64 /* pairs per work item */ };
+enum { MOE_FAST_WARPS = 8 }; /* warps per block of the fast kernels */
 
 typedef struct route_params {
     const float *score_in; /* [n_tok][n_expert] router logits */
@@ -21,8 +23,9 @@ typedef struct route_params {
     uint32_t k, slots, gating;
     bool norm_weights;
     float weights_scale;
-    int32_t *sel;  /* [n_tok][k] */
-    float *weight; /* [n_tok][slots] */
+    int32_t *sel;         /* [n_tok][k] */
+    float *weight;        /* [n_tok][slots] */
+    cu_ints tokens_small; /* tokens by value when NULL */
 } route_params;
 
 static __device__ float score_fn(uint32_t gating, float x) {
@@ -72,7 +75,7 @@ __global__ void route_kernel(route_params a) {
     if (a.tid2eid) {
         if (threadIdx.x == 0)
             for (uint32_t i = 0; i < a.k; i++)
-                sel[i] = a.tid2eid[(int64_t)a.tokens[t] * a.k + i];
+                sel[i] = a.tid2eid[(int64_t)cu_int_at(a.tokens, a.tokens_small, t) * a.k + i];
     } else {
         for (uint32_t i = 0; i < a.k; i++) {
             int best = -1;
@@ -122,33 +125,44 @@ __global__ void route_kernel(route_params a) {
 __global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, uint32_t slots,
                              int64_t n_expert, int32_t *first, int32_t *fill, int32_t *pairs,
                              int32_t *act) {
+    extern __shared__ int32_t gsm[]; /* first[groups + 1], fill[groups] */
     const int64_t groups = n_expert + 1;
+    int32_t *first_s = gsm, *fill_s = gsm + groups + 1;
     for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
-        first[e] = 0;
+        first_s[e] = 0;
     for (int64_t e = threadIdx.x; e < groups; e += blockDim.x)
-        fill[e] = 0;
+        fill_s[e] = 0;
     __syncthreads();
     for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
         uint32_t s = (uint32_t)(p % slots);
         int64_t e = s < k ? sel[(p / slots) * k + s] : n_expert;
-        atomicAdd(&first[e + 1], 1);
+        atomicAdd(&first_s[e + 1], 1);
     }
     __syncthreads();
-    /* act: the count of groups with pairs, then their ids (the projections' grid.y). */
+    /* act: the count of work items, then (group, first pair, end pair) of each: every group
+     * with pairs, split into runs of at most MOE_ITEM pairs (the projections' grid.y). */
     if (threadIdx.x == 0) {
         int32_t n_act = 0;
         for (int64_t e = 0; e < groups; e++) {
-            first[e + 1] += first[e];
-            if (first[e + 1] > first[e]) act[1 + n_act++] = (int32_t)e;
+            first_s[e + 1] += first_s[e];
+            for (int32_t i0 = first_s[e]; i0 < first_s[e + 1]; i0 += MOE_ITEM) {
+                int32_t *it = act + 1 + 3 * n_act++;
+                it[0] = (int32_t)e;
+                it[1] = i0;
+                it[2] = first_s[e + 1] - i0 < MOE_ITEM ? first_s[e + 1] : i0 + MOE_ITEM;
+            }
         }
         act[0] = n_act;
     }
     __syncthreads();
+    for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
+        first[e] = first_s[e];
     for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
         uint32_t s = (uint32_t)(p % slots);
         int64_t e = s < k ? sel[(p / slots) * k + s] : n_expert;
-        pairs[first[e] + atomicAdd(&fill[e], 1)] = (int32_t)p;
+        pairs[first_s[e] + atomicAdd(&fill_s[e], 1)] = (int32_t)p;
     }
+    (void)fill;
 }
 
 typedef struct expert_mats {
@@ -167,11 +181,12 @@ typedef struct expert_mats {
 /* h[pair, r] = silu(min(gate·x, c)) · clamp(up·x, ±c) for rows r of one expert. */
 __global__ void gate_up_kernel(expert_mats m, const float *x, float *h) {
     if ((int32_t)blockIdx.y >= m.act[0]) return;
-    const int64_t e = m.act[1 + blockIdx.y];
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
     const bool shared = e == m.n_expert;
     const int64_t rows = shared ? m.n_ff_sh : m.n_ff;
     const int64_t r = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP;
-    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    const int32_t p0 = item[1], p1 = item[2];
     if (r >= rows || p0 == p1) return;
     const uint32_t gt = shared ? m.gate_sh_type : m.gate_type;
     const uint32_t ut = shared ? m.up_sh_type : m.up_type;
@@ -202,10 +217,11 @@ __global__ void gate_up_kernel(expert_mats m, const float *x, float *h) {
 /* y[pair, r] = down[r] · h[pair] for rows r of one expert. */
 __global__ void down_kernel(expert_mats m, const float *h, float *y) {
     if ((int32_t)blockIdx.y >= m.act[0]) return;
-    const int64_t e = m.act[1 + blockIdx.y];
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
     const bool shared = e == m.n_expert;
     const int64_t r = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP;
-    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    const int32_t p0 = item[1], p1 = item[2];
     if (r >= m.n_embd || p0 == p1) return;
     const uint32_t dt = shared ? m.down_sh_type : m.down_type;
     const int64_t n_in = shared ? m.n_ff_sh : m.n_ff;
@@ -224,21 +240,32 @@ __global__ void down_kernel(expert_mats m, const float *h, float *y) {
     }
 }
 
+/* The type pairs (routed, shared) with fast expert kernels: ds4's q2 mix (IQ2_XXS gate/up,
+ * Q2_K down), its q4 layers (Q4_K) and the MXFP4 mix, each with a Q8_0 shared expert. */
+#define MOE_GATE_UP_PAIRS(X)                                                                       \
+    X(HALO_TYPE_IQ2_XXS, HALO_TYPE_Q8_0)                                                           \
+    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
+#define MOE_DOWN_PAIRS(X)                                                                          \
+    X(HALO_TYPE_Q2_K, HALO_TYPE_Q8_0)                                                              \
+    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
+
+#ifdef HALO_HIP
 /* The fast versions (mv.cuh): routed experts of type TR, the shared expert of type TS, NT
  * pairs at a time; one warp per row. */
-enum { MOE_FAST_WARPS = 8 };
 
 template <int TR, int TS, int NT>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     gate_up_fast(expert_mats m, const float *x, float *h) {
-    __shared__ __align__(16) uint8_t stage[MOE_FAST_WARPS][MV_STAGE];
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
     if ((int32_t)blockIdx.y >= m.act[0]) return;
     const int warp = threadIdx.x / WARP;
-    const int64_t e = m.act[1 + blockIdx.y];
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
     const bool shared = e == m.n_expert;
     const int64_t rows = shared ? m.n_ff_sh : m.n_ff;
     const int64_t r = (int64_t)blockIdx.x * MOE_FAST_WARPS + warp;
-    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    const int32_t p0 = item[1], p1 = item[2];
     if (r >= rows) return; /* whole warps; no block barrier below */
     const uint64_t grb = shared ? m.grb_sh : m.grb, urb = shared ? m.urb_sh : m.urb;
     const char *grow = shared ? m.gate_sh + r * grb : m.gate + ((uint64_t)e * m.n_ff + r) * grb;
@@ -252,11 +279,11 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
             xs[k] = x + (int64_t)(m.pairs[i0 + (k < nt ? k : 0)] / m.slots) * m.n_embd;
         float gv[NT], uv[NT];
         if (shared) {
-            mv_row<TS, NT>(grow, 0, m.n_embd, xs, nt, gv, stage[warp], m.g);
-            mv_row<TS, NT>(urow, 0, m.n_embd, xs, nt, uv, stage[warp], m.g);
+            mv_row<TS, NT>(grow, 0, m.n_embd, xs, nt, gv, stage, m.g);
+            mv_row<TS, NT>(urow, 0, m.n_embd, xs, nt, uv, stage, m.g);
         } else {
-            mv_row<TR, NT>(grow, 0, m.n_embd, xs, nt, gv, stage[warp], m.g);
-            mv_row<TR, NT>(urow, 0, m.n_embd, xs, nt, uv, stage[warp], m.g);
+            mv_row<TR, NT>(grow, 0, m.n_embd, xs, nt, gv, stage, m.g);
+            mv_row<TR, NT>(urow, 0, m.n_embd, xs, nt, uv, stage, m.g);
         }
         if (threadIdx.x % WARP == 0)
             for (int k = 0; k < nt; k++) {
@@ -273,13 +300,15 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
 template <int TR, int TS, int NT>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     down_fast(expert_mats m, const float *h, float *y) {
-    __shared__ __align__(16) uint8_t stage[MOE_FAST_WARPS][MV_STAGE];
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
     if ((int32_t)blockIdx.y >= m.act[0]) return;
     const int warp = threadIdx.x / WARP;
-    const int64_t e = m.act[1 + blockIdx.y];
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
     const bool shared = e == m.n_expert;
     const int64_t r = (int64_t)blockIdx.x * MOE_FAST_WARPS + warp;
-    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    const int32_t p0 = item[1], p1 = item[2];
     if (r >= m.n_embd) return;
     const int64_t n_in = shared ? m.n_ff_sh : m.n_ff;
     const uint64_t rb = shared ? m.drb_sh : m.drb;
@@ -292,33 +321,30 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
             hs[k] = h + (int64_t)m.pairs[i0 + (k < nt ? k : 0)] * m.n_h;
         float acc[NT];
         if (shared)
-            mv_row<TS, NT>(row, 0, n_in, hs, nt, acc, stage[warp], m.g);
+            mv_row<TS, NT>(row, 0, n_in, hs, nt, acc, stage, m.g);
         else
-            mv_row<TR, NT>(row, 0, n_in, hs, nt, acc, stage[warp], m.g);
+            mv_row<TR, NT>(row, 0, n_in, hs, nt, acc, stage, m.g);
         if (threadIdx.x % WARP == 0)
             for (int k = 0; k < nt; k++)
                 y[(int64_t)m.pairs[i0 + k] * m.n_embd + r] = acc[k];
     }
 }
 
-/* The type pairs (routed, shared) with fast expert kernels: ds4's q2 mix (IQ2_XXS gate/up,
- * Q2_K down), its q4 layers (Q4_K) and the MXFP4 mix, each with a Q8_0 shared expert. */
-#define MOE_GATE_UP_PAIRS(X)                                                                    \
-    X(HALO_TYPE_IQ2_XXS, HALO_TYPE_Q8_0)                                                        \
-    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
-#define MOE_DOWN_PAIRS(X)                                                                       \
-    X(HALO_TYPE_Q2_K, HALO_TYPE_Q8_0)                                                           \
-    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
-
 static bool moe_fast_gate_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3 grid,
                              const expert_mats &m, const float *x, float *h) {
-#define GU_CASE(a, b)                                                                           \
-    if (tr == (a) && ts == (b)) {                                                               \
-        if (nt == 1)                                                                            \
-            gate_up_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, 0, be->stream>>>(m, x, h);    \
-        else                                                                                    \
-            gate_up_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, 0, be->stream>>>(m, x, h);    \
-        return true;                                                                            \
+    /* Block formats only: both types of a pair are (a float shared expert would need none). */
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
+#define GU_CASE(a, b)                                                                              \
+    if (tr == (a) && ts == (b)) {                                                                  \
+        static bool done1, done8;                                                                  \
+        if (nt == 1) {                                                                             \
+            if (!cu_smem_attr(be, gate_up_fast<a, b, 1>, smem, &done1, "moe")) return true;        \
+            gate_up_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, x, h);     \
+        } else {                                                                                   \
+            if (!cu_smem_attr(be, gate_up_fast<a, b, 8>, smem, &done8, "moe")) return true;        \
+            gate_up_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, x, h);     \
+        }                                                                                          \
+        return true;                                                                               \
     }
     MOE_GATE_UP_PAIRS(GU_CASE)
 #undef GU_CASE
@@ -327,18 +353,250 @@ static bool moe_fast_gate_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt, d
 
 static bool moe_fast_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3 grid,
                           const expert_mats &m, const float *h, float *y) {
-#define DN_CASE(a, b)                                                                           \
-    if (tr == (a) && ts == (b)) {                                                               \
-        if (nt == 1)                                                                            \
-            down_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, 0, be->stream>>>(m, h, y);       \
-        else                                                                                    \
-            down_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, 0, be->stream>>>(m, h, y);       \
-        return true;                                                                            \
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
+#define DN_CASE(a, b)                                                                              \
+    if (tr == (a) && ts == (b)) {                                                                  \
+        static bool done1, done8;                                                                  \
+        if (nt == 1) {                                                                             \
+            if (!cu_smem_attr(be, down_fast<a, b, 1>, smem, &done1, "moe")) return true;           \
+            down_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, h, y);        \
+        } else {                                                                                   \
+            if (!cu_smem_attr(be, down_fast<a, b, 8>, smem, &done8, "moe")) return true;           \
+            down_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, h, y);        \
+        }                                                                                          \
+        return true;                                                                               \
     }
     MOE_DOWN_PAIRS(DN_CASE)
 #undef DN_CASE
     return false;
 }
+
+#else
+/* CUDA: the experts' rows as streams (mv_stream): work items of act (mv: group, pair range)
+ * times pair groups of NT times rows. The first blocks take the routed experts' items (type
+ * TR), the rest the shared expert's (type TS: its items are the last n_sh of act). */
+template <int NT> struct moe_up_rows {
+    const expert_mats &m;
+    const float *x;
+    float *hg, *hu;
+    int32_t y0;
+    int n_pg;
+    struct at {
+        int64_t e, r;
+        int32_t p0, p1;
+        int mat;
+    };
+    /* 32-bit arithmetic: item counts stay far below 2^32 (a bound is checked on the host). */
+    __device__ at locate(int64_t i) const {
+        at t;
+        const uint32_t ui = (uint32_t)i, nh = (uint32_t)m.n_h;
+        t.r = ui % nh;
+        uint32_t rest = ui / nh;
+        const int pg = (int)(rest % (uint32_t)n_pg);
+        rest /= (uint32_t)n_pg;
+        t.mat = (int)(rest & 1);
+        const int32_t *item = m.act + 1 + 3 * (y0 + (int32_t)(rest >> 1));
+        t.e = item[0];
+        t.p0 = item[1] + pg * NT;
+        t.p1 = t.p0 + NT < item[2] ? t.p0 + NT : item[2];
+        return t;
+    }
+    at cur; /* the item begun last (end follows begin for the same item) */
+    __device__ int64_t width(const at &t) const {
+        const int64_t rows = t.e == m.n_expert ? m.n_ff_sh : m.n_ff;
+        return t.p0 < t.p1 && t.r < rows ? m.n_embd : 0;
+    }
+    __device__ int64_t row(int64_t i, const char **r) const {
+        at t = locate(i);
+        if (t.e == m.n_expert)
+            *r = t.mat ? m.up_sh + t.r * m.urb_sh : m.gate_sh + t.r * m.grb_sh;
+        else
+            *r = t.mat ? m.up + ((uint64_t)t.e * m.n_ff + t.r) * m.urb
+                       : m.gate + ((uint64_t)t.e * m.n_ff + t.r) * m.grb;
+        return width(t);
+    }
+    __device__ int64_t begin(int64_t i, const float **xs, int &nt) {
+        at t = cur = locate(i);
+        nt = t.p1 - t.p0;
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            xs[k] = x + (int64_t)(m.pairs[t.p0 + (k < nt ? k : 0)] / m.slots) * m.n_embd;
+        return width(t);
+    }
+    __device__ void end(int64_t, const float *acc, int nt) const {
+        if (threadIdx.x % WARP) return;
+        const at &t = cur;
+        float *h = t.mat ? hu : hg;
+        for (int k = 0; k < nt; k++)
+            h[(int64_t)m.pairs[t.p0 + k] * m.n_h + t.r] = acc[k];
+    }
+};
+
+template <int NT> struct moe_down_rows {
+    const expert_mats &m;
+    const float *h;
+    float *y;
+    int32_t y0;
+    int n_pg;
+    struct at {
+        int64_t e, r;
+        int32_t p0, p1;
+    };
+    __device__ at locate(int64_t i) const {
+        at t;
+        const uint32_t ui = (uint32_t)i, ne = (uint32_t)m.n_embd;
+        t.r = ui % ne;
+        const uint32_t rest = ui / ne;
+        const int pg = (int)(rest % (uint32_t)n_pg);
+        const int32_t *item = m.act + 1 + 3 * (y0 + (int32_t)(rest / (uint32_t)n_pg));
+        t.e = item[0];
+        t.p0 = item[1] + pg * NT;
+        t.p1 = t.p0 + NT < item[2] ? t.p0 + NT : item[2];
+        return t;
+    }
+    at cur;
+    __device__ int64_t width(const at &t) const {
+        return t.p0 < t.p1 ? (t.e == m.n_expert ? m.n_ff_sh : m.n_ff) : 0;
+    }
+    __device__ int64_t row(int64_t i, const char **r) const {
+        at t = locate(i);
+        *r = t.e == m.n_expert ? m.down_sh + t.r * m.drb_sh
+                               : m.down + ((uint64_t)t.e * m.n_embd + t.r) * m.drb;
+        return width(t);
+    }
+    __device__ int64_t begin(int64_t i, const float **xs, int &nt) {
+        at t = cur = locate(i);
+        nt = t.p1 - t.p0;
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            xs[k] = h + (int64_t)m.pairs[t.p0 + (k < nt ? k : 0)] * m.n_h;
+        return width(t);
+    }
+    __device__ void end(int64_t, const float *acc, int nt) const {
+        if (threadIdx.x % WARP) return;
+        const at &t = cur;
+        for (int k = 0; k < nt; k++)
+            y[(int64_t)m.pairs[t.p0 + k] * m.n_embd + t.r] = acc[k];
+    }
+};
+
+template <int TR, int TS, int NT>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, NT == 1 ? 3 : 2)
+    moe_up_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *hg, float *hu,
+                  int n_pg, int n_sh, unsigned blocks_r) {
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
+    const int warp = threadIdx.x / WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    const int32_t n_items = m.act[0];
+    const bool routed = blockIdx.x < blocks_r;
+    const int32_t y0 = routed ? 0 : n_items - n_sh, n_y = routed ? n_items - n_sh : n_sh;
+    moe_up_rows<NT> rows = {m, x, hg, hu, y0, n_pg, {}};
+    const int64_t total = (int64_t)n_y * 2 * n_pg * m.n_h;
+    const int64_t b = routed ? blockIdx.x : blockIdx.x - blocks_r;
+    const int64_t nb = routed ? blocks_r : gridDim.x - blocks_r;
+    if (routed)
+        mv_stream<TR, NT>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, m.g);
+    else
+        mv_stream<TS, NT>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, m.g);
+}
+
+template <int TR, int TS, int NT>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, NT == 1 ? 3 : 2)
+    moe_down_stream(GPU_GRID_CONST const expert_mats m, const float *h, float *y, int n_pg,
+                    int n_sh, unsigned blocks_r) {
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
+    const int warp = threadIdx.x / WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    const int32_t n_items = m.act[0];
+    const bool routed = blockIdx.x < blocks_r;
+    const int32_t y0 = routed ? 0 : n_items - n_sh, n_y = routed ? n_items - n_sh : n_sh;
+    moe_down_rows<NT> rows = {m, h, y, y0, n_pg, {}};
+    const int64_t total = (int64_t)n_y * n_pg * m.n_embd;
+    const int64_t b = routed ? blockIdx.x : blockIdx.x - blocks_r;
+    const int64_t nb = routed ? blocks_r : gridDim.x - blocks_r;
+    if (routed)
+        mv_stream<TR, NT>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, m.g);
+    else
+        mv_stream<TS, NT>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, m.g);
+}
+
+/* h[pair, r] = silu(min(g, c)) · clamp(u, ±c) over the rows of each pair's expert (hg = h). */
+__global__ void moe_swiglu_kernel(float *hg, const float *hu, int64_t n_pairs, int64_t n_h,
+                                  uint32_t k, uint32_t slots, int64_t n_ff, int64_t n_ff_sh,
+                                  float clamp_exp, float clamp_sh) {
+    const int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= n_pairs * n_h) return;
+    const int64_t p = id / n_h, r = id % n_h;
+    const bool shared = (uint32_t)(p % slots) >= k;
+    if (r >= (shared ? n_ff_sh : n_ff)) return;
+    const float c = shared ? clamp_sh : clamp_exp;
+    float a = hg[id], b = hu[id];
+    if (c > 0) {
+        a = a > c ? c : a;
+        b = b > c ? c : b < -c ? -c : b;
+    }
+    hg[id] = a / (1.0f + expf(-a)) * b;
+}
+
+/* Relative decoding cost per weight (for sharing blocks between routed and shared work). */
+static double moe_cost(uint32_t t) {
+    return t == HALO_TYPE_IQ2_XXS ? 2.5
+           : t == HALO_TYPE_Q2_K  ? 2.0
+           : t == HALO_TYPE_Q8_0  ? 1.0
+                                  : 1.5;
+}
+
+typedef struct moe_stream_plan {
+    int n_pg, n_sh;
+    unsigned blocks_r, blocks;
+} moe_stream_plan;
+
+static bool moe_stream_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt,
+                          const moe_stream_plan &sp, const expert_mats &m, const float *x,
+                          float *hg, float *hu) {
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
+#define UP_CASE(a, b)                                                                              \
+    if (tr == (a) && ts == (b)) {                                                                  \
+        static bool done1, done8;                                                                  \
+        if (nt == 1) {                                                                             \
+            if (!cu_smem_attr(be, moe_up_stream<a, b, 1>, smem, &done1, "moe")) return true;       \
+            moe_up_stream<a, b, 1><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(        \
+                m, x, hg, hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                      \
+        } else {                                                                                   \
+            if (!cu_smem_attr(be, moe_up_stream<a, b, 8>, smem, &done8, "moe")) return true;       \
+            moe_up_stream<a, b, 8><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(        \
+                m, x, hg, hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                      \
+        }                                                                                          \
+        return true;                                                                               \
+    }
+    MOE_GATE_UP_PAIRS(UP_CASE)
+#undef UP_CASE
+    return false;
+}
+
+static bool moe_stream_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt,
+                            const moe_stream_plan &sp, const expert_mats &m, const float *h,
+                            float *y) {
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
+#define DN_CASE(a, b)                                                                              \
+    if (tr == (a) && ts == (b)) {                                                                  \
+        static bool done1, done8;                                                                  \
+        if (nt == 1) {                                                                             \
+            if (!cu_smem_attr(be, moe_down_stream<a, b, 1>, smem, &done1, "moe")) return true;     \
+            moe_down_stream<a, b, 1><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(      \
+                m, h, y, sp.n_pg, sp.n_sh, sp.blocks_r);                                           \
+        } else {                                                                                   \
+            if (!cu_smem_attr(be, moe_down_stream<a, b, 8>, smem, &done8, "moe")) return true;     \
+            moe_down_stream<a, b, 8><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(      \
+                m, h, y, sp.n_pg, sp.n_sh, sp.blocks_r);                                           \
+        }                                                                                          \
+        return true;                                                                               \
+    }
+    MOE_DOWN_PAIRS(DN_CASE)
+#undef DN_CASE
+    return false;
+}
+#endif
 
 __global__ void moe_sum_kernel(const float *y, const float *weight, uint32_t slots, int64_t n_embd,
                                int64_t n_tok, float *out) {
@@ -367,11 +625,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     const uint32_t k = a->n_used, slots = k + (a->gate_sh ? 1 : 0);
     const int64_t n_pairs = n_tok * slots;
     if (be->failed || n_tok <= 0) return;
-    if (a->experts) { /* the engine refuses plans that stream on a GPU backend */
-        cu_check(be, op, "streamed experts (not supported on this backend yet)",
-                 cudaErrorInvalidValue);
-        return;
-    }
+    if (a->experts) return cu_moe_streamed(hbe, a); /* moe_stream.cu */
     uint32_t types[] = {a->gate_exps->type,
                         a->up_exps->type,
                         a->down_exps->type,
@@ -382,11 +636,17 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         if (!cu_type_supported(be, types[i], op)) return;
     if (a->probs_bias && !cu_float_only(be, a->probs_bias->type, op, "expert bias")) return;
     /* Scratch, in order: tokens, router scores, choice, weights, grouping, h, y. */
-    const uint64_t sizes[] = {
-        (uint64_t)n_tok * 4,   (uint64_t)(n_tok * n_expert) * 4, (uint64_t)(n_tok * k) * 4,
-        (uint64_t)n_pairs * 4, (uint64_t)(n_expert + 2) * 4,     (uint64_t)(n_expert + 1) * 4,
-        (uint64_t)n_pairs * 4, (uint64_t)(n_pairs * n_h) * 4,    (uint64_t)(n_pairs * n_embd) * 4,
-        (uint64_t)(n_expert + 2) * 4};
+    const uint64_t sizes[] = {(uint64_t)n_tok * 4,
+                              (uint64_t)(n_tok * n_expert) * 4,
+                              (uint64_t)(n_tok * k) * 4,
+                              (uint64_t)n_pairs * 4,
+                              (uint64_t)(n_expert + 2) * 4,
+                              (uint64_t)(n_expert + 1) * 4,
+                              (uint64_t)n_pairs * 4,
+                              (uint64_t)(n_pairs * n_h) * 4,
+                              (uint64_t)(n_pairs * n_embd) * 4,
+                              (uint64_t)(3 * (n_expert + 2 + n_pairs / MOE_ITEM) + 1) * 4,
+                              (uint64_t)(n_pairs * n_h) * 4};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         total += (sizes[i] + 255) & ~255ull;
@@ -402,15 +662,23 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     float *h = (float *)carve(&at, sizes[7]);
     float *y = (float *)carve(&at, sizes[8]);
     int32_t *act = (int32_t *)carve(&at, sizes[9]);
+    float *hu = (float *)carve(&at, sizes[10]);
 
-    if (a->tid2eid && !cu_upload(be, tokens, a->tokens, sizes[0], op)) return;
+    uint64_t mark[2];
+    cudaEvent_t ev = NULL;
+    const bool prof = be->prof != NULL;
+    if (prof) cu_prof_begin(be, mark, &ev);
+    cu_ints tok_small;
+    const int32_t *dtok = NULL;
+    memset(&tok_small, 0, sizeof tok_small);
+    if (a->tid2eid && !cu_ints_pass(be, tokens, a->tokens, n_tok, &tok_small, &dtok, op)) return;
     cu_matmul_launch(be, a->gate_inp->type, cu_ptr(a->gate_inp), n_embd, n_expert, 1, cu_f32(a->x),
                      n_embd, n_tok, scores, op);
     route_params rp = {scores,
                        a->probs_bias ? cu_ptr(a->probs_bias) : NULL,
                        a->probs_bias ? a->probs_bias->type : (uint32_t)HALO_TYPE_F32,
                        a->tid2eid ? (const int32_t *)cu_ptr(a->tid2eid) : NULL,
-                       tokens,
+                       dtok,
                        n_expert,
                        k,
                        slots,
@@ -418,12 +686,13 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                        a->norm_weights,
                        a->weights_scale,
                        sel,
-                       weight};
+                       weight,
+                       tok_small};
     if (be->failed) return;
     route_kernel<<<(unsigned)n_tok, 256, (size_t)n_expert * 9, be->stream>>>(rp);
     if (!CU_LAUNCHED(be, op, "route_kernel")) return;
-    group_kernel<<<1, 1024, 0, be->stream>>>(sel, n_pairs, k, slots, n_expert, first, fill, pairs,
-                                             act);
+    group_kernel<<<1, 1024, (size_t)(2 * n_expert + 3) * sizeof(int32_t), be->stream>>>(
+        sel, n_pairs, k, slots, n_expert, first, fill, pairs, act);
     if (!CU_LAUNCHED(be, op, "group_kernel")) return;
     /* Rows of h past an expert's width stay as they are: the down kernel reads only n_in. */
     expert_mats m = {cu_ptr(a->gate_exps),
@@ -456,14 +725,19 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                      cu_row_bytes(types[4], n_embd),
                      cu_row_bytes(types[5], n_ff_sh),
                      cu_grids_get(hbe)};
-    /* grid.y: the groups with pairs (at most one per pair), found on the device. */
-    const int64_t n_groups = n_pairs < n_expert + 1 ? n_pairs : n_expert + 1;
+    if (prof) {
+        cu_prof_end(be, CU_PROF_MOE_ROUTE, mark, ev);
+        cu_prof_begin(be, mark, &ev);
+    }
+    /* grid.y: the work items (groups with pairs, at most one per pair, split into runs of
+     * MOE_ITEM pairs), found on the device; a bound here. */
+    const int64_t n_groups = (n_pairs < n_expert + 1 ? n_pairs : n_expert + 1) + n_pairs / MOE_ITEM;
     /* Fast kernels when gate and up share a type, every matrix suits them (mv.cuh) and the
      * types are a pair they were built for; without a shared expert its type is the routed. */
     const bool sh = a->gate_sh != NULL;
     const uint32_t tr = types[0], ts = sh ? types[3] : types[0];
     const uint32_t tdr = types[2], tds = sh ? types[5] : types[2];
-    const bool fast_in = !be->naive && ((uintptr_t)cu_f32(a->x) & 15) == 0 && n_embd % 4 == 0 &&
+    const bool fast_ok = !be->naive && ((uintptr_t)cu_f32(a->x) & 15) == 0 && n_embd % 4 == 0 &&
                          n_h % 4 == 0 && types[0] == types[1] && (!sh || types[3] == types[4]) &&
                          mv_shape_ok(types[0], m.gate, m.grb, n_embd) &&
                          mv_shape_ok(types[1], m.up, m.urb, n_embd) &&
@@ -472,23 +746,77 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                                   mv_shape_ok(types[4], m.up_sh, m.urb_sh, n_embd) &&
                                   mv_shape_ok(types[5], m.down_sh, m.drb_sh, n_ff_sh)));
     const int nt = n_tok == 1 ? 1 : 8;
+#ifdef HALO_HIP
+    const bool fast_in = fast_ok;
     dim3 f1(cu_blocks(n_h, MOE_FAST_WARPS), (unsigned)n_groups);
-    if (fast_in && moe_fast_gate_up(be, tr, ts, nt, f1, m, cu_f32(a->x), h)) {
+    const bool up_fast = fast_in && moe_fast_gate_up(be, tr, ts, nt, f1, m, cu_f32(a->x), h);
+#else
+    /* Blocks as stay resident, shared between the routed experts' and the shared expert's
+     * items by their weight bytes times pair groups. */
+    moe_stream_plan sp;
+    {
+        const int64_t per = (int64_t)MOE_ITEM < n_tok ? (int64_t)MOE_ITEM : n_tok;
+        sp.n_pg = (int)((per + nt - 1) / nt);
+        sp.n_sh = sh ? (int)((n_tok + MOE_ITEM - 1) / MOE_ITEM) : 0;
+        /* (three resident a multiprocessor for one pair per group: 80 registers) */
+        sp.blocks = (unsigned)(be->sm_count > 0 ? be->sm_count : 132) * (nt == 1 ? 3 : 2);
+        const int64_t routed_pairs = n_tok * k;
+        const int64_t experts = routed_pairs < n_expert ? routed_pairs : n_expert;
+        /* Work of each part: with one pair per group (decode) the weights decoded times the
+         * type's decoding cost (the 2-bit formats take more instructions per byte than Q8_0;
+         * measured better than bytes); with groups of eight the bytes read times the pair
+         * groups (as measured before: the dots, not the decoding, dominate there). */
+        const double gr = (double)((routed_pairs / experts + nt - 1) / nt);
+        const double gs = (double)((n_tok + nt - 1) / nt);
+        const double wr = nt == 1 ? (double)n_ff * (double)n_embd * 2.0 * moe_cost(tr)
+                                  : (double)n_ff * (double)(m.grb + m.urb);
+        const double ws = !sh       ? 0.0
+                          : nt == 1 ? (double)n_ff_sh * (double)n_embd * 2.0 * moe_cost(ts)
+                                    : (double)n_ff_sh * (double)(m.grb_sh + m.urb_sh);
+        const double wr_all = wr * (double)experts * gr, ws_all = ws * gs;
+        unsigned bs = sh ? (unsigned)((double)sp.blocks * ws_all / (wr_all + ws_all) + 0.5) : 0;
+        if (sh && bs < 1) bs = 1;
+        if (bs >= sp.blocks) bs = sp.blocks - 1;
+        sp.blocks_r = sp.blocks - bs;
+    }
+    /* The streams index items in 32 bits. */
+    const bool fast_in = fast_ok && (double)n_groups * 2 * sp.n_pg * (double)(n_h + n_embd) < 2e9;
+    const bool up_fast = fast_in && moe_stream_up(be, tr, ts, nt, sp, m, cu_f32(a->x), h, hu);
+    if (up_fast) {
+        if (!CU_LAUNCHED(be, op, "moe_up_stream")) return;
+        moe_swiglu_kernel<<<cu_blocks(n_pairs * n_h, 256), 256, 0, be->stream>>>(
+            h, hu, n_pairs, n_h, k, slots, n_ff, n_ff_sh, a->clamp_exp, a->clamp_shexp);
+    }
+#endif
+    if (up_fast) {
         if (!CU_LAUNCHED(be, op, "gate_up_fast")) return;
     } else {
         dim3 g1(cu_blocks(n_h, MOE_WARPS), (unsigned)n_groups);
         gate_up_kernel<<<g1, MOE_WARPS * WARP, 0, be->stream>>>(m, cu_f32(a->x), h);
         if (!CU_LAUNCHED(be, op, "gate_up_kernel")) return;
     }
+    if (prof) {
+        cu_prof_end(be, CU_PROF_MOE_GATE_UP, mark, ev);
+        cu_prof_begin(be, mark, &ev);
+    }
+#ifdef HALO_HIP
     dim3 f2(cu_blocks(n_embd, MOE_FAST_WARPS), (unsigned)n_groups);
     if (fast_in && moe_fast_down(be, tdr, tds, nt, f2, m, h, y)) {
+#else
+    if (fast_in && moe_stream_down(be, tdr, tds, nt, sp, m, h, y)) {
+#endif
         if (!CU_LAUNCHED(be, op, "down_fast")) return;
     } else {
         dim3 g2(cu_blocks(n_embd, MOE_WARPS), (unsigned)n_groups);
         down_kernel<<<g2, MOE_WARPS * WARP, 0, be->stream>>>(m, h, y);
         if (!CU_LAUNCHED(be, op, "down_kernel")) return;
     }
+    if (prof) {
+        cu_prof_end(be, CU_PROF_MOE_DOWN, mark, ev);
+        cu_prof_begin(be, mark, &ev);
+    }
     moe_sum_kernel<<<cu_blocks(n_tok * n_embd, 256), 256, 0, be->stream>>>(y, weight, slots, n_embd,
                                                                            n_tok, cu_f32(a->out));
     CU_LAUNCHED(be, op, "moe_sum_kernel");
+    if (prof) cu_prof_end(be, CU_PROF_MOE_SUM, mark, ev);
 }

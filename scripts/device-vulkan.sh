@@ -9,7 +9,8 @@
 # shapes, and every golden model and sequence through the whole forward.
 #
 #   scripts/device-vulkan.sh fetch [DIR]   on a machine with apt: download the .deb files to DIR
-#                                           (default .carry/vulkan/debs, ~12 MB)
+#                                           (default .carry/vulkan/debs, ~12 MB; spirv-headers is
+#                                           for llama.cpp's Vulkan build, bench/vulkan/run.sh)
 #   scripts/device-vulkan.sh [DIR]         on the GPU machine: unpack, build, test; logs in $OUT
 #                                           (or /tmp/halo-out)
 #
@@ -27,7 +28,7 @@ prefix_pkgs=(libvulkan-dev glslc libshaderc1
              libncurses6 libncursesw6 libbsd-dev libmd-dev pkgconf pkgconf-bin libpkgconf3
              pkg-config libmicrohttpd-dev libmicrohttpd12 libgnutls30 libp11-kit0 libidn2-0
              libunistring2 libtasn1-6 libnettle8 libhogweed6 libgmp10 libffi8 libxxhash-dev
-             libxxhash0)
+             libxxhash0 spirv-headers)
 if [ "${1:-}" = fetch ]; then
     dir=${2:-.carry/vulkan/debs}
     mkdir -p "$dir/root" "$dir/prefix"

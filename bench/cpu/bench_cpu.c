@@ -1,6 +1,10 @@
 /* halo's CPU prefill and decode speed on a model, for comparison with llama-bench run the same
- * way (bench/cpu/run.sh). usage: bench_cpu MODEL [PROMPT_TOKENS] [DECODE_TOKENS] [THREADS]
- * Prints "pp<N> <tok/s>" and "tg<N> <tok/s>"; tokens are a fixed pseudo-random sequence. */
+ * way (bench/cpu/run.sh). usage: bench_cpu MODEL [PROMPT_TOKENS] [DECODE_TOKENS] [THREADS] [REPS]
+ * PROMPT_TOKENS may be a comma list (128,512). Each repetition prefills each prompt length in
+ * one batch into a fresh session ("pp<N> <tok/s>"),
+ * then decodes DECODE_TOKENS one at a time into another fresh session, from an empty context
+ * as llama-bench's tg test does ("tg<N> <tok/s>"); a phase of 0 tokens is skipped. The model is
+ * loaded once; tokens are a fixed pseudo-random sequence. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -13,44 +17,56 @@ static double now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static int fail(const halo_error *err) {
+    fprintf(stderr, "bench_cpu: %s\n", err->message);
+    return 1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL [PROMPT_TOKENS] [DECODE_TOKENS] [THREADS]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL [PROMPT_TOKENS] [DECODE_TOKENS] [THREADS] [REPS]\n",
+                argv[0]);
         return 2;
     }
-    uint32_t pp = argc > 2 ? (uint32_t)atoi(argv[2]) : 512;
+    uint32_t pps[8], n_pp = 0, pp = 0;
+    for (char *c = argc > 2 ? argv[2] : "512"; *c && n_pp < 8; c += *c == ',') {
+        pps[n_pp] = (uint32_t)strtoul(c, &c, 10);
+        if (pps[n_pp] > pp) pp = pps[n_pp];
+        n_pp += pps[n_pp] > 0;
+        if (*c && *c != ',') break;
+    }
     uint32_t tg = argc > 3 ? (uint32_t)atoi(argv[3]) : 32;
     uint32_t threads = argc > 4 ? (uint32_t)atoi(argv[4]) : 0;
+    int reps = argc > 5 ? atoi(argv[5]) : 1;
     halo_engine_params p = {.model_path = argv[1], .threads = threads};
     halo_engine *e = NULL;
-    halo_session *s = NULL;
     halo_error err;
     double t0 = now();
-    if (halo_engine_open(&p, &e, &err) || halo_session_create(e, pp + tg, &s, &err)) {
-        fprintf(stderr, "bench_cpu: %s\n", err.message);
-        return 1;
-    }
-    double t_load = now() - t0;
+    if (halo_engine_open(&p, &e, &err)) return fail(&err);
+    printf("load %.2f s\n", now() - t0);
     uint32_t V = halo_engine_n_vocab(e);
-    int32_t *tok = malloc((pp + tg) * sizeof *tok);
+    int32_t *tok = malloc((pp + tg + 1) * sizeof *tok);
     for (uint32_t i = 0; i < pp + tg; i++) tok[i] = (int32_t)((i * 2654435761u) % V);
-    t0 = now();
-    if (halo_session_eval(s, tok, pp, false, &err)) {
-        fprintf(stderr, "bench_cpu: %s\n", err.message);
-        return 1;
-    }
-    double t_pp = now() - t0;
-    t0 = now();
-    for (uint32_t i = 0; i < tg; i++)
-        if (halo_session_eval(s, tok + pp + i, 1, false, &err)) {
-            fprintf(stderr, "bench_cpu: %s\n", err.message);
-            return 1;
+    for (int r = 0; r < reps; r++) {
+        halo_session *s = NULL;
+        for (uint32_t k = 0; k < n_pp; k++) {
+            if (halo_session_create(e, pps[k], &s, &err)) return fail(&err);
+            t0 = now();
+            if (halo_session_eval(s, tok, pps[k], false, &err)) return fail(&err);
+            printf("pp%u %.2f tok/s\n", pps[k], pps[k] / (now() - t0));
+            halo_session_free(s);
         }
-    double t_tg = now() - t0;
-    printf("load %.2f s\npp%u %.2f tok/s\ntg%u %.2f tok/s\n", t_load, pp, pp / t_pp, tg,
-           tg / t_tg);
+        if (tg) {
+            if (halo_session_create(e, tg, &s, &err)) return fail(&err);
+            t0 = now();
+            for (uint32_t i = 0; i < tg; i++)
+                if (halo_session_eval(s, tok + pp + i, 1, false, &err)) return fail(&err);
+            printf("tg%u %.2f tok/s\n", tg, tg / (now() - t0));
+            halo_session_free(s);
+        }
+        fflush(stdout);
+    }
     free(tok);
-    halo_session_free(s);
     halo_engine_close(e);
     return 0;
 }

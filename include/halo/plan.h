@@ -110,6 +110,8 @@ halo_status halo_size_parse(const char *s, uint64_t *out, halo_error *err);
 
 typedef struct halo_plan_options {
     uint64_t n_ctx;        /* context tokens; 0 = 32768 or the model's context_length if less */
+    uint32_t n_seq;        /* sequences held at once, n_ctx tokens of state each (server
+                            * slots); 0 = 1 */
     uint32_t n_batch;      /* tokens per forward (scratch estimate); 0 = 512 */
     uint32_t kv_elem_size; /* bytes per KV element; 0 = 4 (f32, the CPU backend's) */
     halo_backend_kind backend;

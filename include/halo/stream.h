@@ -26,6 +26,11 @@ typedef struct halo_stream_stats {
     double read_seconds; /* time waiting for reads */
     bool direct;         /* O_DIRECT reads (the page cache is bypassed) */
     const char *reader;  /* "io_uring" or "threads" */
+    /* Prefetch (docs/streaming.md): misses whose reads had not ended when their layer needed
+     * them (the rest were read while something else computed), experts read ahead of their
+     * layer, and of those the ones their layer then asked for. */
+    uint64_t waited, prefetched, prefetch_used;
+    uint64_t predicted, predicted_used; /* of the prefetched, those read on a guess (predict) */
 } halo_stream_stats;
 
 /* False when the engine's experts are resident (nothing streams). */

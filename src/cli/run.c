@@ -11,9 +11,11 @@
 
 #include "cli/cli.h"
 #include "cli/cli_cache.h"
+#include "cli/load_progress.h"
 #include "cli/run.h"
 #include "core/threadpool.h"
 #include "halo/halo.h"
+#include "halo/load.h"
 #include "halo/sample.h"
 #include "halo/text.h"
 
@@ -234,7 +236,7 @@ int cli_load(const char *cmd, cli_common *c, cli_model *m) {
     halo_engine_params ep = {.model_path = c->model, .threads = c->threads, .n_ctx = m->n_ctx,
                              .backend = c->backend};
     cli_stream_params(&c->stream, &ep);
-    if (halo_engine_open(&ep, &m->engine, &err)) {
+    if (halo_engine_open_progress(&ep, cli_load_progress, (void *)cmd, &m->engine, &err)) {
         fprintf(stderr, "halo %s: %s\n", cmd, err.message);
         return 1;
     }

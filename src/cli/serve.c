@@ -8,8 +8,12 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_cache.h"
+#include "cli/load_progress.h"
 #include "cli/run.h"
 #include "cli/stream_opts.h"
+#include "halo/load.h"
+#include "serve/admit.h"
 #include "serve/serve.h"
 
 static void usage(FILE *out) {
@@ -32,6 +36,8 @@ static void usage(FILE *out) {
         "  --max-conn N          concurrent connections (default 256)\n"
         "  --keepalive S         SSE comment after S idle seconds (default 5)\n"
         "  --alias NAME          the model id /v1/models lists (default: file name)\n"
+        "  --cache-ram SIZE      prefix cache in RAM: ended requests' states, for any slot\n"
+        "  --kv-dir DIR [--kv-dir-size SIZE]  prefix cache on disk (kept across restarts)\n"
         "  --threads N           CPU threads (default: one per core)\n"
         "  --backend B           cpu|cuda|auto, as for halo run (default cpu)\n" CLI_STREAM_USAGE
         "  --tokenizer GGUF      take the tokenizer and chat format from another GGUF (for\n"
@@ -84,6 +90,7 @@ int cli_serve(int argc, char **argv) {
                             .max_conn = 256,
                             .keepalive_s = 5};
     uint32_t n_slots = 1, queue = 64, port = 8080, conns = 256, keepalive = 5;
+    cli_cache cc = {0};
     const char *key_file = NULL, *alias = NULL, *tokenizer = NULL;
     char *key = NULL;
     for (int i = 1; i < argc; i++) {
@@ -94,6 +101,7 @@ int cli_serve(int argc, char **argv) {
             return 0;
         }
         int sr = cli_stream_option("serve", argc, argv, &i, &c.stream);
+        if (!sr) sr = cli_cache_option("serve", argc, argv, &i, &cc);
         if (sr < 0) {
             free(key);
             return 2;
@@ -192,16 +200,23 @@ int cli_serve(int argc, char **argv) {
     halo_error err = {0};
     uint16_t bound = 0;
     rc = 1;
+    halo_engine_params ep = {
+        .model_path = c.model, .threads = c.threads, .n_ctx = m.n_ctx, .backend = c.backend};
+    cli_stream_params(&c.stream, &ep);
+    /* Every slot's context planned before anything listens or loads. */
+    char planned[256];
+    if (serve_admit(&ep, n_slots, m.n_ctx, planned, sizeof planned, &err)) {
+        fprintf(stderr, "halo serve: %s\n", err.message);
+        goto done;
+    }
+    if (*planned) fprintf(stderr, "halo serve: %s\n", planned);
     if (serve_http_start(&hp, &http, &bound, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);
         goto done;
     }
     fprintf(stderr, "halo serve: listening on http://%s:%u (loading %s)\n", hp.host, bound,
             c.model);
-    halo_engine_params ep = {
-        .model_path = c.model, .threads = c.threads, .n_ctx = m.n_ctx, .backend = c.backend};
-    cli_stream_params(&c.stream, &ep);
-    if (halo_engine_open(&ep, &m.engine, &err)) {
+    if (halo_engine_open_progress(&ep, cli_load_progress, "serve", &m.engine, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);
         goto done;
     }
@@ -210,8 +225,13 @@ int cli_serve(int argc, char **argv) {
         fprintf(stderr, "halo serve: %s: the tokenizer has more tokens than the model\n", c.model);
         goto done;
     }
-    serve_sched_params sp = {
-        .engine = m.engine, .tok = m.tok, .n_slots = n_slots, .n_ctx = m.n_ctx, .queue_max = queue};
+    if (cli_cache_open("serve", &cc, m.engine)) goto done;
+    serve_sched_params sp = {.engine = m.engine,
+                             .tok = m.tok,
+                             .n_slots = n_slots,
+                             .n_ctx = m.n_ctx,
+                             .queue_max = queue,
+                             .cache = cc.cache};
     if (serve_sched_start(&sp, &sched, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);
         goto done;
@@ -227,6 +247,7 @@ done:
     /* Connections first (their sockets close, so waiting requests cancel), then the slots. */
     serve_http_stop(http);
     serve_sched_stop(sched);
+    cli_cache_close(&cc); /* after the slots' last states went in; waits for disk writes */
     cli_close(&m);
     free(name);
     free(key);

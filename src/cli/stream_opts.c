@@ -51,8 +51,11 @@ void cli_stream_report(const char *cmd, const halo_engine *e, bool final) {
         if (*s.note) fprintf(stderr, "halo %s: NOTE: %s\n", cmd, s.note);
         return;
     }
-    fprintf(stderr, "experts: %llu chosen, hit rate %.1f%%, %.2f GiB read in %.2f s (%.2f GB/s)\n",
+    fprintf(stderr,
+            "experts: %llu chosen, hit rate %.1f%%, %.2f GiB read, %llu of %llu misses waited on "
+            "(%llu read ahead) for %.2f s\n",
             (unsigned long long)s.requests,
             s.requests ? 100.0 * (double)s.hits / (double)s.requests : 0.0, gib(s.bytes_read),
-            s.read_seconds, s.read_seconds > 0 ? (double)s.bytes_read / s.read_seconds / 1e9 : 0);
+            (unsigned long long)s.waited, (unsigned long long)s.misses,
+            (unsigned long long)s.prefetch_used, s.read_seconds);
 }

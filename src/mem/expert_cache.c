@@ -1,12 +1,10 @@
 /* The expert cache (see expert_cache.h): slots in one host mapping, a policy from
- * expert_slots.c, and a pool of reader threads that reads a round's misses together. */
+ * expert_slots.c, reads in flight from expert_reads.c; resolve hands a batch its experts, and
+ * prefetch starts reads for experts known to be needed before their layer runs. */
 #include "mem/expert_cache.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,62 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-
-#ifdef HALO_HAVE_URING
-#include <liburing.h>
-#define RING_DEPTH 64
-#endif
-
-#define BLOCK 4096u
-#define MAX_READERS 64
-
-typedef struct read_job {
-    int32_t slot;
-    uint32_t layer, expert, shard;
-    const char *tensor;
-    uint8_t *dst;
-    uint64_t off, len; /* block-aligned file range */
-    uint64_t need;     /* the expert's bytes end here (file offset) */
-    int error;         /* errno, or -1 for a short read */
-    bool done;
-    uint64_t got;
-} read_job;
-
-struct halo_expert_cache {
-    const halo_gguf *g;
-    halo_expert_layer *layers;
-    uint32_t n_layer, n_expert;
-    uint64_t region[3]; /* byte offset of gate, up, down inside a slot */
-    uint64_t slot_bytes;
-    uint8_t *mem;
-    uint64_t mem_bytes;
-    halo_buf *buf;
-    halo_expert_slots slots;
-    halo_expert_source *sources;
-    uint32_t n_shards;
-    int *fd_direct, *fd_buf;
-    atomic_bool direct_failed;
-    bool direct;
-
-    /* reader pool: jobs[next..n_jobs) are waiting; the caller waits for n_done == n_jobs */
-    pthread_t threads[MAX_READERS];
-    uint32_t n_threads;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_work, cv_done;
-    read_job *jobs;
-    uint64_t max_jobs;
-    uint64_t piece; /* largest single read */
-    uint32_t n_jobs, next, n_done;
-    bool stop;
-
-    atomic_uint_fast64_t reads_issued, fail_at;
-#ifdef HALO_HAVE_URING
-    struct io_uring ring;
-    bool have_ring;
-#endif
-    halo_expert_stats st;
-    FILE *trace;
-};
+#include "mem/expert_cache_internal.h"
 
 static double now(void) {
     struct timespec t;
@@ -81,173 +24,21 @@ static uint64_t align_up(uint64_t v) {
     return (v + BLOCK - 1) / BLOCK * BLOCK;
 }
 
-/* ---- reads -------------------------------------------------------------------------------- */
+/* ---- loads -------------------------------------------------------------------------------- */
 
-/* Counts a read and applies the test fault: true when this read is to fail. */
-static bool injected_fault(halo_expert_cache *c, read_job *j) {
-    uint64_t idx = atomic_fetch_add(&c->reads_issued, 1) + 1;
-    if (idx != atomic_load(&c->fail_at)) return false;
-    j->error = EIO;
-    j->done = true;
-    return true;
-}
-
-/* A read's end: short reads past the expert's bytes are errors; buffered reads drop their
- * pages (keeps the page cache from holding streamed experts). */
-static void finish_read(halo_expert_cache *c, read_job *j, int fd) {
-    j->done = true;
-    if (!j->error && j->off + j->got < j->need) j->error = -1;
-    if (fd == c->fd_buf[j->shard])
-        posix_fadvise(fd, (off_t)j->off, (off_t)j->len, POSIX_FADV_DONTNEED);
-}
-
-static void do_read(halo_expert_cache *c, read_job *j) {
-    if (injected_fault(c, j)) return;
-    int fd = c->fd_direct[j->shard] >= 0 && !atomic_load(&c->direct_failed) ? c->fd_direct[j->shard]
-                                                                            : c->fd_buf[j->shard];
-    uint64_t got = 0;
-    while (got < j->len) {
-        ssize_t n = pread(fd, j->dst + got, j->len - got, (off_t)(j->off + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EINVAL && fd == c->fd_direct[j->shard]) {
-            atomic_store(&c->direct_failed, true); /* O_DIRECT taken at open, not for reads */
-            fd = c->fd_buf[j->shard];
-            continue;
-        }
-        if (n < 0) {
-            j->error = errno;
-            return;
-        }
-        if (n == 0) break;
-        got += (uint64_t)n;
-    }
-    j->got = got;
-    finish_read(c, j, fd);
-}
-
-/* Takes and runs waiting jobs; the caller holds c->mu and keeps it on return. */
-static void drain(halo_expert_cache *c) {
-    while (c->next < c->n_jobs) {
-        read_job *j = &c->jobs[c->next++];
-        pthread_mutex_unlock(&c->mu);
-        do_read(c, j);
-        pthread_mutex_lock(&c->mu);
-        if (++c->n_done == c->n_jobs) pthread_cond_broadcast(&c->cv_done);
-    }
-}
-
-static void *reader(void *arg) {
-    halo_expert_cache *c = arg;
-    pthread_mutex_lock(&c->mu);
-    while (!c->stop) {
-        drain(c);
-        if (!c->stop) pthread_cond_wait(&c->cv_work, &c->mu);
-    }
-    pthread_mutex_unlock(&c->mu);
-    return NULL;
-}
-
-#ifdef HALO_HAVE_URING
-/* io_uring: the calling thread queues every read of the round (up to RING_DEPTH in flight) and
- * reaps completions, with no thread to wake: on a busy machine, waking reader threads cost tens
- * of milliseconds per round (bench/stream/RESULTS.md). */
-static int job_fd(halo_expert_cache *c, const read_job *j) {
-    return c->fd_direct[j->shard] >= 0 && !atomic_load(&c->direct_failed) ? c->fd_direct[j->shard]
-                                                                          : c->fd_buf[j->shard];
-}
-
-static bool queue_read(halo_expert_cache *c, read_job *j, uint32_t index) {
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
-    if (!sqe) return false;
-    io_uring_prep_read(sqe, job_fd(c, j), j->dst + j->got, (unsigned)(j->len - j->got),
-                       j->off + j->got);
-    io_uring_sqe_set_data64(sqe, index);
-    return true;
-}
-
-static void run_jobs_ring(halo_expert_cache *c, uint32_t n) {
-    uint32_t next = 0, in_flight = 0;
-    while (next < n || in_flight) {
-        while (next < n && in_flight < RING_DEPTH) {
-            read_job *j = &c->jobs[next];
-            if (injected_fault(c, j)) {
-                next++;
-                continue;
-            }
-            if (!queue_read(c, j, next)) break;
-            next++;
-            in_flight++;
-        }
-        if (io_uring_submit(&c->ring) < 0 && !in_flight) break;
-        if (!in_flight) continue;
-        struct io_uring_cqe *cqe;
-        int r = io_uring_wait_cqe(&c->ring, &cqe);
-        if (r == -EINTR) continue;
-        if (r < 0) { /* the ring broke: every unfinished read fails (its slot is dropped) */
-            for (uint32_t i = 0; i < n; i++)
-                if (!c->jobs[i].done) c->jobs[i].error = -r;
-            return;
-        }
-        read_job *j = &c->jobs[io_uring_cqe_get_data64(cqe)];
-        int res = cqe->res;
-        io_uring_cqe_seen(&c->ring, cqe);
-        in_flight--;
-        int fd = job_fd(c, j);
-        if (res == -EINVAL && fd == c->fd_direct[j->shard]) {
-            atomic_store(&c->direct_failed, true); /* O_DIRECT refused: buffered from now */
-            res = -EAGAIN;
-        }
-        if (res == -EAGAIN || res == -EINTR || (res > 0 && j->got + (uint64_t)res < j->len)) {
-            if (res > 0) j->got += (uint64_t)res;
-            if (queue_read(c, j, (uint32_t)(j - c->jobs))) {
-                in_flight++;
-                continue;
-            }
-            do_read(c, j); /* no queue entry free: read the rest here */
-            continue;
-        }
-        if (res < 0)
-            j->error = -res;
-        else
-            j->got += (uint64_t)res; /* res == 0: end of file */
-        finish_read(c, j, job_fd(c, j));
-    }
-}
-#endif
-
-static void run_jobs(halo_expert_cache *c, uint32_t n) {
-#ifdef HALO_HAVE_URING
-    if (c->have_ring) {
-        run_jobs_ring(c, n);
-        return;
-    }
-#endif
-    pthread_mutex_lock(&c->mu);
-    c->n_jobs = n;
-    c->next = c->n_done = 0;
-    pthread_cond_broadcast(&c->cv_work);
-    drain(c);
-    while (c->n_done < c->n_jobs)
-        pthread_cond_wait(&c->cv_done, &c->mu);
-    c->n_jobs = c->next = c->n_done = 0;
-    pthread_mutex_unlock(&c->mu);
-}
-
-/* ---- resolve ------------------------------------------------------------------------------ */
-
-/* One expert matrix's read, split into pieces of at most c->piece bytes (1 MiB) so that even a
- * single miss keeps several reads in flight (an NVMe reaches its bandwidth only with queue depth).
- */
-static void add_job(halo_expert_cache *c, uint32_t *n, int32_t slot, uint32_t layer,
-                    uint32_t expert, int mat) {
+/* The jobs of one expert matrix's read, split into pieces of at most c->piece bytes (1 MiB) so
+ * that even a single miss keeps several reads in flight (an NVMe reaches its bandwidth only
+ * with queue depth). */
+static void add_jobs(halo_expert_cache *c, int32_t slot, uint32_t layer, uint32_t expert, int mat) {
     const halo_expert_layer *L = &c->layers[layer];
     const halo_gguf_tensor *t = mat == 0 ? L->gate : mat == 1 ? L->up : L->down;
     uint64_t per = t->n_bytes / (uint64_t)t->ne[2];
     uint64_t off = t->file_offset + (uint64_t)expert * per;
     uint64_t start = off / BLOCK * BLOCK, end = align_up(off + per);
     uint8_t *dst = c->mem + (uint64_t)slot * c->slot_bytes + c->region[mat];
+    slot_load *ld = &c->ld[slot];
     for (uint64_t at = start; at < end; at += c->piece) {
-        read_job *j = &c->jobs[(*n)++];
+        read_job *j = &c->jobs[(uint64_t)slot * c->pps + ld->n_jobs++];
         memset(j, 0, sizeof *j);
         j->slot = slot;
         j->layer = layer;
@@ -261,6 +52,77 @@ static void add_job(halo_expert_cache *c, uint32_t *n, int32_t slot, uint32_t la
     }
 }
 
+/* Puts (layer, expert) in slot (a victim, emptied) and starts its reads without waiting. */
+static void start_load(halo_expert_cache *c, int32_t slot, uint32_t layer, uint32_t expert,
+                       bool prefetch, bool spec) {
+    halo_expert_slots_assign(&c->slots, slot, layer, expert);
+    slot_load *L = &c->ld[slot];
+    L->n_jobs = 0;
+    for (int mat = 0; mat < 3; mat++)
+        add_jobs(c, slot, layer, expert, mat);
+    atomic_store(&L->pending, L->n_jobs);
+    L->loading = L->miss = true;
+    L->reserved = L->prefetch = prefetch;
+    L->spec = spec;
+    L->waited = false;
+    L->bad = -1;
+    halo_expert_slots_hold(&c->slots, slot, true);
+    c->loading[c->n_loading++] = slot;
+    if (prefetch) c->st.prefetched++;
+    if (spec) c->st.predicted++;
+    halo_xc_queue_slot(c, slot);
+}
+
+/* Empties a slot whose reads ended (a failed load, so nothing half-read stays). */
+static void drop_slot(halo_expert_cache *c, int32_t slot) {
+    halo_expert_slots_drop(&c->slots, slot);
+    halo_expert_slots_hold(&c->slots, slot, false);
+    slot_load *L = &c->ld[slot];
+    L->reserved = L->miss = L->prefetch = L->spec = L->waited = false;
+    L->bad = -1;
+}
+
+static halo_status load_error(halo_expert_cache *c, int32_t slot, halo_error *err) {
+    read_job bad = c->jobs[(uint64_t)slot * c->pps + (uint32_t)c->ld[slot].bad];
+    drop_slot(c, slot);
+    const char *path = halo_gguf_shard_path(c->g, bad.shard);
+    if (bad.error < 0)
+        return halo_fail(err, HALO_E_TRUNCATED,
+                         "%s: tensor %s, expert %u: the file ends at %llu but the expert's "
+                         "bytes run to %llu (file changed or truncated)",
+                         path, bad.tensor, bad.expert, (unsigned long long)(bad.off + bad.got),
+                         (unsigned long long)bad.need);
+    return halo_fail(err, HALO_E_IO, "%s: reading tensor %s, expert %u at offset %llu: %s", path,
+                     bad.tensor, bad.expert, (unsigned long long)bad.off, strerror(bad.error));
+}
+
+/* Lets go of every prefetch reservation (slots still reading stay held until they end). */
+static void release_reservations(halo_expert_cache *c) {
+    for (uint32_t slot = 0; slot < c->slots.n_slots; slot++) {
+        slot_load *L = &c->ld[slot];
+        if (!L->reserved) continue;
+        L->reserved = false;
+        if (!L->loading) halo_expert_slots_hold(&c->slots, (int32_t)slot, false);
+    }
+}
+
+/* A slot for a miss of layer: the policy's victim; when every slot is pinned by this call,
+ * held by a prefetch or still reading and nothing else is ready, the reservations go and the
+ * reads are waited for, so a batch always makes progress. */
+static int32_t victim(halo_expert_cache *c, uint32_t layer, bool stuck) {
+    int32_t slot = halo_expert_slots_victim(&c->slots, layer);
+    if (slot >= 0 || !stuck) return slot;
+    release_reservations(c);
+    slot = halo_expert_slots_victim(&c->slots, layer);
+    if (slot >= 0) return slot;
+    double t0 = now();
+    halo_xc_drain(c);
+    c->st.read_seconds += now() - t0;
+    return halo_expert_slots_victim(&c->slots, layer);
+}
+
+/* ---- resolve ------------------------------------------------------------------------------ */
+
 static halo_tensor view_of(const halo_expert_cache *c, int32_t slot, uint32_t layer,
                            uint32_t expert, int mat) {
     const halo_expert_layer *L = &c->layers[layer];
@@ -273,6 +135,27 @@ static halo_tensor view_of(const halo_expert_cache *c, int32_t slot, uint32_t la
     return v;
 }
 
+static int32_t slot_of(const halo_expert_cache *c, uint32_t layer, int32_t id) {
+    return halo_expert_slots_find(&c->slots, layer, (uint32_t)id);
+}
+
+/* Moves the experts of loading[0..*n_loading) whose reads ended to ready. */
+static void collect(halo_expert_cache *c, uint32_t layer, int32_t *ready, uint32_t *n_ready,
+                    int32_t *loading, uint32_t *n_loading) {
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < *n_loading; i++) {
+        if (c->ld[slot_of(c, layer, loading[i])].loading)
+            loading[kept++] = loading[i];
+        else
+            ready[(*n_ready)++] = loading[i];
+    }
+    *n_loading = kept;
+}
+
+/* The backend's call (backend.h): the experts of ids it may compute now first. Cached ones are
+ * ready at once; the misses' reads all start together; with overlap the ready ones go back
+ * before the misses' reads end (the backend computes them and the shared expert meanwhile and
+ * calls again for the rest, handed out once all their reads have ended), else all together. */
 static halo_status resolve(const halo_expert_source *src, int32_t *ids, uint32_t n,
                            halo_expert_view *views, uint32_t *n_ready, halo_error *err) {
     halo_expert_cache *c = src->impl;
@@ -285,71 +168,155 @@ static halo_status resolve(const halo_expert_source *src, int32_t *ids, uint32_t
         if (ids[i] < 0 || (uint32_t)ids[i] >= c->n_expert)
             return halo_fail(err, HALO_E_BAD_VALUE, "%s: routing chose expert %d of %u",
                              c->layers[layer].gate->name, ids[i], c->n_expert);
-    if (c->trace) {
+    /* The rest of a batch the last call handed back in part is not a new request. */
+    bool rest = layer == c->cont_layer && n == c->cont_left;
+    c->cont_left = 0;
+    if (c->trace && !rest) {
         fprintf(c->trace, "%u", layer);
         for (uint32_t i = 0; i < n; i++)
             fprintf(c->trace, " %d", ids[i]);
         fputc('\n', c->trace);
     }
     halo_expert_slots *s = &c->slots;
+    halo_xc_settle(c);
     halo_expert_slots_new_round(s);
-    /* Hits first, so a round never evicts an expert this batch still needs. */
-    uint32_t ready = 0;
+    /* Cached experts first (ready, or their reads in flight), pinned so that this call's
+     * misses never evict them; then slots for the misses. */
+    int32_t *ready = c->scratch, *loading = ready + c->n_expert, *absent = loading + c->n_expert;
+    uint32_t nr = 0, nl = 0, na = 0;
     for (uint32_t i = 0; i < n; i++) {
-        int32_t slot = halo_expert_slots_find(s, layer, (uint32_t)ids[i]);
-        if (slot < 0) continue;
-        int32_t tmp = ids[ready];
-        ids[ready++] = ids[i];
-        ids[i] = tmp;
+        int32_t slot = slot_of(c, layer, ids[i]);
+        if (slot < 0) {
+            absent[na++] = ids[i];
+            continue;
+        }
         halo_expert_slots_use(s, slot);
+        slot_load *L = &c->ld[slot];
+        L->reserved = false; /* asked for: the prefetch's reservation has done its job */
+        if (!L->loading) halo_expert_slots_hold(s, slot, false);
+        if (L->loading)
+            loading[nl++] = ids[i];
+        else
+            ready[nr++] = ids[i];
     }
-    c->st.hits += ready;
-    uint32_t hits = ready, n_jobs = 0;
-    for (; ready < n; ready++) {
-        int32_t slot = halo_expert_slots_victim(s, layer);
+    uint32_t started = 0;
+    for (; started < na; started++) {
+        int32_t slot = victim(c, layer, nr + nl == 0);
         if (slot < 0) break;
-        halo_expert_slots_assign(s, slot, layer, (uint32_t)ids[ready]);
-        for (int mat = 0; mat < 3; mat++)
-            add_job(c, &n_jobs, slot, layer, (uint32_t)ids[ready], mat);
+        start_load(c, slot, layer, (uint32_t)absent[started], false, false);
+        loading[nl++] = absent[started];
     }
-    c->st.requests += ready;
-    c->st.misses += ready - hits;
-    if (n_jobs) {
+    /* Two rounds at most: what is ready, then all the rest. Each round costs the backend's
+     * thread wake-ups, tens of milliseconds on a busy machine (bench/stream/RESULTS.md), so
+     * the rest is not handed out piece by piece as reads end. */
+    if (nl && (!c->overlap || nr == 0 || rest)) {
         double t0 = now();
-        run_jobs(c, n_jobs);
+        int32_t *slots = c->scratch + 3 * (uint64_t)c->n_expert;
+        for (uint32_t i = 0; i < nl; i++)
+            slots[i] = slot_of(c, layer, loading[i]);
+        halo_xc_wait(c, slots, nl, true);
         c->st.read_seconds += now() - t0;
-        c->st.reads += n_jobs;
-        const read_job *bad = NULL;
-        for (uint32_t i = 0; i < n_jobs; i++) {
-            c->st.bytes_read += c->jobs[i].got;
-            if (c->jobs[i].error && !bad) bad = &c->jobs[i];
-        }
-        if (bad) {
-            /* Nothing half-read stays in the cache: every slot of this round's misses is
-             * emptied, so a retry reads them again. */
-            for (uint32_t i = 0; i < n_jobs; i++)
-                halo_expert_slots_drop(s, c->jobs[i].slot);
-            const char *path = halo_gguf_shard_path(c->g, bad->shard);
-            if (bad->error < 0)
-                return halo_fail(err, HALO_E_TRUNCATED,
-                                 "%s: tensor %s, expert %u: the file ends at %llu but the "
-                                 "expert's bytes run to %llu (file changed or truncated)",
-                                 path, bad->tensor, bad->expert,
-                                 (unsigned long long)(bad->off + bad->got),
-                                 (unsigned long long)bad->need);
-            return halo_fail(err, HALO_E_IO, "%s: reading tensor %s, expert %u at offset %llu: %s",
-                             path, bad->tensor, bad->expert, (unsigned long long)bad->off,
-                             strerror(bad->error));
-        }
+    } else if (nl) {
+        halo_xc_settle(c); /* whatever has arrived meanwhile goes in this round too */
     }
-    for (uint32_t i = 0; i < ready; i++) {
-        int32_t slot = halo_expert_slots_find(s, layer, (uint32_t)ids[i]);
+    collect(c, layer, ready, &nr, loading, &nl);
+    for (uint32_t i = 0; i < nr; i++) {
+        int32_t slot = slot_of(c, layer, ready[i]);
+        if (c->ld[slot].bad >= 0) return load_error(c, slot, err);
+    }
+    /* ids: ready | reading | not started (a later call: the cache holds no more at once). */
+    memcpy(ids, ready, nr * sizeof *ids);
+    memcpy(ids + nr, loading, nl * sizeof *ids);
+    memmove(ids + nr + nl, absent + started, (na - started) * sizeof *ids);
+    for (uint32_t i = 0; i < nr; i++) {
+        int32_t slot = slot_of(c, layer, ids[i]);
+        slot_load *L = &c->ld[slot];
+        c->st.requests++;
+        if (L->miss)
+            c->st.misses++;
+        else
+            c->st.hits++;
+        c->st.waited += L->waited;
+        c->st.prefetch_used += L->prefetch;
+        c->st.predicted_used += L->spec;
+        L->miss = L->prefetch = L->spec = L->waited = false;
         views[i].gate = view_of(c, slot, layer, (uint32_t)ids[i], 0);
         views[i].up = view_of(c, slot, layer, (uint32_t)ids[i], 1);
         views[i].down = view_of(c, slot, layer, (uint32_t)ids[i], 2);
     }
-    *n_ready = ready;
+    if (nr < n) {
+        c->cont_layer = layer;
+        c->cont_left = n - nr;
+    }
+    *n_ready = nr;
     return HALO_OK;
+}
+
+/* ---- prefetch ----------------------------------------------------------------------------- */
+
+void halo_expert_cache_step(halo_expert_cache *c) {
+    halo_xc_settle(c);
+    halo_expert_slots_new_round(&c->slots);
+    c->cont_left = 0;
+    for (uint32_t slot = 0; slot < c->slots.n_slots; slot++) {
+        slot_load *L = &c->ld[slot];
+        bool reserved = L->reserved;
+        L->reserved = false; /* a slot still reading stays held until its reads end */
+        if (L->loading) continue;
+        if (L->bad >= 0) {
+            drop_slot(c, (int32_t)slot); /* a failed read nobody asked for: read it again */
+            continue;
+        }
+        if (reserved) halo_expert_slots_hold(&c->slots, (int32_t)slot, false);
+        if (L->prefetch) c->st.prefetch_unused++; /* cached now: a later ask is a hit */
+        if (L->prefetch) L->miss = false;
+        L->prefetch = L->spec = false;
+    }
+}
+
+void halo_expert_cache_drain(halo_expert_cache *c) {
+    double t0 = now();
+    halo_xc_drain(c);
+    c->st.read_seconds += now() - t0;
+}
+
+static uint32_t prefetch(halo_expert_cache *c, uint32_t layer, const int32_t *ids, uint32_t n,
+                         bool spec) {
+    if (layer >= c->n_layer || !c->layers[layer].gate) return 0;
+    halo_xc_settle(c);
+    /* At most a layer's share of the slots, so prefetches never crowd out the layers that
+     * run before theirs. */
+    uint32_t budget = c->n_streamed ? c->slots.n_slots / c->n_streamed : c->slots.n_slots;
+    uint32_t taken = 0, started = 0;
+    if (!budget) budget = 1;
+    memset(c->mark, 0, c->n_expert);
+    for (uint32_t i = 0; i < n && taken < budget; i++) {
+        if (ids[i] < 0 || (uint32_t)ids[i] >= c->n_expert || c->mark[ids[i]]) continue;
+        c->mark[ids[i]] = 1;
+        int32_t slot = slot_of(c, layer, ids[i]);
+        if (slot >= 0) { /* cached: kept until its layer asks for it */
+            c->ld[slot].reserved = true;
+            halo_expert_slots_hold(&c->slots, slot, true);
+            taken++;
+            continue;
+        }
+        slot = halo_expert_slots_victim(&c->slots, layer);
+        if (slot < 0) break;
+        start_load(c, slot, layer, (uint32_t)ids[i], true, spec);
+        taken++;
+        started++;
+    }
+    return started;
+}
+
+uint32_t halo_expert_cache_prefetch(halo_expert_cache *c, uint32_t layer, const int32_t *ids,
+                                    uint32_t n) {
+    return prefetch(c, layer, ids, n, false);
+}
+
+uint32_t halo_expert_cache_predict(halo_expert_cache *c, uint32_t layer, const int32_t *ids,
+                                   uint32_t n) {
+    return prefetch(c, layer, ids, n, true);
 }
 
 /* ---- setup -------------------------------------------------------------------------------- */
@@ -419,6 +386,7 @@ halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer
         if (c->n_expert && (uint32_t)m[0]->ne[2] != c->n_expert)
             st = halo_fail(err, HALO_E_BAD_VALUE, "expert cache: layers differ in expert count");
         c->n_expert = (uint32_t)m[0]->ne[2];
+        c->n_streamed++;
     }
     /* HALO_TEST_READ_PIECE (a multiple of 4 KiB) makes tests split tiny experts too. */
     const char *piece = getenv("HALO_TEST_READ_PIECE");
@@ -439,12 +407,22 @@ halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer
         !halo_expert_slots_init(&c->slots, n_layer, c->n_expert, (uint32_t)n_slots, o->policy))
         st = halo_fail(err, HALO_E_NOMEM, "expert cache: out of memory");
     if (!st) {
-        uint64_t pieces = 0;
+        /* A fixed set of jobs per slot; the queue holds each job at most once. */
+        uint32_t pieces = 0;
         for (int k = 0; k < 3; k++)
-            pieces += (cap[k] + c->piece - 1) / c->piece;
-        c->max_jobs = n_slots * pieces;
-        c->jobs = malloc((size_t)c->max_jobs * sizeof *c->jobs);
-        if (!c->jobs) st = halo_fail(err, HALO_E_NOMEM, "expert cache: out of memory");
+            pieces += (uint32_t)((cap[k] + c->piece - 1) / c->piece);
+        c->pps = pieces;
+        c->q_cap = n_slots * pieces;
+        c->jobs = malloc((size_t)c->q_cap * sizeof *c->jobs);
+        c->queue = malloc((size_t)c->q_cap * sizeof *c->queue);
+        c->ld = calloc((size_t)n_slots, sizeof *c->ld);
+        c->loading = malloc((size_t)n_slots * sizeof *c->loading);
+        c->scratch = malloc((size_t)c->n_expert * 4 * sizeof *c->scratch);
+        c->mark = malloc(c->n_expert);
+        if (!c->jobs || !c->queue || !c->ld || !c->loading || !c->scratch || !c->mark)
+            st = halo_fail(err, HALO_E_NOMEM, "expert cache: out of memory");
+        for (uint64_t i = 0; !st && i < n_slots; i++)
+            c->ld[i].bad = -1;
     }
     if (!st) {
         /* Exactly the admitted bytes: what the plan printed is what is mapped. */
@@ -473,21 +451,8 @@ halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer
         if (c->fd_direct[s] < 0) c->direct = false;
         posix_fadvise(c->fd_buf[s], 0, 0, POSIX_FADV_RANDOM);
     }
-#ifdef HALO_HAVE_URING
-    /* io_uring unless refused (a seccomp filter, an old kernel) or HALO_STREAM_READER=threads. */
-    const char *rd = getenv("HALO_STREAM_READER");
-    if (!st && !(rd && !strcmp(rd, "threads")))
-        c->have_ring = io_uring_queue_init(RING_DEPTH, &c->ring, 0) == 0;
-    c->st.reader = c->have_ring ? "io_uring" : "threads";
-    uint32_t readers = c->have_ring ? 1 : o->readers ? o->readers : 8;
-#else
-    c->st.reader = "threads";
-    uint32_t readers = o->readers ? o->readers : 8;
-#endif
-    if (readers > MAX_READERS) readers = MAX_READERS;
-    /* The calling thread reads too: readers - 1 helpers. */
-    for (uint32_t i = 1; !st && i < readers; i++)
-        if (pthread_create(&c->threads[c->n_threads], NULL, reader, c) == 0) c->n_threads++;
+    c->overlap = !o->no_overlap;
+    if (!st) halo_xc_readers_start(c, o->readers);
     const char *fail = getenv("HALO_TEST_FAIL_READ");
     atomic_init(&c->reads_issued, 0);
     atomic_init(&c->fail_at, fail && *fail ? strtoull(fail, NULL, 10) : 0);
@@ -506,20 +471,12 @@ halo_status halo_expert_cache_create(const halo_gguf *g, const halo_expert_layer
 
 void halo_expert_cache_free(halo_expert_cache *c) {
     if (!c) return;
-    pthread_mutex_lock(&c->mu);
-    c->stop = true;
-    pthread_cond_broadcast(&c->cv_work);
-    pthread_mutex_unlock(&c->mu);
-    for (uint32_t i = 0; i < c->n_threads; i++)
-        pthread_join(c->threads[i], NULL);
+    halo_xc_readers_stop(c); /* waits for reads in flight: they write into c->mem */
     for (uint32_t s = 0; c->fd_buf && c->fd_direct && s < c->n_shards; s++) {
         if (c->fd_buf[s] >= 0) close(c->fd_buf[s]);
         if (c->fd_direct[s] >= 0) close(c->fd_direct[s]);
     }
     if (c->trace) fclose(c->trace);
-#ifdef HALO_HAVE_URING
-    if (c->have_ring) io_uring_queue_exit(&c->ring);
-#endif
     if (c->mem) munmap(c->mem, c->mem_bytes);
     halo_expert_slots_free(&c->slots);
     pthread_mutex_destroy(&c->mu);
@@ -528,6 +485,11 @@ void halo_expert_cache_free(halo_expert_cache *c) {
     free(c->fd_buf);
     free(c->fd_direct);
     free(c->jobs);
+    free(c->queue);
+    free(c->ld);
+    free(c->loading);
+    free(c->scratch);
+    free(c->mark);
     free(c->layers);
     free(c->sources);
     free(c);

@@ -32,6 +32,7 @@ typedef struct halo_expert_cache_options {
     uint64_t bytes;   /* memory for the cache: the plan's admitted size, allocated as is */
     uint32_t readers; /* reader threads; 0 = 8 */
     bool no_direct;   /* never O_DIRECT */
+    bool no_overlap;  /* resolve waits for all of a batch's misses before handing any out */
     halo_expert_policy policy;
 } halo_expert_cache_options;
 
@@ -39,6 +40,12 @@ typedef struct halo_expert_stats {
     uint64_t requests, hits, misses; /* experts asked for, found, read */
     uint64_t reads, bytes_read;      /* file reads (3 per miss) and their bytes */
     double read_seconds;             /* wall time spent waiting for reads */
+    uint64_t waited;                 /* experts handed out after waiting for their reads */
+    uint64_t prefetched;             /* experts read by a prefetch */
+    uint64_t prefetch_used;          /* of those, asked for by their layer */
+    uint64_t prefetch_unused;        /* of those, not asked for in their step */
+    uint64_t predicted;              /* of the prefetched, read on a prediction */
+    uint64_t predicted_used;         /* of those, asked for by their layer */
     uint64_t bytes_allocated;        /* the cache's memory (the plan's admitted size) */
     uint64_t slot_bytes;
     uint32_t slots;
@@ -60,6 +67,24 @@ void halo_expert_cache_bind(halo_expert_cache *c, halo_buf *buf);
 
 /* The expert source of one layer, for halo_moe_args.experts (valid while the cache lives). */
 const halo_expert_source *halo_expert_cache_source(const halo_expert_cache *c, uint32_t layer);
+
+/* Prefetch. A step (one forward pass) begins: prefetch reservations of the last step that were
+ * not asked for are let go, and slots whose reads failed unasked are emptied. Call it before
+ * the step's prefetches, never while a backend holds views of the last resolve. */
+void halo_expert_cache_step(halo_expert_cache *c);
+/* Starts reading the experts ids[0..n) of layer that the cache does not hold, without waiting,
+ * and keeps them (and the ones it holds) from eviction until the layer's resolve asks for them
+ * or the next step begins. At most the layer's share of the slots; ids out of range are
+ * skipped. Returns how many reads it started. Read errors surface in the resolve that asks for
+ * the expert (an expert never asked for is read again when it is). */
+uint32_t halo_expert_cache_prefetch(halo_expert_cache *c, uint32_t layer, const int32_t *ids,
+                                    uint32_t n);
+/* The same for experts a prediction names (they may not be asked for): counted apart, as
+ * predicted and predicted_used. */
+uint32_t halo_expert_cache_predict(halo_expert_cache *c, uint32_t layer, const int32_t *ids,
+                                   uint32_t n);
+/* Waits until no read is in flight (counted as time waiting for reads). */
+void halo_expert_cache_drain(halo_expert_cache *c);
 
 void halo_expert_cache_stats(const halo_expert_cache *c, halo_expert_stats *out);
 

@@ -20,7 +20,8 @@ bool halo_expert_slots_init(halo_expert_slots *s, uint32_t n_layer, uint32_t n_e
     s->freq = calloc(n_slots ? n_slots : 1, sizeof *s->freq);
     s->pin = calloc(n_slots ? n_slots : 1, sizeof *s->pin);
     s->per_layer = calloc(n_layer ? n_layer : 1, sizeof *s->per_layer);
-    if (!s->where || !s->key || !s->last || !s->freq || !s->pin || !s->per_layer) {
+    s->hold = calloc(n_slots ? n_slots : 1, sizeof *s->hold);
+    if (!s->where || !s->key || !s->last || !s->freq || !s->pin || !s->per_layer || !s->hold) {
         halo_expert_slots_free(s);
         return false;
     }
@@ -39,6 +40,7 @@ void halo_expert_slots_free(halo_expert_slots *s) {
     free(s->freq);
     free(s->pin);
     free(s->per_layer);
+    free(s->hold);
     memset(s, 0, sizeof *s);
 }
 
@@ -80,7 +82,7 @@ int32_t halo_expert_slots_victim(halo_expert_slots *s, uint32_t layer) {
                 return slot;
             continue;
         }
-        if (s->pin[i] == s->round) continue;
+        if (s->pin[i] == s->round || s->hold[i]) continue;
         if (best < 0 || worse(s, slot, best)) best = slot;
         uint32_t l = (uint32_t)(s->key[i] / s->n_expert);
         if (l == layer && (best_own < 0 || worse(s, slot, best_own))) best_own = slot;

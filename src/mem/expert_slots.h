@@ -23,6 +23,8 @@ typedef struct halo_expert_slots {
     uint32_t *freq;      /* [n_slots] decayed use count */
     uint64_t *pin;       /* [n_slots] round it is pinned in (in use by the backend) */
     uint32_t *per_layer; /* [n_layer] slots held per layer */
+    uint8_t *hold;       /* [n_slots] never a victim while set: reads in flight, or prefetched
+                          * and not yet asked for (the expert cache sets and clears it) */
     uint64_t tick, round, uses_since_decay;
 } halo_expert_slots;
 
@@ -51,6 +53,11 @@ int32_t halo_expert_slots_victim(halo_expert_slots *s, uint32_t layer);
 
 /* Puts (layer, expert) in slot (emptied by halo_expert_slots_victim), used and pinned. */
 void halo_expert_slots_assign(halo_expert_slots *s, int32_t slot, uint32_t layer, uint32_t expert);
+
+/* Keeps a slot from being chosen as a victim (on) or lets it be again (off). */
+static inline void halo_expert_slots_hold(halo_expert_slots *s, int32_t slot, bool on) {
+    s->hold[slot] = on;
+}
 
 /* Empties a slot (its load failed). */
 void halo_expert_slots_drop(halo_expert_slots *s, int32_t slot);

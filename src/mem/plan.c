@@ -298,7 +298,7 @@ static void place_all(const model_sum *s, const halo_machine *m, halo_plan *p) {
     const bool gpu = o->backend != HALO_BACKEND_CPU;
     budget b;
     setup_pools(m, o, p, &b);
-    p->context_bytes = halo_mem_context_bytes(&s->hp, o->n_ctx, o->kv_elem_size);
+    p->context_bytes = halo_mem_context_bytes(&s->hp, o->n_ctx, o->kv_elem_size) * o->n_seq;
     p->scratch_bytes = halo_mem_scratch_bytes(&s->hp, o->n_ctx, o->n_batch);
 
     /* Rule 1: hot state first. */
@@ -307,7 +307,12 @@ static void place_all(const model_sum *s, const halo_machine *m, halo_plan *p) {
     halo_plan_group *ctx = add_group(p, HALO_ROLE_CONTEXT, -1, p->context_bytes, 0);
     if (!place(p, &b, ctx, hot, n_hot)) {
         char what[96];
-        snprintf(what, sizeof what, "context state for %llu tokens", (unsigned long long)o->n_ctx);
+        if (o->n_seq > 1)
+            snprintf(what, sizeof what, "context state for %u sequences of %llu tokens", o->n_seq,
+                     (unsigned long long)o->n_ctx);
+        else
+            snprintf(what, sizeof what, "context state for %llu tokens",
+                     (unsigned long long)o->n_ctx);
         refuse_group(p, &b, ctx, hot, n_hot, what);
     }
     halo_plan_group *scr = add_group(p, HALO_ROLE_SCRATCH, -1, p->scratch_bytes, 0);
@@ -501,6 +506,22 @@ static void find_fixes(const model_sum *s, const halo_machine *m, halo_plan *p) 
     }
     o = p->options;
 
+    /* Fewer sequences (server slots) of the requested context. */
+    o.n_seq = 1;
+    if (p->options.n_seq > 1 && fits(s, m, &o, tmp)) {
+        uint32_t lo = 1, hi = p->options.n_seq; /* lo fits, hi does not */
+        while (hi - lo > 1) {
+            o.n_seq = lo + (hi - lo) / 2;
+            if (fits(s, m, &o, tmp))
+                lo = o.n_seq;
+            else
+                hi = o.n_seq;
+        }
+        fix(p, "-np %u: the most slots of %llu tokens that fit (requested %u)", lo,
+            (unsigned long long)p->options.n_ctx, p->options.n_seq);
+    }
+    o = p->options;
+
     /* The kernel parameter that raises the GPU-visible limit, when that is the binding pool. */
     if (m->gpu_vendor == HALO_GPU_AMD && m->gpu_integrated && o.backend != HALO_BACKEND_CPU) {
         halo_machine big = *m;
@@ -567,6 +588,7 @@ halo_status halo_plan_build(const halo_gguf *g, const halo_machine *m,
         o.n_ctx =
             s->hp.n_ctx_train && s->hp.n_ctx_train < DEFAULT_CTX ? s->hp.n_ctx_train : DEFAULT_CTX;
     if (!o.n_batch) o.n_batch = DEFAULT_BATCH;
+    if (!o.n_seq) o.n_seq = 1;
     if (!o.kv_elem_size) o.kv_elem_size = 4;
     if (!o.host_reserve)
         o.host_reserve = m->host_total / 32 > HALO_GIB ? m->host_total / 32 : HALO_GIB;

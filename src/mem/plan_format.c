@@ -130,7 +130,10 @@ char *halo_plan_format_text(const halo_plan *p) {
             i = j - 1;
             continue;
         }
-        if (g->role == HALO_ROLE_CONTEXT)
+        if (g->role == HALO_ROLE_CONTEXT && o->n_seq > 1)
+            snprintf(what, sizeof what, "context state (%u x %llu tokens)", o->n_seq,
+                     (unsigned long long)o->n_ctx);
+        else if (g->role == HALO_ROLE_CONTEXT)
             snprintf(what, sizeof what, "context state (%llu tokens)",
                      (unsigned long long)o->n_ctx);
         else
@@ -194,6 +197,7 @@ char *halo_plan_format_json(const halo_plan *p) {
     cJSON_AddStringToObject(opt, "backend", halo_backend_name(p->options.backend));
     cJSON_AddStringToObject(opt, "weights", halo_weights_name(p->options.weights));
     add_num(opt, "ctx", (double)p->options.n_ctx);
+    add_num(opt, "seq", (double)p->options.n_seq);
     add_num(opt, "batch", p->options.n_batch);
     add_num(opt, "kv_elem_size", p->options.kv_elem_size);
     add_num(opt, "host_reserve", (double)p->options.host_reserve);

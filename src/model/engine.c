@@ -7,15 +7,18 @@
 #include "backend/vulkan/vulkan.h"
 #include "core/error.h"
 #include "mem/stream.h"
+#include "halo/load.h"
 #include "model/engine_internal.h"
+#include "model/engine_place.h"
 #include "model/synthetic.h"
 #include "model/validate.h"
 
 /* Admission: plan the model and n_ctx positions of state on this machine before allocating
  * anything, so a model that cannot fit is refused with the planner's reason instead of being
  * killed by the OOM killer halfway through loading. The plan (caller frees) says which pool
- * each tensor goes to; routed experts it leaves on disk stream through the expert cache (CPU
- * backend only for now) when the caller allows it (weights "auto" or "stream"). */
+ * each tensor goes to; routed experts it leaves on disk stream through the expert cache (on a
+ * GPU, into the GPU's own cache above it) when the caller allows it (weights "auto" or
+ * "stream"). */
 static halo_status admit(const halo_engine_params *params, const halo_gguf *g,
                          const halo_hparams *hp, halo_backend_kind backend, halo_plan **out,
                          halo_error *err) {
@@ -48,15 +51,13 @@ static halo_status admit(const halo_engine_params *params, const halo_gguf *g,
         st = halo_fail(err, HALO_E_NOMEM, "%s: refused before loading: %s%s%s", params->model_path,
                        plan->reason, plan->n_fixes ? "; fix: " : "",
                        plan->n_fixes ? plan->fixes[0] : "");
-    else if (streams && (!may_stream || backend != HALO_BACKEND_CPU))
-        st = halo_fail(
-            err, HALO_E_UNSUPPORTED,
-            "%s: %.2f GiB of weights do not fit in memory here (machine: %s) and "
-            "would have to stream from disk, %s (`halo plan -m %s` shows the plan)",
-            params->model_path, (double)plan->weight_bytes / (double)(1ull << 30), m.name,
-            backend != HALO_BACKEND_CPU ? "which only the CPU backend does yet"
-                                        : "which needs weights \"auto\" or \"stream\" (--weights)",
-            params->model_path);
+    else if (streams && !may_stream)
+        st = halo_fail(err, HALO_E_UNSUPPORTED,
+                       "%s: %.2f GiB of weights do not fit in memory here (machine: %s) and "
+                       "would have to stream from disk, which needs weights \"auto\" or \"stream\" "
+                       "(--weights; `halo plan -m %s` shows the plan)",
+                       params->model_path, (double)plan->weight_bytes / (double)(1ull << 30),
+                       m.name, params->model_path);
     if (st) {
         halo_plan_free(plan);
         return st;
@@ -136,93 +137,69 @@ static halo_status place_one(halo_weight *w, void *user, halo_error *err) {
     return HALO_OK;
 }
 
-/* ---- a GPU backend: the plan's pools ------------------------------------------------------
- * Every tensor is read once into the loader's host arena; tensors the plan puts in device or
- * managed memory are then copied into one buffer per pool, and the gpu-host ones stay where the
- * loader put them, the arena's range pinned and mapped for the GPU (cudaHostRegister). With no
- * gpu-host tensor the arena is freed once copied. */
-
-typedef struct gpu_place {
-    halo_engine *e;
-    halo_buf **buf; /* per tensor (gguf order) */
-    uint64_t *off;
-} gpu_place;
-
-static halo_status bind_one(halo_weight *w, void *user, halo_error *err) {
-    gpu_place *g = user;
-    uint64_t i = (uint64_t)(w->src - halo_gguf_tensor_at(g->e->gguf, 0));
-    if (!g->buf[i])
-        return halo_fail(err, HALO_E_NOT_FOUND, "tensor '%s' was not placed", w->src->name);
-    w->t.buf = g->buf[i];
-    w->t.offset = g->off[i];
-    return HALO_OK;
-}
-
-static halo_status place_on_gpu(halo_engine *e, const halo_plan *plan, halo_error *err) {
-    const halo_backend_ops *op = e->be->ops;
-    uint64_t n = halo_gguf_tensor_count(e->gguf), used[HALO_POOL_COUNT] = {0};
-    gpu_place g = {
-        .e = e, .buf = calloc(n + 1, sizeof *g.buf), .off = calloc(n + 1, sizeof *g.off)};
-    halo_buf *pool_buf[HALO_POOL_COUNT] = {0};
-    const unsigned char *lo = NULL, *hi = NULL; /* the gpu-host tensors' range in the arena */
-    halo_status st = g.buf && g.off ? HALO_OK : halo_fail(err, HALO_E_NOMEM, "out of memory");
-    for (uint64_t i = 0; !st && i < n; i++) {
-        const halo_gguf_tensor *t = halo_gguf_tensor_at(e->gguf, i);
-        const unsigned char *p = halo_mem_arena_tensor(e->arena, i);
-        uint8_t pool = plan->tensor_pool[i];
-        if (!p) continue;
-        if (pool == HALO_POOL_GPU_HOST || pool == HALO_POOL_HOST) {
-            lo = !lo || p < lo ? p : lo;
-            hi = !hi || p + t->n_bytes > hi ? p + t->n_bytes : hi;
-        } else {
-            g.off[i] = used[pool];
-            used[pool] += (t->n_bytes + 255) & ~255ull;
-        }
+/* Reads (or makes) the weights into the plan's pools, reporting progress through the meter:
+ * the CPU computes on the host arena; a GPU backend gets its device and managed tensors straight
+ * from the file (engine_place_gpu.c) and the arena only for what it reads from host memory.
+ * Streamed experts stay on disk and go through the expert cache (src/mem/stream.c). */
+static halo_status load_weights(halo_engine *e, const halo_engine_params *params,
+                                const halo_plan *plan, halo_backend_kind kind, bool synth,
+                                halo_load_meter *meter, halo_error *err) {
+    const bool streams = halo_stream_planned(plan), gpu = kind != HALO_BACKEND_CPU;
+    uint64_t n = halo_gguf_tensor_count(e->gguf), all = 0, arena_bytes = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (plan->tensor_pool[i] != HALO_POOL_DISK) all += halo_gguf_tensor_at(e->gguf, i)->n_bytes;
+    clock_gettime(CLOCK_MONOTONIC, &meter->t0);
+    meter->total = all;
+    halo_status st = HALO_OK;
+    if (synth) {
+        halo_load_meter_next(meter, all);
+        st = halo_synth_fill_arena(params->model_path, e->gguf, e->arena, params->threads,
+                                   halo_load_meter_report, meter, err);
+    } else {
+        uint8_t *pools = gpu ? halo_engine_arena_pools(e->gguf, plan, &arena_bytes) : NULL;
+        if (gpu && !pools) return halo_fail(err, HALO_E_NOMEM, "out of memory");
+        halo_load_options lo = {.progress = halo_load_meter_report, .user = meter};
+        halo_load_meter_next(meter, gpu ? arena_bytes : all);
+        st = halo_mem_arena_load(e->gguf,
+                                 gpu       ? pools
+                                 : streams ? plan->tensor_pool
+                                           : NULL,
+                                 &lo, &e->arena, NULL, err);
+        free(pools);
+        if (gpu) halo_load_meter_next(meter, halo_engine_gpu_bytes(e->gguf, plan));
     }
-    for (int k = 0; !st && k < HALO_POOL_COUNT; k++) {
-        if (!used[k]) continue;
-        st = op->buf_alloc_pool(e->be, (uint32_t)k, used[k], &pool_buf[k], err);
-        if (st)
-            halo_error_prefix(
-                err, "weights in the %s pool (%.2f GiB): ", halo_pool_name((halo_pool_kind)k),
-                (double)used[k] / (double)(1ull << 30));
+    if (!st) {
+        e->tensor_bufs = calloc(n + 8, sizeof *e->tensor_bufs);
+        if (!e->tensor_bufs) st = halo_fail(err, HALO_E_NOMEM, "out of memory");
+    }
+    /* HALO_TEST_DEVICE_EXPERTS=1 puts the GPU's two-level expert cache on the CPU backend too,
+     * so its logic is tested where there is no GPU (tests/mem/test_expert_device.c). */
+    const bool two_level = gpu || getenv("HALO_TEST_DEVICE_EXPERTS");
+    if (!st && streams)
+        st = two_level ? halo_engine_stream_gpu(e, plan, err)
+                       : halo_stream_create(e->gguf, &e->w, plan, e->be, &e->stream, err);
+    if (!st) {
+        if (!gpu)
+            st = halo_weights_for_each(&e->w, place_one, e, err);
         else
-            e->tensor_bufs[e->n_bufs++] = pool_buf[k];
+            st = halo_engine_place_gpu(e, plan, meter, err);
     }
-    halo_buf *arena_buf = NULL;
-    if (!st && lo) {
-        st = op->buf_wrap_host(e->be, (void *)lo, (uint64_t)(hi - lo), &arena_buf, err);
-        if (st)
-            halo_error_prefix(err, "weights in GPU-visible host memory: ");
-        else
-            e->tensor_bufs[e->n_bufs++] = arena_buf;
+    /* The bar ends at 100 % even when the last phase had nothing to read. */
+    if (!st && meter->fn && !meter->finished) {
+        meter->finished = true;
+        halo_load_progress done = {all, all, 0};
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        done.seconds = (double)(now.tv_sec - meter->t0.tv_sec) +
+                       (double)(now.tv_nsec - meter->t0.tv_nsec) * 1e-9;
+        meter->fn(&done, meter->user);
     }
-    for (uint64_t i = 0; !st && i < n; i++) {
-        const halo_gguf_tensor *t = halo_gguf_tensor_at(e->gguf, i);
-        const unsigned char *p = halo_mem_arena_tensor(e->arena, i);
-        uint8_t pool = plan->tensor_pool[i];
-        if (!p) continue;
-        if (pool == HALO_POOL_GPU_HOST || pool == HALO_POOL_HOST) {
-            g.buf[i] = arena_buf;
-            g.off[i] = (uint64_t)(p - lo);
-        } else {
-            g.buf[i] = pool_buf[pool];
-            st = op->buf_write(e->be, pool_buf[pool], g.off[i], p, t->n_bytes, err);
-            if (st) halo_error_prefix(err, "tensor '%s': ", t->name);
-        }
-    }
-    if (!st) st = halo_weights_for_each(&e->w, bind_one, &g, err);
-    /* Everything was copied out of the arena: give its host memory back. */
-    if (!st && !lo) {
-        halo_mem_arena_free(e->arena);
-        e->arena = NULL;
-    }
-    free(g.buf);
-    free(g.off);
     return st;
 }
 
-halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out, halo_error *err) {
+halo_status halo_engine_open_progress(const halo_engine_params *params,
+                                      halo_load_progress_fn progress, void *user, halo_engine **out,
+                                      halo_error *err) {
     *out = NULL;
     halo_status st = check_backend(params, err);
     if (st) return st;
@@ -248,26 +225,8 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
      * its generator draws distinct in-range rows by construction (test_model_synthetic). */
     if (!st && !synth && (st = halo_model_validate(e->gguf, &e->hp, &e->w, err)))
         halo_error_prefix(err, "%s: ", params->model_path);
-    /* Each tensor is read once into the host arena: the CPU backend computes there; a GPU
-     * backend copies what the plan puts in its memory and maps the rest. Streamed experts stay
-     * on disk and go through the expert cache (src/mem/stream.c). */
-    bool streams = !st && halo_stream_planned(plan);
-    if (!st && synth)
-        st = halo_synth_fill_arena(params->model_path, e->gguf, e->arena, params->threads, NULL,
-                                   NULL, err);
-    else if (!st)
-        st = halo_mem_arena_load(e->gguf, streams ? plan->tensor_pool : NULL, NULL, &e->arena, NULL,
-                                 err);
-    if (!st && streams) st = halo_stream_create(e->gguf, &e->w, plan, e->be, &e->stream, err);
-    if (!st) {
-        e->tensor_bufs = calloc(halo_gguf_tensor_count(e->gguf) + 8, sizeof *e->tensor_bufs);
-        if (!e->tensor_bufs)
-            st = halo_fail(err, HALO_E_NOMEM, "out of memory");
-        else if (kind == HALO_BACKEND_CPU)
-            st = halo_weights_for_each(&e->w, place_one, e, err);
-        else
-            st = place_on_gpu(e, plan, err);
-    }
+    halo_load_meter meter = {.fn = progress, .user = user};
+    if (!st) st = load_weights(e, params, plan, kind, synth, &meter, err);
     halo_plan_free(plan);
     if (st) {
         halo_engine_close(e);
@@ -277,6 +236,10 @@ halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out
     return HALO_OK;
 }
 
+halo_status halo_engine_open(const halo_engine_params *params, halo_engine **out, halo_error *err) {
+    return halo_engine_open_progress(params, NULL, NULL, out, err);
+}
+
 void halo_engine_close(halo_engine *e) {
     if (!e) return;
     halo_engine_step_free(e);
@@ -284,6 +247,7 @@ void halo_engine_close(halo_engine *e) {
     for (uint32_t i = 0; i < e->n_bufs; i++)
         e->be->ops->buf_free(e->be, e->tensor_bufs[i]);
     free(e->tensor_bufs);
+    halo_engine_stream_gpu_free(e);
     halo_stream_free(e->stream, e->be);
     if (e->be) e->be->ops->destroy(e->be);
     halo_mem_arena_free(e->arena);

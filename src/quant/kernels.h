@@ -4,6 +4,7 @@
 #ifndef HALO_QUANT_KERNELS_H
 #define HALO_QUANT_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef void (*halo_dequant_fn)(const void *src, float *dst, int64_t n);
@@ -88,6 +89,15 @@ float halo_dot_q6_K_avx512(int64_t n, const void *w, const void *act);
 float halo_dot_f32_avx512(int64_t n, const void *w, const void *act);
 float halo_dot_f16_avx512(int64_t n, const void *w, const void *act);
 float halo_dot_bf16_avx512(int64_t n, const void *w, const void *act);
+/* gemm_avx512.c: tiled products (gemm.h), bit-identical to the level's dot per pair */
+#define HALO_DECLARE_GEMM(name)                                                                    \
+    void halo_gemm_##name##_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,         \
+                                   const void *const *act, int nt, float *const *y)
+HALO_DECLARE_GEMM(q8_0);
+HALO_DECLARE_GEMM(q2_K);
+HALO_DECLARE_GEMM(iq2_xxs);
+HALO_DECLARE_GEMM(q4_K);
+HALO_DECLARE_GEMM(mxfp4);
 #endif
 
 #endif

@@ -102,7 +102,8 @@ static halo_quant_level detect_level(void) {
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !has_f16c())
         return HALO_QUANT_SCALAR;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+        __builtin_cpu_supports("bmi2")) /* every AVX-512 CPU has it; gemm_avx512.c uses it */
         return HALO_QUANT_AVX512;
     return HALO_QUANT_AVX2;
 #else

@@ -297,7 +297,9 @@ static void tool_id(const char *msg_id, unsigned index, char *out, size_t size) 
     snprintf(out, size, "toolu_%s%u", us ? us + 1 : msg_id, index);
 }
 
-static cJSON *block_json(const serve_event *e, const char *msg_id, bool with_body) {
+/* A content block; a tool_use block's input is parsed from args (NULL: {}). */
+static cJSON *block_json(const serve_event *e, const char *msg_id, bool with_body,
+                         const char *args) {
     cJSON *b = cJSON_CreateObject();
     if (e->kind == SERVE_EV_TOOL) {
         char id[96];
@@ -305,7 +307,7 @@ static cJSON *block_json(const serve_event *e, const char *msg_id, bool with_bod
         cJSON_AddStringToObject(b, "type", "tool_use");
         cJSON_AddStringToObject(b, "id", id);
         cJSON_AddStringToObject(b, "name", e->name);
-        cJSON *input = with_body ? cJSON_Parse(e->text) : NULL;
+        cJSON *input = with_body && args ? serve_args_json(args) : NULL;
         cJSON_AddItemToObject(b, "input", input ? input : cJSON_CreateObject());
     } else if (e->kind == SERVE_EV_REASONING) {
         cJSON_AddStringToObject(b, "type", "thinking");
@@ -346,14 +348,19 @@ void serve_anthropic_reply(const serve_request *req, const serve_reply *reply, s
     sbuf acc = {0};
     for (size_t i = 0; i < reply->n_events; i++) {
         const serve_event *e = &reply->events[i];
+        if (e->kind == SERVE_EV_TOOL_ARGS) continue;
         if (e->kind == SERVE_EV_TOOL) {
-            cJSON_AddItemToArray(content, block_json(e, id, true));
+            sbuf args = {0};
+            serve_reply_tool_args(reply, e->tool_index, &args);
+            if (args.oom) out->oom = true;
+            cJSON_AddItemToArray(content, block_json(e, id, true, args.p ? args.p : ""));
+            sbuf_free(&args);
             continue;
         }
         sbuf_adds(&acc, e->text);
         if (i + 1 < reply->n_events && reply->events[i + 1].kind == e->kind) continue;
         serve_event merged = {.kind = e->kind, .text = acc.p ? acc.p : ""};
-        cJSON_AddItemToArray(content, block_json(&merged, id, true));
+        cJSON_AddItemToArray(content, block_json(&merged, id, true, NULL));
         acc.n = 0;
     }
     if (acc.oom) out->oom = true;
@@ -404,19 +411,23 @@ void serve_anthropic_stream(serve_stream *s, const serve_reply *reply, sbuf *out
     }
     for (; s->n_sent < reply->n_events; s->n_sent++) {
         const serve_event *e = &reply->events[s->n_sent];
-        if (s->block >= 0 && (s->block_kind != e->kind || e->kind == SERVE_EV_TOOL))
+        /* A call's argument pieces continue its tool_use block (its head opened it). */
+        bool args = e->kind == SERVE_EV_TOOL_ARGS;
+        if (args && (s->block < 0 || s->block_kind != SERVE_EV_TOOL)) continue;
+        if (s->block >= 0 && !args && (s->block_kind != e->kind || e->kind == SERVE_EV_TOOL))
             close_block(s, out);
         if (s->block < 0) {
             s->block = (int)s->n_blocks++;
             s->block_kind = e->kind;
             cJSON *d = cJSON_CreateObject();
             cJSON_AddNumberToObject(d, "index", s->block);
-            cJSON_AddItemToObject(d, "content_block", block_json(e, s->id, false));
+            cJSON_AddItemToObject(d, "content_block", block_json(e, s->id, false, NULL));
             event(out, "content_block_start", d);
         }
+        if (e->kind == SERVE_EV_TOOL) continue; /* the head: its input comes as deltas */
         cJSON *d = cJSON_CreateObject(), *delta = cJSON_CreateObject();
         cJSON_AddNumberToObject(d, "index", s->block);
-        if (e->kind == SERVE_EV_TOOL) {
+        if (args) {
             cJSON_AddStringToObject(delta, "type", "input_json_delta");
             cJSON_AddStringToObject(delta, "partial_json", e->text);
         } else if (e->kind == SERVE_EV_REASONING) {

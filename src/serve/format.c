@@ -124,3 +124,50 @@ void serve_stream_error(serve_stream *s, const serve_fail *f, sbuf *out) {
     serve_format_error(s->api, f, out);
     sbuf_adds(out, "\n\n");
 }
+
+void serve_reply_tool_args(const serve_reply *reply, unsigned index, sbuf *out) {
+    for (size_t i = 0; i < reply->n_events; i++) {
+        const serve_event *e = &reply->events[i];
+        if (e->kind == SERVE_EV_TOOL_ARGS && e->tool_index == index) sbuf_adds(out, e->text);
+    }
+}
+
+cJSON *serve_args_json(const char *args) {
+    cJSON *o = cJSON_Parse(args);
+    if (o) return o;
+    /* Cut short: the pieces end between members or inside a string value (dsml_stream.c sends
+     * a member's key with its value's opening quote, escapes whole). A member whose value is
+     * unfinished is dropped, as the Anthropic SDK's partial-JSON reader drops it; then what is
+     * open is closed. */
+    char stack[64];
+    size_t depth = 0, keep = strlen(args), member[64] = {0};
+    bool in_string = false, escape = false;
+    for (size_t i = 0; args[i]; i++) {
+        char c = args[i];
+        if (in_string) {
+            if (escape)
+                escape = false;
+            else if (c == '\\')
+                escape = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if ((c == '{' || c == '[') && depth < sizeof stack) {
+            member[depth] = i + 1;
+            stack[depth++] = c == '{' ? '}' : ']';
+        } else if ((c == '}' || c == ']') && depth) {
+            depth--;
+        } else if (c == ',' && depth) {
+            member[depth - 1] = i; /* a cut member goes with its comma */
+        }
+    }
+    if (in_string && depth) keep = member[depth - 1];
+    sbuf b = {0};
+    sbuf_add(&b, args, keep);
+    while (depth)
+        sbuf_add(&b, &stack[--depth], 1);
+    o = b.oom ? NULL : cJSON_Parse(b.p ? b.p : "");
+    sbuf_free(&b);
+    return o;
+}

@@ -336,7 +336,11 @@ void serve_openai_reply(serve_api api, const serve_request *req, const serve_rep
             cJSON_AddStringToObject(c, "type", "function");
             cJSON_AddItemToObject(c, "function", fn = cJSON_CreateObject());
             cJSON_AddStringToObject(fn, "name", e->name);
-            cJSON_AddStringToObject(fn, "arguments", e->text);
+            sbuf args = {0};
+            serve_reply_tool_args(reply, e->tool_index, &args);
+            if (args.oom) out->oom = true;
+            cJSON_AddStringToObject(fn, "arguments", args.p ? args.p : "");
+            sbuf_free(&args);
             cJSON_AddItemToArray(calls, c);
         }
     }
@@ -407,26 +411,21 @@ void serve_openai_stream(serve_stream *s, const serve_reply *reply, sbuf *out) {
         cJSON *d = cJSON_CreateObject();
         if (e->kind == SERVE_EV_CONTENT) cJSON_AddStringToObject(d, "content", e->text);
         if (e->kind == SERVE_EV_REASONING) cJSON_AddStringToObject(d, "reasoning_content", e->text);
-        if (e->kind == SERVE_EV_TOOL) {
-            /* The call's head (id, name, empty arguments), then its arguments as a delta: what
-             * clients accumulate by index. */
-            char cid[96];
-            tool_id(s->id, e->tool_index, cid, sizeof cid);
+        if (e->kind == SERVE_EV_TOOL || e->kind == SERVE_EV_TOOL_ARGS) {
+            /* The call's head (index, id, name, empty arguments), then pieces of its arguments
+             * as the model writes them: clients concatenate them by index. */
             cJSON *calls = cJSON_AddArrayToObject(d, "tool_calls"), *c = cJSON_CreateObject(), *fn;
             cJSON_AddNumberToObject(c, "index", e->tool_index);
-            cJSON_AddStringToObject(c, "id", cid);
-            cJSON_AddStringToObject(c, "type", "function");
+            if (e->kind == SERVE_EV_TOOL) {
+                char cid[96];
+                tool_id(s->id, e->tool_index, cid, sizeof cid);
+                cJSON_AddStringToObject(c, "id", cid);
+                cJSON_AddStringToObject(c, "type", "function");
+            }
             cJSON_AddItemToObject(c, "function", fn = cJSON_CreateObject());
-            cJSON_AddStringToObject(fn, "name", e->name);
-            cJSON_AddStringToObject(fn, "arguments", "");
-            cJSON_AddItemToArray(calls, c);
-            add_data(out, chunk(s, d, NULL, NULL));
-            d = cJSON_CreateObject();
-            calls = cJSON_AddArrayToObject(d, "tool_calls");
-            cJSON_AddItemToArray(calls, c = cJSON_CreateObject());
-            cJSON_AddNumberToObject(c, "index", e->tool_index);
-            cJSON_AddItemToObject(c, "function", fn = cJSON_CreateObject());
+            if (e->kind == SERVE_EV_TOOL) cJSON_AddStringToObject(fn, "name", e->name);
             cJSON_AddStringToObject(fn, "arguments", e->text);
+            cJSON_AddItemToArray(calls, c);
         }
         add_data(out, chunk(s, d, NULL, NULL));
     }

@@ -1,8 +1,11 @@
 /* Reply reading (output.h). The DSML markers are DeepSeek V4's (src/text/chat.c writes them in
- * the tools header); a block is handed whole to halo_dsml_parse once it closes, so a block the
- * model leaves malformed or unfinished becomes plain content, never a broken tool call. */
+ * the tools header); a block is read as it comes by dsml_stream.c, so tool calls' arguments
+ * stream as they are written. A block that is malformed or unfinished before its first call's
+ * head becomes plain content; after it, the reply cannot be text any more and is an error
+ * (broken), or, cut short by a limit, a call left open (cut). */
 #include "serve/output.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +25,7 @@ void serve_output_init(serve_output *o, const halo_tokenizer *tok, const serve_r
 void serve_output_free(serve_output *o) {
     sbuf_free(&o->pend);
     sbuf_free(&o->block);
+    serve_dsml_stream_free(&o->dsml);
 }
 
 bool serve_output_in_reasoning(const serve_output *o) {
@@ -54,25 +58,58 @@ static size_t partial(const char *s, size_t n, const char *needle) {
     return 0;
 }
 
-static bool close_block(serve_output *o) {
+/* A raw (malformed) block ends as text at its closing marker, as the model wrote it. */
+static bool raw_block(serve_output *o) {
     const char *end = find(o->block.p, o->block.n, DSML_CLOSE);
     if (!end) return true;
-    size_t len = (size_t)(end - o->block.p) + strlen(DSML_CLOSE);
-    halo_dsml_reply reply = {0};
-    if (halo_dsml_parse(o->block.p, len, &reply, NULL) || reply.n_calls == 0) {
-        /* Not a tool call after all: the model's bytes, as text. */
-        emit(o, SERVE_EV_CONTENT, o->block.p, len);
-    } else {
-        if (reply.content && *reply.content)
-            emit(o, SERVE_EV_CONTENT, reply.content, strlen(reply.content));
-        for (size_t i = 0; i < reply.n_calls; i++)
-            o->fn(o->user, SERVE_EV_TOOL, reply.calls[i].arguments, reply.calls[i].name,
-                  o->n_tools++);
-    }
-    halo_dsml_reply_free(&reply);
+    emit(o, SERVE_EV_CONTENT, o->block.p, (size_t)(end - o->block.p) + strlen(DSML_CLOSE));
     o->block.n = 0;
     o->state = OUT_AFTER;
     return false;
+}
+
+static void on_head(void *user, unsigned index, const char *name) {
+    serve_output *o = user;
+    o->fn(o->user, SERVE_EV_TOOL, "", name, index);
+    o->n_tools = index + 1;
+}
+
+static void on_args(void *user, unsigned index, const char *json) {
+    serve_output *o = user;
+    o->fn(o->user, SERVE_EV_TOOL_ARGS, json, NULL, index);
+}
+
+/* Bytes of the open tool-call block to the incremental reader. */
+static bool tools(serve_output *o, const char *text, size_t len) {
+    if (o->raw) {
+        sbuf_add(&o->block, text, len);
+        if (o->block.oom) o->oom = true;
+        return raw_block(o);
+    }
+    serve_dsml_status st = serve_dsml_stream_push(&o->dsml, text, len);
+    if (o->dsml.oom) o->oom = true;
+    if (st == SERVE_DSML_MORE) return true;
+    if (st == SERVE_DSML_DONE && !o->dsml.mismatch) {
+        o->state = OUT_AFTER;
+        return false;
+    }
+    if (st == SERVE_DSML_DONE || o->dsml.n_calls) {
+        /* A call's head is out: the reply cannot turn into text any more. */
+        o->broken = true;
+        snprintf(o->why, sizeof o->why, "the model wrote a malformed tool call (%s)",
+                 o->dsml.mismatch ? "the streamed call differs from the parsed block"
+                                  : o->dsml.why);
+        o->state = OUT_AFTER;
+        return false;
+    }
+    /* Malformed before any call: the block is text, up to its closing marker. */
+    size_t n;
+    const char *read = serve_dsml_stream_text(&o->dsml, &n);
+    o->raw = true;
+    sbuf_adds(&o->block, DSML_OPEN);
+    sbuf_add(&o->block, read, n);
+    if (o->block.oom) o->oom = true;
+    return raw_block(o);
 }
 
 /* Emits the content that can no longer be part of a stop string or a block's opening. */
@@ -99,10 +136,13 @@ static bool scan(serve_output *o) {
         while (keep > 0 && text - keep < 2 && p[keep - 1] == '\n')
             keep--;
         emit(o, SERVE_EV_CONTENT, p, keep);
-        sbuf_add(&o->block, block, n - text);
-        o->pend.n = 0;
+        size_t after = text + strlen(DSML_OPEN);
+        sbuf_consume(&o->pend, after);
         o->state = OUT_TOOLS;
-        return close_block(o);
+        serve_dsml_stream_init(&o->dsml, on_head, on_args, o);
+        bool go = tools(o, o->pend.p ? o->pend.p : "", o->pend.n);
+        o->pend.n = 0;
+        return go;
     }
     size_t hold = 0;
     for (size_t i = 0; i < r->n_stop; i++) {
@@ -131,9 +171,7 @@ static bool route(serve_output *o, const char *text, size_t len) {
         if (o->pend.oom) o->oom = true;
         return scan(o);
     case OUT_TOOLS:
-        sbuf_add(&o->block, text, len);
-        if (o->block.oom) o->oom = true;
-        return close_block(o);
+        return tools(o, text, len);
     default:
         return false;
     }
@@ -175,9 +213,21 @@ void serve_output_finish(serve_output *o) {
     if (o->state == OUT_CONTENT) {
         emit(o, SERVE_EV_CONTENT, o->pend.p, o->pend.n);
         o->pend.n = 0;
-    } else if (o->state == OUT_TOOLS) {
+    } else if (o->state == OUT_TOOLS && (o->raw || !o->dsml.n_calls)) {
+        size_t len;
+        const char *read = serve_dsml_stream_text(&o->dsml, &len);
+        if (!o->raw) {
+            sbuf_adds(&o->block, DSML_OPEN);
+            sbuf_add(&o->block, read, len);
+        }
         emit(o, SERVE_EV_CONTENT, o->block.p, o->block.n);
         o->block.n = 0;
+    } else if (o->state == OUT_TOOLS && o->dsml.in_call) {
+        /* (Calls all closed but not the block: they are whole, and stay calls.) */
+        o->cut = true;
+        snprintf(o->why, sizeof o->why,
+                 "the reply ended inside tool call %u: its arguments are unfinished",
+                 o->dsml.n_calls - 1);
     }
     o->state = OUT_AFTER;
 }

@@ -70,12 +70,20 @@ bool serve_parse(serve_api api, const char *body, size_t len, const serve_model_
 
 /* ---- the reply -------------------------------------------------------------------------- */
 
-typedef enum serve_ev_kind { SERVE_EV_REASONING, SERVE_EV_CONTENT, SERVE_EV_TOOL } serve_ev_kind;
+/* A tool call is a head (SERVE_EV_TOOL: index and name) and the pieces of its arguments
+ * (SERVE_EV_TOOL_ARGS, same index), streamed as the model writes them: concatenated they are
+ * a JSON object, unless the reply was cut short inside the call (SERVE_FIN_LENGTH). */
+typedef enum serve_ev_kind {
+    SERVE_EV_REASONING,
+    SERVE_EV_CONTENT,
+    SERVE_EV_TOOL,
+    SERVE_EV_TOOL_ARGS,
+} serve_ev_kind;
 
 typedef struct serve_event {
     serve_ev_kind kind;
-    char *text; /* reasoning or content (valid UTF-8), or the tool call's arguments (JSON) */
-    char *name; /* tool name */
+    char *text; /* reasoning or content (valid UTF-8), or a piece of a call's arguments */
+    char *name; /* tool name (SERVE_EV_TOOL) */
     unsigned tool_index;
 } serve_event;
 
@@ -117,7 +125,8 @@ typedef struct serve_stream {
     serve_ev_kind block_kind;
     unsigned n_blocks, seq;
     bool started;
-    sbuf acc; /* Responses API: text of the open item, for its .done event */
+    sbuf acc;              /* Responses API: text of the open item, for its .done event */
+    const char *item_name; /* Responses API: the open function_call item's name */
     uint32_t n_items;
 } serve_stream;
 
@@ -133,6 +142,13 @@ void serve_format_reply(serve_api api, const serve_request *req, const serve_rep
 void serve_format_error(serve_api api, const serve_fail *f, sbuf *out);
 /* An error inside an open stream. */
 void serve_stream_error(serve_stream *s, const serve_fail *f, sbuf *out);
+
+/* The arguments of tool call `index` (its SERVE_EV_TOOL_ARGS pieces together), into out. */
+void serve_reply_tool_args(const serve_reply *reply, unsigned index, sbuf *out);
+/* The JSON object of a call's arguments; pieces cut short (a reply that reached max_tokens
+ * inside the call) lose the member whose value is unfinished and are closed, as the Anthropic
+ * SDK's partial-JSON reader takes them. Caller cJSON_Deletes; NULL when that does not parse. */
+struct cJSON *serve_args_json(const char *args);
 
 /* Random id with a prefix ("chatcmpl-", "msg_", "toolu_", "call_"), into out[48]. */
 void serve_new_id(const char *prefix, char *out);

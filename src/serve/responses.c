@@ -250,9 +250,13 @@ static cJSON *response_json(const char *id, long created, const serve_request *r
         unsigned index = 0;
         for (size_t i = 0; i < reply->n_events; i++) {
             const serve_event *e = &reply->events[i];
+            if (e->kind == SERVE_EV_TOOL_ARGS) continue;
             if (e->kind == SERVE_EV_TOOL) {
-                cJSON_AddItemToArray(output,
-                                     item_json(id, index++, e->kind, e->name, e->text, true));
+                sbuf args = {0};
+                serve_reply_tool_args(reply, e->tool_index, &args);
+                cJSON_AddItemToArray(
+                    output, item_json(id, index++, e->kind, e->name, args.p ? args.p : "", true));
+                sbuf_free(&args);
                 continue;
             }
             sbuf_adds(&acc, e->text);
@@ -312,7 +316,7 @@ static cJSON *at(serve_stream *s, bool with_content) {
     return d;
 }
 
-static void close_item(serve_stream *s, sbuf *out, const char *name) {
+static void close_item(serve_stream *s, sbuf *out) {
     if (s->block < 0) return;
     const char *text = s->acc.p ? s->acc.p : "";
     cJSON *d;
@@ -337,8 +341,8 @@ static void close_item(serve_stream *s, sbuf *out, const char *name) {
     }
     d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "output_index", s->block);
-    cJSON_AddItemToObject(d, "item",
-                          item_json(s->id, (unsigned)s->block, s->block_kind, name, text, true));
+    cJSON_AddItemToObject(
+        d, "item", item_json(s->id, (unsigned)s->block, s->block_kind, s->item_name, text, true));
     event(s, out, "response.output_item.done", d);
     s->block = -1;
     s->acc.n = 0;
@@ -358,11 +362,15 @@ void serve_responses_stream(serve_stream *s, const serve_reply *reply, sbuf *out
     }
     for (; s->n_sent < reply->n_events; s->n_sent++) {
         const serve_event *e = &reply->events[s->n_sent];
-        if (s->block >= 0 && (s->block_kind != e->kind || e->kind == SERVE_EV_TOOL))
-            close_item(s, out, NULL);
+        /* A call's argument pieces continue its function_call item (its head opened it). */
+        bool args = e->kind == SERVE_EV_TOOL_ARGS;
+        if (args && (s->block < 0 || s->block_kind != SERVE_EV_TOOL)) continue;
+        if (s->block >= 0 && !args && (s->block_kind != e->kind || e->kind == SERVE_EV_TOOL))
+            close_item(s, out);
         if (s->block < 0) {
             s->block = (int)s->n_items++;
             s->block_kind = e->kind;
+            s->item_name = e->name;
             cJSON *d = cJSON_CreateObject();
             cJSON_AddNumberToObject(d, "output_index", s->block);
             cJSON_AddItemToObject(
@@ -377,18 +385,18 @@ void serve_responses_stream(serve_stream *s, const serve_reply *reply, sbuf *out
                 event(s, out, "response.content_part.added", d);
             }
         }
+        if (e->kind == SERVE_EV_TOOL) continue; /* the head: its arguments come as deltas */
         sbuf_adds(&s->acc, e->text);
-        cJSON *d = at(s, e->kind != SERVE_EV_TOOL);
+        cJSON *d = at(s, !args);
         cJSON_AddStringToObject(d, "delta", e->text);
         event(s, out,
-              e->kind == SERVE_EV_TOOL        ? "response.function_call_arguments.delta"
+              args                            ? "response.function_call_arguments.delta"
               : e->kind == SERVE_EV_REASONING ? "response.reasoning_text.delta"
                                               : "response.output_text.delta",
               d);
-        if (e->kind == SERVE_EV_TOOL) close_item(s, out, e->name);
     }
     if (!reply->done) return;
-    close_item(s, out, NULL);
+    close_item(s, out);
     cJSON *d = cJSON_CreateObject();
     cJSON_AddItemToObject(d, "response", response_json(s->id, s->created, s->req, reply));
     event(s, out, reply->finish == SERVE_FIN_LENGTH ? "response.incomplete" : "response.completed",

@@ -33,8 +33,7 @@ typedef struct slot {
     halo_sampler *smp;
     int32_t *hist; /* the tokens the session holds */
     uint32_t n_hist;
-    uint32_t anchor_n; /* tokens of the session's snapshot, when anchor_ok */
-    bool anchor_ok;
+    bool store; /* the request ended: its state goes to the prefix cache before the next one */
     serve_job *job;
     uint32_t at;  /* next prompt token to evaluate */
     int32_t last; /* the token sampled last, evaluated at the next step */
@@ -52,13 +51,16 @@ struct serve_sched {
     slot *slots;
     pthread_t thread;
     bool thread_started, stopping;
+    halo_cache *cache; /* p.cache, or a cache of no memory of its own (own_cache) that only
+                        * rewinds slots through their checkpoints */
+    bool own_cache;
     pthread_mutex_t mu;
     pthread_cond_t wake;
     serve_job *queue_head, *queue_tail;
     uint32_t queued;
     /* metrics */
     uint64_t requests, rejected, cancelled, failed, prompt_tokens, cached_tokens, gen_tokens;
-    uint64_t steps;
+    uint64_t steps, evaluated_tokens, stored;
     double decode_tps; /* moving average over steps */
 };
 
@@ -81,6 +83,12 @@ halo_status serve_sched_start(const serve_sched_params *p, serve_sched **out, ha
     pthread_cond_init(&s->wake, NULL);
     s->slots = calloc(p->n_slots, sizeof *s->slots);
     halo_status st = s->slots ? HALO_OK : halo_fail(err, HALO_E_NOMEM, "serve: out of memory");
+    s->cache = p->cache;
+    if (!st && !s->cache) {
+        halo_cache_params none = {0};
+        st = halo_cache_open(p->engine, &none, &s->cache, err);
+        s->own_cache = !st;
+    }
     for (uint32_t i = 0; !st && i < p->n_slots; i++) {
         slot *sl = &s->slots[i];
         st = halo_session_create(p->engine, p->n_ctx, &sl->sess, err);
@@ -258,41 +266,50 @@ static uint32_t common_prefix(const int32_t *a, uint32_t na, const int32_t *b, u
     return i;
 }
 
-/* Tokens of the prompt the slot can keep: all it holds when the prompt extends them; else its
- * snapshot when that is a prefix of the prompt; else none. At least one prompt token is always
- * evaluated, for its logits. */
+/* Prompt tokens a slot's own state can keep: at least one prompt token is always evaluated,
+ * for its logits. Slots are chosen by it; the cache may do better when the request starts. */
 static uint32_t reuse_of(const slot *sl, const halo_tokens *prompt) {
     uint32_t common = common_prefix(sl->hist, sl->n_hist, prompt->ids, (uint32_t)prompt->n);
-    if (common >= prompt->n) common = (uint32_t)prompt->n - 1;
-    if (common >= sl->n_hist) return sl->n_hist;
-    if (sl->anchor_ok && sl->anchor_n <= common) return sl->anchor_n;
-    return 0;
+    return common >= prompt->n ? (uint32_t)prompt->n - 1 : common;
 }
 
-/* Starts a job in a slot: rewinds to what can be kept, creates the sampler. */
+static uint64_t replayed_total(const halo_session *sess) {
+    halo_checkpoint_stats cs;
+    halo_session_checkpoint_stats(sess, &cs);
+    return cs.replayed_total;
+}
+
+/* Starts a job in a slot: restores the longest prefix of the prompt that the slot's own state
+ * (rewound through its checkpoints) or the prefix cache holds, creates the sampler. */
 static void admit(serve_sched *s, slot *sl, serve_job *j) {
     halo_error err = {0};
     const serve_request *r = &j->req;
-    uint32_t keep = reuse_of(sl, &r->prompt);
-    halo_status st = HALO_OK;
-    if (keep < sl->n_hist) {
-        st = halo_session_rewind(sl->sess, keep, &err);
-        sl->n_hist = halo_session_n_past(sl->sess);
-        if (keep != sl->anchor_n) sl->anchor_ok = false;
-    }
+    uint32_t keep = 0;
+    uint64_t replayed = replayed_total(sl->sess);
+    halo_status st = halo_cache_restore(s->cache, sl->sess, r->prompt.ids,
+                                        (uint32_t)r->prompt.n - 1, &keep, &err);
+    /* Tokens a rewind evaluated again to get there were not reused. */
+    replayed = replayed_total(sl->sess) - replayed;
+    sl->n_hist = halo_session_n_past(sl->sess);
+    memcpy(sl->hist, halo_session_tokens(sl->sess), (size_t)sl->n_hist * sizeof *sl->hist);
+    if (!st && sl->n_hist != keep)
+        st = halo_fail(&err, HALO_E_INVALID_ARG,
+                       "serve: the restored state holds %u tokens, not %u", sl->n_hist, keep);
     if (!st) st = halo_sampler_create(&r->sp, s->n_vocab, &sl->smp, &err);
     if (!st)
         for (size_t i = 0; i < r->prompt.n; i++)
             halo_sampler_accept(sl->smp, r->prompt.ids[i]);
+    uint32_t cached = keep > replayed ? keep - (uint32_t)replayed : 0;
     pthread_mutex_lock(&s->mu);
     sl->job = j;
     sl->at = keep;
     sl->n_gen = 0;
     j->r.started = true;
     j->r.usage.prompt = (uint32_t)r->prompt.n;
-    j->r.usage.cached = keep;
+    j->r.usage.cached = cached;
     s->prompt_tokens += r->prompt.n;
-    s->cached_tokens += keep;
+    s->cached_tokens += cached;
+    s->evaluated_tokens += r->prompt.n - cached;
     job_changed(j);
     pthread_mutex_unlock(&s->mu);
     serve_output_init(&sl->out, s->p.tok, r, on_output, j);
@@ -300,6 +317,24 @@ static void admit(serve_sched *s, slot *sl, serve_job *j) {
         pthread_mutex_lock(&s->mu);
         job_finish_locked(j, SERVE_FIN_ERROR, err.message);
         pthread_mutex_unlock(&s->mu);
+    }
+}
+
+/* Records the state of slots whose request ended in the prefix cache (before the slot takes
+ * another request and rewinds): the next turn of that conversation, in any slot or after a
+ * restart (a disk cache), starts from it. */
+static void store_ended(serve_sched *s) {
+    for (uint32_t i = 0; i < s->p.n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->store) continue;
+        sl->store = false;
+        if (!s->p.cache || !halo_session_n_past(sl->sess)) continue;
+        halo_error err = {0};
+        if (halo_cache_insert(s->p.cache, sl->sess, &err) == HALO_OK) {
+            pthread_mutex_lock(&s->mu);
+            s->stored++;
+            pthread_mutex_unlock(&s->mu);
+        }
     }
 }
 
@@ -312,6 +347,7 @@ static void release_locked(serve_sched *s, slot *sl, serve_finish fin, const cha
     job_finish_locked(j, fin, error);
     job_unref_locked(j);
     sl->job = NULL;
+    sl->store = fin != SERVE_FIN_ERROR;
     halo_sampler_free(sl->smp);
     sl->smp = NULL;
 }
@@ -319,6 +355,12 @@ static void release_locked(serve_sched *s, slot *sl, serve_finish fin, const cha
 static void finish(serve_sched *s, slot *sl, serve_finish fin, const char *error) {
     serve_output_finish(&sl->out);
     if (fin == SERVE_FIN_STOP && sl->out.n_tools) fin = SERVE_FIN_TOOLS;
+    /* A tool call already streamed that the model broke is an error; one cut by max_tokens
+     * stays as it is, with the length finish (what OpenAI and Anthropic send). */
+    if ((fin == SERVE_FIN_STOP || fin == SERVE_FIN_TOOLS) && (sl->out.broken || sl->out.cut)) {
+        fin = SERVE_FIN_ERROR;
+        error = sl->out.why;
+    }
     pthread_mutex_lock(&s->mu);
     release_locked(s, sl, fin, error);
     pthread_mutex_unlock(&s->mu);
@@ -397,11 +439,9 @@ static void after_eval(serve_sched *s, slot *sl) {
         if (sl->at == r->prompt.n - 1) {
             halo_snapshot *snap = NULL;
             halo_error err = {0};
-            /* The copy returned is not needed: the session keeps its own as rewind anchor. */
-            if (halo_session_snapshot(sl->sess, &snap, &err) == HALO_OK) {
-                sl->anchor_n = sl->at;
-                sl->anchor_ok = true;
-            }
+            /* The copy returned is not needed: the session keeps its own as rewind anchor, so
+             * the same prompt again (a retry, a regenerate) evaluates one token. */
+            halo_session_snapshot(sl->sess, &snap, &err);
             halo_snapshot_free(snap);
         }
     }
@@ -436,7 +476,6 @@ static void step(serve_sched *s) {
              * this step's requests and let each slot start over. */
             halo_session_rewind(sl->sess, 0, NULL);
             sl->n_hist = 0;
-            sl->anchor_ok = false;
             finish(s, sl, SERVE_FIN_ERROR, err.message);
             continue;
         }
@@ -513,10 +552,21 @@ static void *run(void *arg) {
         for (uint32_t i = 0; i < s->p.n_slots; i++)
             busy |= s->slots[i].job != NULL;
         if (!busy) {
+            /* Idle: the states of the requests that just ended go to the cache now. */
+            bool pending = false;
+            for (uint32_t i = 0; i < s->p.n_slots; i++)
+                pending |= s->slots[i].store;
+            if (pending) {
+                pthread_mutex_unlock(&s->mu);
+                store_ended(s);
+                pthread_mutex_lock(&s->mu);
+                continue;
+            }
             pthread_cond_wait(&s->wake, &s->mu);
             continue;
         }
         pthread_mutex_unlock(&s->mu);
+        store_ended(s);
         for (uint32_t i = 0; i < n; i++) {
             admit(s, to[i], jobs[i]);
             if (jobs[i]->r.done) { /* admission failed: free the slot */
@@ -560,6 +610,8 @@ void serve_sched_stop(serve_sched *s) {
         job_unref_locked(j);
     }
     pthread_mutex_unlock(&s->mu);
+    if (s->slots) store_ended(s);
+    if (s->own_cache) halo_cache_close(s->cache);
     for (uint32_t i = 0; s->slots && i < s->p.n_slots; i++) {
         halo_session_free(s->slots[i].sess);
         free(s->slots[i].hist);
@@ -582,12 +634,17 @@ void serve_sched_metrics(serve_sched *s, sbuf *out) {
         {"halo_requests_cancelled_total", "requests whose client left before the end"},
         {"halo_requests_failed_total", "requests ended by an engine error"},
         {"halo_prompt_tokens_total", "prompt tokens of admitted requests"},
-        {"halo_prompt_tokens_cached_total", "prompt tokens reused from a slot's state"},
+        {"halo_prompt_tokens_cached_total",
+         "prompt tokens reused (a slot's state or the prefix cache), not evaluated again"},
+        {"halo_prompt_tokens_evaluated_total",
+         "prompt tokens evaluated (those not reused, and those a rewind evaluated again)"},
         {"halo_generated_tokens_total", "tokens generated"},
         {"halo_steps_total", "scheduler steps (one multi-sequence eval each)"},
+        {"halo_cache_stores_total", "slot states recorded in the prefix cache"},
     };
-    uint64_t values[] = {s->requests,      s->rejected,      s->cancelled,  s->failed,
-                         s->prompt_tokens, s->cached_tokens, s->gen_tokens, s->steps};
+    uint64_t values[] = {s->requests,      s->rejected,      s->cancelled,        s->failed,
+                         s->prompt_tokens, s->cached_tokens, s->evaluated_tokens, s->gen_tokens,
+                         s->steps,         s->stored};
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
         sbuf_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counters[i][0],
                     counters[i][1], counters[i][0], counters[i][0], (unsigned long long)values[i]);

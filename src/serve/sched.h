@@ -1,11 +1,14 @@
 /* Slots and the scheduler: one thread owns the engine and steps every active request through
  * halo_session_eval_many, one prefill chunk or one decoded token per request per step, so
  * concurrent requests share each step's weight reads. Requests beyond the slots wait in a
- * queue; a full queue refuses new ones. A slot keeps its session between requests: a request
- * whose prompt starts with the tokens a slot holds continues from there. */
+ * queue; a full queue refuses new ones. A slot keeps its session between requests, and a
+ * request starts from the longest prefix of its prompt that its slot's state (rewound through
+ * its checkpoints) or the prefix cache holds, so an agent resending a conversation evaluates
+ * only what is new. */
 #ifndef HALO_SERVE_SCHED_H
 #define HALO_SERVE_SCHED_H
 
+#include "halo/cache.h"
 #include "halo/halo.h"
 #include "serve/request.h"
 
@@ -18,6 +21,10 @@ typedef struct serve_sched_params {
     uint32_t n_slots, n_ctx;
     uint32_t queue_max;     /* requests waiting for a slot before 429 */
     uint32_t prefill_chunk; /* prompt tokens per request per step (0: 256) */
+    /* The prefix cache (RAM and/or disk, halo/cache.h) every slot's state goes to when its
+     * request ends and requests are restored from; NULL: each slot reuses only its own
+     * state. Owned by the caller; used only by the scheduler thread. */
+    halo_cache *cache;
 } serve_sched_params;
 
 halo_status serve_sched_start(const serve_sched_params *p, serve_sched **out, halo_error *err);

@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "check.h"
+#include "core/error.h"
 #include "halo/plan.h"
 #include "halo/types.h"
 
@@ -121,6 +122,7 @@ static void *rand_weights(uint32_t type, int64_t n, float scale, uint64_t *bytes
         offs[0] = 208;
         break;
     case HALO_TYPE_MXFP4:
+    case HALO_TYPE_IQ1_M: /* its f16 scale is spread over four top nibbles: set below */
         break;
     default:
         offs[0] = 0;
@@ -130,6 +132,9 @@ static void *rand_weights(uint32_t type, int64_t n, float scale, uint64_t *bytes
     for (uint64_t b = 0; b < bytes / ti->block_bytes; b++) {
         unsigned char *blk = p + b * ti->block_bytes;
         if (type == HALO_TYPE_MXFP4) blk[0] = (unsigned char)(120 + next() % 4);
+        for (int k = 0; type == HALO_TYPE_IQ1_M && k < 4; k++) /* nibble k of d: word k's top */
+            blk[48 + 2 * k + 1] =
+                (unsigned char)((blk[48 + 2 * k + 1] & 0x0f) | (((d >> (4 * k)) & 0xf) << 4));
         for (int k = 0; k < 2; k++)
             if (offs[k] >= 0) memcpy(blk + offs[k], &d, 2);
     }
@@ -177,10 +182,11 @@ static double compare(const char *what, const both *b, double tol) {
 }
 
 static const uint32_t weight_types[] = {
-    HALO_TYPE_F32,     HALO_TYPE_F16,    HALO_TYPE_BF16, HALO_TYPE_Q8_0,   HALO_TYPE_Q4_0,
-    HALO_TYPE_Q5_0,    HALO_TYPE_Q4_1,   HALO_TYPE_Q5_1, HALO_TYPE_IQ4_NL, HALO_TYPE_MXFP4,
-    HALO_TYPE_Q2_K,    HALO_TYPE_Q3_K,   HALO_TYPE_Q4_K, HALO_TYPE_Q5_K,   HALO_TYPE_Q6_K,
-    HALO_TYPE_IQ2_XXS, HALO_TYPE_IQ3_XXS};
+    HALO_TYPE_F32,     HALO_TYPE_F16,     HALO_TYPE_BF16,   HALO_TYPE_Q8_0,   HALO_TYPE_Q4_0,
+    HALO_TYPE_Q5_0,    HALO_TYPE_Q4_1,    HALO_TYPE_Q5_1,   HALO_TYPE_IQ4_NL, HALO_TYPE_MXFP4,
+    HALO_TYPE_Q2_K,    HALO_TYPE_Q3_K,    HALO_TYPE_Q4_K,   HALO_TYPE_Q5_K,   HALO_TYPE_Q6_K,
+    HALO_TYPE_IQ2_XXS, HALO_TYPE_IQ3_XXS, HALO_TYPE_IQ2_XS, HALO_TYPE_IQ2_S,  HALO_TYPE_IQ3_S,
+    HALO_TYPE_IQ1_S,   HALO_TYPE_IQ1_M,   HALO_TYPE_IQ4_XS};
 #define N_TYPES (sizeof weight_types / sizeof weight_types[0])
 
 /* Decoding is bit-exact: the embedding rows of every type equal the CPU's to the bit. */
@@ -217,6 +223,24 @@ static void matmul_matches_the_cpu_for_every_type(void) {
             gpu->ops->matmul(gpu, &w.g, &x.g, 1, &y.g);
             char what[64];
             snprintf(what, sizeof what, "matmul %s 4096x384, %lld tok",
+                     halo_type_name(weight_types[i]), (long long)n);
+            compare(what, &y, 1e-5);
+            drop(&w);
+            drop(&x);
+            drop(&y);
+        }
+    /* Tall projections (1536 rows: the GPU's row streams, each warp many rows, rather than the
+     * split rows of the shape above), for a decode token and a prefill tile. */
+    const int64_t tall_toks[] = {1, 37};
+    for (size_t i = 0; i < N_TYPES; i++)
+        for (size_t k = 0; k < 2; k++) {
+            int64_t n = tall_toks[k];
+            both w = rand_w(weight_types[i], 2048, 1536, 1, 1.0f);
+            both x = rand_f32(2048, n, 1, 1.0f), y = make(HALO_TYPE_F32, 1536, n, 1, NULL);
+            cpu->ops->matmul(cpu, &w.c, &x.c, 1, &y.c);
+            gpu->ops->matmul(gpu, &w.g, &x.g, 1, &y.g);
+            char what[64];
+            snprintf(what, sizeof what, "matmul %s 2048x1536, %lld tok",
                      halo_type_name(weight_types[i]), (long long)n);
             compare(what, &y, 1e-5);
             drop(&w);
@@ -560,13 +584,13 @@ static void moe_matches_the_cpu(void) {
  * op; the next ops and sync work again. */
 static void a_failing_op_is_reported_at_sync_by_name(void) {
     both w = rand_w(HALO_TYPE_Q8_0, 256, 8, 1, 1.0f);
-    w.g.type = HALO_TYPE_IQ1_S; /* same bytes, a type the GPU kernels do not decode */
+    w.g.type = HALO_TYPE_TQ2_0; /* same bytes, a type the GPU kernels do not decode */
     w.g.ne[0] = 256;
     both x = rand_f32(256, 2, 1, 1.0f), y = make(HALO_TYPE_F32, 8, 2, 1, NULL);
     gpu->ops->matmul(gpu, &w.g, &x.g, 1, &y.g);
     halo_error err = {0};
     CHECK_INT(gpu->ops->sync(gpu, &err), HALO_E_UNSUPPORTED);
-    CHECK_CONTAINS(err.message, "matmul: weights of type iq1_s are not supported");
+    CHECK_CONTAINS(err.message, "matmul: weights of type tq2_0 are not supported");
     printf("  %s\n", err.message);
     CHECK_INT(gpu->ops->sync(gpu, &err), HALO_OK);
     w.g.type = HALO_TYPE_Q8_0;
@@ -623,6 +647,107 @@ static void weights_in_every_pool_give_the_same_result(void) {
     drop(&y);
 }
 
+/* A stand-in for the expert cache: views into the stacked (resident) GPU tensors, at most `cap`
+ * experts per resolve, so the backend computes the batch in several rounds; or a read failure. */
+typedef struct fake_source {
+    const halo_tensor *gate, *up, *down;
+    uint32_t cap, calls, fail_at;
+} fake_source;
+
+static halo_tensor expert_view(const halo_tensor *t, int32_t e) {
+    halo_tensor v = *t;
+    v.ne[2] = 1;
+    v.offset += (uint64_t)e * halo_tensor_nbytes(&v);
+    return v;
+}
+
+static halo_status fake_resolve(const halo_expert_source *src, int32_t *ids, uint32_t n,
+                                halo_expert_view *views, uint32_t *n_ready, halo_error *err) {
+    fake_source *f = src->impl;
+    if (++f->calls == f->fail_at)
+        return halo_fail(err, HALO_E_IO, "model.gguf: reading blk.%u expert %d (injected)",
+                         src->layer, ids[0]);
+    uint32_t ready = n < f->cap ? n : f->cap;
+    for (uint32_t i = 0; i < ready; i++) {
+        views[i].gate = expert_view(f->gate, ids[i]);
+        views[i].up = expert_view(f->up, ids[i]);
+        views[i].down = expert_view(f->down, ids[i]);
+    }
+    *n_ready = ready;
+    return HALO_OK;
+}
+
+/* Streamed experts (halo_moe_args.experts) on the GPU against the CPU with the experts
+ * resident: score-routed and hash-routed, resolved a few experts per round; a failing source
+ * is reported at sync naming the op and the read. */
+static void moe_streamed_matches_the_cpu_resident(void) {
+    const int64_t E = 4096, NE = 64, FF = 512, V = 64;
+    const uint32_t k = 6;
+    for (int hash = 0; hash < 2; hash++) {
+        const int64_t T = hash ? 5 : 13;
+        both x = rand_f32(E, T, 1, 1.0f), router = rand_w(HALO_TYPE_F16, E, NE, 1, 0.05f);
+        both bias = rand_f32(NE, 1, 1, 0.05f);
+        both gate = rand_w(HALO_TYPE_IQ2_XXS, E, FF, NE, 0.05f);
+        both up = rand_w(HALO_TYPE_IQ2_XXS, E, FF, NE, 0.05f);
+        both down = rand_w(HALO_TYPE_Q2_K, FF, E, NE, 0.05f);
+        both gs = rand_w(HALO_TYPE_Q8_0, E, FF, 1, 0.05f),
+             us = rand_w(HALO_TYPE_Q8_0, E, FF, 1, 0.05f);
+        both ds = rand_w(HALO_TYPE_Q8_0, FF, E, 1, 0.05f), out = make(HALO_TYPE_F32, E, T, 1, NULL);
+        int32_t table[6 * 64], tokens[16];
+        for (int64_t v = 0; v < V; v++)
+            for (uint32_t i = 0; i < k; i++)
+                table[v * k + i] = (int32_t)((v * 5 + i * 11) % NE);
+        for (int64_t t = 0; t < T; t++)
+            tokens[t] = (int32_t)(next() % V);
+        both tid = make(HALO_TYPE_I32, k, V, 1, table);
+        halo_moe_args a = {.x = &x.c,
+                           .gate_inp = &router.c,
+                           .probs_bias = hash ? NULL : &bias.c,
+                           .tid2eid = hash ? &tid.c : NULL,
+                           .tokens = tokens,
+                           .gate_exps = &gate.c,
+                           .up_exps = &up.c,
+                           .down_exps = &down.c,
+                           .gate_sh = &gs.c,
+                           .up_sh = &us.c,
+                           .down_sh = &ds.c,
+                           .n_used = k,
+                           .gating = HALO_GATING_SQRTSOFTPLUS,
+                           .norm_weights = true,
+                           .weights_scale = 1.5f,
+                           .clamp_exp = 10.0f,
+                           .clamp_shexp = 10.0f,
+                           .out = &out.c};
+        cpu->ops->moe(cpu, &a);
+        fake_source f = {&gate.g, &up.g, &down.g, 7, 0, 0};
+        halo_expert_source src = {fake_resolve, &f, 3};
+        a.x = &x.g, a.gate_inp = &router.g, a.probs_bias = hash ? NULL : &bias.g;
+        a.tid2eid = hash ? &tid.g : NULL, a.gate_exps = &gate.g, a.up_exps = &up.g;
+        a.down_exps = &down.g, a.gate_sh = &gs.g, a.up_sh = &us.g, a.down_sh = &ds.g;
+        a.out = &out.g;
+        a.experts = &src;
+        gpu->ops->moe(gpu, &a);
+        char line[128];
+        snprintf(line, sizeof line, "moe streamed, %s, %lld tok, %u rounds",
+                 hash ? "hash-routed" : "scored", (long long)T, f.calls);
+        compare(line, &out, 1e-5);
+        CHECK(f.calls >= 2); /* more distinct experts than one round holds */
+        if (hash) {
+            f.calls = 0;
+            f.fail_at = 2;
+            gpu->ops->moe(gpu, &a);
+            halo_error err = {0};
+            CHECK_INT(gpu->ops->sync(gpu, &err), HALO_E_IO);
+            CHECK_CONTAINS(err.message, "moe: model.gguf: reading blk.3 expert");
+            printf("  %s\n", err.message);
+            CHECK_INT(gpu->ops->sync(gpu, &err), HALO_OK);
+        }
+        both *all[] = {&x, &router, &bias, &gate, &up, &down, &gs, &us, &ds, &out, &tid};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            drop(all[i]);
+    }
+}
+
 int main(void) {
     halo_error err = {0};
     if (halo_backend_cuda_create(0, &gpu, &err)) {
@@ -640,6 +765,7 @@ int main(void) {
     RUN(pool_matches_the_cpu);
     RUN(topk_selects_the_best_rows);
     RUN(moe_matches_the_cpu);
+    RUN(moe_streamed_matches_the_cpu_resident);
     RUN(a_failing_op_is_reported_at_sync_by_name);
     RUN(weights_in_every_pool_give_the_same_result);
     cpu->ops->destroy(cpu);

@@ -45,6 +45,7 @@ static void check_utf8(const char *s) {
 typedef struct events {
     serve_event *e;
     size_t n, cap;
+    unsigned n_tools;
 } events;
 
 static void on_event(void *user, serve_ev_kind kind, const char *text, const char *name,
@@ -61,13 +62,27 @@ static void on_event(void *user, serve_ev_kind kind, const char *text, const cha
     e->name = name ? strdup(name) : NULL;
     e->tool_index = tool_index;
     if (!e->text) abort();
-    /* Tool arguments are JSON; every text is valid UTF-8 (the formatters rely on both). */
-    if (kind == SERVE_EV_TOOL) {
-        cJSON *j = cJSON_Parse(text);
-        if (!j) abort();
-        cJSON_Delete(j);
-    }
+    /* Argument pieces follow their call's head; every text is valid UTF-8. */
+    if (kind == SERVE_EV_TOOL && (!name || *text)) abort();
+    if (kind == SERVE_EV_TOOL_ARGS && (ev->n < 2 || tool_index + 1 != ev->n_tools)) abort();
+    if (kind == SERVE_EV_TOOL && tool_index != ev->n_tools++) abort();
     check_utf8(e->text);
+}
+
+/* Each call's pieces make a JSON object, but a call the reply was cut inside of, whose pieces
+ * still close into one (serve_args_json). */
+static void check_calls(const events *ev, const serve_output *o) {
+    serve_reply r = {.events = ev->e, .n_events = ev->n};
+    for (unsigned i = 0; i < ev->n_tools; i++) {
+        sbuf args = {0};
+        serve_reply_tool_args(&r, i, &args);
+        bool open = o->cut && i + 1 == ev->n_tools;
+        cJSON *j = open ? serve_args_json(args.p ? args.p : "") : cJSON_Parse(args.p ? args.p : "");
+        if ((!j || !cJSON_IsObject(j)) && !args.oom) abort();
+        if (!open && !o->broken && args.p && args.p[args.n - 1] != '}') abort();
+        cJSON_Delete(j);
+        sbuf_free(&args);
+    }
 }
 
 static void check_json(const sbuf *b) {
@@ -116,14 +131,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         i += n;
     }
     serve_output_finish(&o);
+    /* The streamed calls always equal halo_dsml_parse's reading of the block. */
+    if (o.dsml.mismatch) abort();
+    if (!o.broken) check_calls(&ev, &o);
+    bool cut = o.cut, broken = o.broken;
     serve_output_free(&o);
 
     serve_reply reply = {.events = ev.e,
                          .n_events = ev.n,
                          .started = true,
                          .done = true,
-                         .finish = ev.n && ev.e[ev.n - 1].kind == SERVE_EV_TOOL ? SERVE_FIN_TOOLS
-                                                                                : SERVE_FIN_STOP,
+                         .finish = cut          ? SERVE_FIN_LENGTH
+                                   : ev.n_tools ? SERVE_FIN_TOOLS
+                                                : SERVE_FIN_STOP,
                          .usage = {.prompt = (uint32_t)r.prompt.n, .completion = 3}};
     serve_format_reply(api, &r, &reply, &out);
     check_json(&out);
@@ -134,7 +154,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     partial.done = false;
     partial.n_events = ev.n / 2;
     serve_stream_format(&s, &partial, &out);
-    serve_stream_format(&s, &reply, &out);
+    if (broken) {
+        serve_fail f2;
+        serve_failf(&f2, 500, "api_error", "%s", "a broken tool call");
+        serve_stream_error(&s, &f2, &out);
+    } else {
+        serve_stream_format(&s, &reply, &out);
+    }
     serve_stream_free(&s);
     /* Every SSE data line holds one JSON value (or [DONE]). */
     for (char *line = out.p; line && *line;) {

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "halo/halo.h"
 #include "halo/status.h"
 
 typedef struct halo_golden halo_golden;
@@ -121,5 +122,15 @@ int halo_golden_near_tie(const halo_golden_cmp *c, float eps);
 
 /* One line for test logs: "max|d| 1.2e-06 rel 3.4e-07 top1 129/129 first-bad -" etc. */
 void halo_golden_format(const halo_golden_cmp *c, char *buf, size_t n);
+
+/* ---- running halo on the fixtures (golden_run.c) ---- */
+
+/* Every position's logits of tokens[0..n) evaluated by one session in chunks of `chunk` tokens
+ * (0: all at once), into *out ([n][n_vocab], caller frees; rows after a failed eval stay 0). */
+halo_status halo_golden_eval(halo_engine *e, const int32_t *tokens, int32_t n, int32_t chunk,
+                             float **out, halo_error *err);
+
+/* The index of the largest logit (the first of equals). */
+int halo_golden_argmax(const float *row, uint32_t n);
 
 #endif

@@ -38,27 +38,14 @@ static halo_engine *open_engine(const halo_golden_variant *v) {
     return e;
 }
 
-/* Evaluates tokens in chunks of `chunk` (0: all at once), returning all logits (caller frees). */
+/* Every position's logits, evaluated in chunks of `chunk` (0: at once); caller frees. */
 static float *eval(halo_engine *e, const int32_t *tokens, int32_t n, int32_t chunk) {
-    uint32_t V = halo_engine_n_vocab(e);
-    float *all = malloc((size_t)n * V * sizeof *all);
-    halo_session *s = NULL;
+    float *all = NULL;
     halo_error err = {0};
-    CHECK_INT(halo_session_create(e, (uint32_t)n, &s, &err), HALO_OK);
-    if (!chunk) chunk = n;
-    for (int32_t at = 0; s && at < n; at += chunk) {
-        int32_t m = n - at < chunk ? n - at : chunk;
-        halo_status st = halo_session_eval(s, tokens + at, (uint32_t)m, true, &err);
-        CHECK_INT(st, HALO_OK);
-        if (st) {
-            fprintf(stderr, "  %s\n", err.message);
-            break;
-        }
-        uint32_t rows;
-        const float *l = halo_session_logits(s, &rows);
-        memcpy(all + (size_t)at * V, l, (size_t)rows * V * sizeof *l);
+    if (halo_golden_eval(e, tokens, n, chunk, &all, &err)) {
+        fprintf(stderr, "  %s\n", err.message);
+        check_failures++;
     }
-    halo_session_free(s);
     return all;
 }
 
@@ -117,13 +104,6 @@ static void incremental_evaluation_equals_prefill(void) {
     }
 }
 
-static int argmax(const float *row, uint32_t n) {
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (row[i] > row[best]) best = i;
-    return (int)best;
-}
-
 /* Greedy decoding, one token at a time from the prompt's prefill, gives transformers' tokens
  * (a different choice is allowed only where the reference's top-2 margin is a near-tie). */
 static void greedy_continuations_match(void) {
@@ -141,7 +121,7 @@ static void greedy_continuations_match(void) {
                       HALO_OK);
             int same = 0;
             for (int step = 0; step < run->steps; step++) {
-                int tok = argmax(halo_session_logits(s, NULL), halo_engine_n_vocab(e));
+                int tok = halo_golden_argmax(halo_session_logits(s, NULL), halo_engine_n_vocab(e));
                 if (tok != run->ref_tokens[step]) {
                     bool tie = run->ref_margins[step] < NEAR_TIE;
                     printf("  %s greedy from %s: step %d chose %d, transformers %d (margin %g)\n",

@@ -47,25 +47,14 @@ static halo_engine *open_on(const halo_golden_variant *v, const char *backend,
     return e;
 }
 
-/* All logits of tokens evaluated in chunks of `chunk` (0: at once); caller frees. */
+/* Every position's logits, evaluated in chunks of `chunk` (0: at once); caller frees. */
 static float *eval(halo_engine *e, const int32_t *tokens, int32_t n, int32_t chunk) {
-    uint32_t V = halo_engine_n_vocab(e);
-    float *all = calloc((size_t)n * V, sizeof *all);
-    halo_session *s = NULL;
+    float *all = NULL;
     halo_error err = {0};
-    CHECK_INT(halo_session_create(e, (uint32_t)n, &s, &err), HALO_OK);
-    if (!chunk) chunk = n;
-    for (int32_t at = 0; s && at < n; at += chunk) {
-        int32_t m = n - at < chunk ? n - at : chunk;
-        halo_status st = halo_session_eval(s, tokens + at, (uint32_t)m, true, &err);
-        CHECK_INT(st, HALO_OK);
-        if (st) {
-            fprintf(stderr, "  %s\n", err.message);
-            break;
-        }
-        memcpy(all + (size_t)at * V, halo_session_logits(s, NULL), (size_t)m * V * sizeof *all);
+    if (halo_golden_eval(e, tokens, n, chunk, &all, &err)) {
+        fprintf(stderr, "  %s\n", err.message);
+        check_failures++;
     }
-    halo_session_free(s);
     return all;
 }
 
@@ -142,13 +131,6 @@ static void incremental_evaluation_equals_prefill_and_the_cpu(void) {
     }
 }
 
-static int argmax(const float *row, uint32_t n) {
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (row[i] > row[best]) best = i;
-    return (int)best;
-}
-
 static void greedy_continuations_match_transformers(void) {
     static const char *models[] = {"tiny-a", "tiny-yarn"};
     for (int m = 0; m < 2; m++) {
@@ -165,7 +147,7 @@ static void greedy_continuations_match_transformers(void) {
                       HALO_OK);
             int same = 0;
             for (int step = 0; s && step < run->steps; step++) {
-                int tok = argmax(halo_session_logits(s, NULL), halo_engine_n_vocab(e));
+                int tok = halo_golden_argmax(halo_session_logits(s, NULL), halo_engine_n_vocab(e));
                 if (tok != run->ref_tokens[step]) {
                     printf("  %s greedy from %s: step %d chose %d, transformers %d (margin %g)\n",
                            models[m], run->prompt, step, tok, run->ref_tokens[step],

@@ -2,7 +2,11 @@
 // (far fewer scheduler steps than tokens); a full queue answers 429 with retry-after; a client
 // that leaves mid-prefill or mid-decode, streaming or not, frees its slot within a step (seen in
 // /metrics); a long prefill sends SSE keep-alive comments before the first token.
-import { startServer, openai, metrics, sleep, assert, eq, run } from './lib.mjs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startServer, openai, metrics, sleep, assert, eq, run, HALO, MODEL } from './lib.mjs';
 
 const wide = await startServer(['-np', '8']);
 const narrow = await startServer(['-np', '1', '--queue', '1', '--keepalive', '1']);
@@ -44,6 +48,24 @@ const longMsg = (n) => [{ role: 'user', content: 'And it came to pass that the p
 
 await run(
   [
+    ['slots_that_do_not_fit_are_refused_before_listening', async () => {
+      // On a machine profile with ~45 MiB to spare, 64 slots of 4096 tokens do not fit (one does):
+      // the server says so and exits before it listens or loads (tests/serve/test_admit.c pins
+      // the numbers).
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'halo-admit-'));
+      const profile = path.join(dir, 'small.json');
+      writeFileSync(profile, JSON.stringify({ name: 'small-1100', description: 'test machine',
+        sources: ['made up for tests/server/test_slots.mjs'],
+        host: { total_mib: 1200, available_mib: 1100, bandwidth_gbs: 10 },
+        disk: { kind: 'ssd', read_gbs: 1.0 } }));
+      const r = spawnSync(HALO, ['serve', '-m', MODEL, '--port', '0', '-np', '64', '--ctx', '4096'],
+        { env: { ...process.env, HALO_PROFILE: profile }, timeout: 30000 });
+      rmSync(dir, { recursive: true });
+      const err = r.stderr.toString();
+      eq(r.status, 1, `exit status (stderr: ${err})`);
+      assert(/-np 64 --ctx 4096: refused before loading: context state for 64 sequences/.test(err) &&
+        /fix: -np \d+/.test(err) && !/listening/.test(err), `stderr: ${err}`);
+    }],
     ['eight_concurrent_streams_equal_each_alone', async () => {
       const alone = [];
       for (const p of PROMPTS) alone.push(await streamText(client, p));

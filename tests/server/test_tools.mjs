@@ -88,15 +88,125 @@ await run(
       assert(kinds.includes('input_json_delta'), `delta types ${kinds}`);
     }],
     ['a_truncated_dsml_block_becomes_text', async () => {
-      const cut = `Let me look.\n\n<${D}tool_calls>\n<${D}invoke name="get_weather">\n`;
+      // Cut before the first call's name is complete: nothing of a call went out, so it is text.
+      const cut = `Let me look.\n\n<${D}tool_calls>\n<${D}invoke name="get_wea`;
       const r = await oa.chat.completions.create({ model: 'm', messages: ask, tools: oaTools,
         max_tokens: 200, halo_test_reply: cut });
       eq(r.choices[0].finish_reason, 'stop', 'finish_reason');
       assert(!r.choices[0].message.tool_calls, 'no tool calls');
-      assert(r.choices[0].message.content.includes('invoke name="get_weather"'), 'kept as text');
+      assert(r.choices[0].message.content.includes('invoke name="get_wea'), 'kept as text');
       const m = await an.messages.stream({ model: 'm', max_tokens: 200, tools: anTools,
         messages: ask, halo_test_reply: cut }).finalMessage();
       eq(m.content.map((b) => b.type), ['text'], 'blocks');
+    }],
+    ['a_call_the_model_breaks_after_its_head_is_a_clean_error', async () => {
+      // The call's head (and part of its arguments) already streamed: it cannot become text, so
+      // the end of turn inside it is an error in each API's shape, which both SDKs raise.
+      const cut = `Let me look.\n\n<${D}tool_calls>\n<${D}invoke name="get_weather">\n` +
+        `<${D}parameter name="city" string="true">Par`;
+      const s = await oa.chat.completions.create({ model: 'm', messages: ask, tools: oaTools,
+        max_tokens: 200, stream: true, halo_test_reply: cut });
+      let args = '';
+      const err = await (async () => {
+        try {
+          for await (const c of s) args += c.choices[0]?.delta?.tool_calls?.[0]?.function?.arguments || '';
+        } catch (e) {
+          return e;
+        }
+        return null;
+      })();
+      assert(err && /inside tool call 0/.test(err.message), `openai stream: ${err}`);
+      eq(args, '{"city": "Par', 'arguments streamed before the cut');
+      const e2 = await an.messages.stream({ model: 'm', max_tokens: 200, tools: anTools,
+        messages: ask, halo_test_reply: cut }).finalMessage().catch((e) => e);
+      assert(e2 instanceof Error && /inside tool call 0/.test(e2.message), `anthropic: ${e2}`);
+      const e3 = await oa.chat.completions.create({ model: 'm', messages: ask, tools: oaTools,
+        max_tokens: 200, halo_test_reply: cut }).catch((e) => e);
+      eq([e3.status, e3.headers?.get?.('x-should-retry')], [500, 'false'], 'not streamed: a 500');
+    }],
+    ['long_tool_arguments_stream_in_many_pieces_in_every_api', async () => {
+      // A long argument streams as the model writes it: many deltas, which the SDKs' own stream
+      // accumulators add up to exactly the arguments of the same reply not streamed.
+      const text = 'Chapter 1.\nIn the beginning "God" created the heaven and the earth. '.repeat(12);
+      const reply = `I will write it.\n\n<${D}tool_calls>\n<${D}invoke name="write_file">\n` +
+        `<${D}parameter name="path" string="true">notes/gen.txt</${D}parameter>\n` +
+        `<${D}parameter name="content" string="true">${text}</${D}parameter>\n` +
+        `<${D}parameter name="mode" string="false">{"append": false, "lines": [1, 2]}</${D}parameter>\n` +
+        `</${D}invoke>\n</${D}tool_calls>`;
+      const want = { path: 'notes/gen.txt', content: text, mode: { append: false, lines: [1, 2] } };
+      const tools = [{ type: 'function', function: { name: 'write_file', parameters: { type: 'object',
+        properties: { path: { type: 'string' }, content: { type: 'string' }, mode: { type: 'object' } } } } }];
+      const body = { model: 'm', messages: ask, tools, max_tokens: 2000, halo_test_reply: reply };
+      const whole = (await oa.chat.completions.create(body)).choices[0].message.tool_calls[0];
+      eq(JSON.parse(whole.function.arguments), want, 'openai: not streamed');
+      let pieces = 0;
+      const stream = oa.chat.completions.stream(body);
+      stream.on('chunk', (c) => {
+        for (const t of c.choices[0]?.delta?.tool_calls || []) pieces += t.function?.arguments ? 1 : 0;
+      });
+      const acc = (await stream.finalChatCompletion()).choices[0].message.tool_calls[0];
+      eq([acc.function.name, acc.function.arguments], ['write_file', whole.function.arguments],
+        'openai: accumulated = not streamed');
+      assert(pieces > 20, `openai: the arguments came in ${pieces} deltas`);
+
+      const anBody = { model: 'm', messages: ask, max_tokens: 2000, halo_test_reply: reply,
+        tools: [{ name: 'write_file', input_schema: tools[0].function.parameters }] };
+      const anWhole = (await an.messages.create(anBody)).content.find((b) => b.type === 'tool_use');
+      eq(anWhole.input, want, 'anthropic: not streamed');
+      let jsonDeltas = 0;
+      let raw = '';
+      const as = an.messages.stream(anBody);
+      as.on('streamEvent', (e) => {
+        if (e.type === 'content_block_delta' && e.delta.type === 'input_json_delta') {
+          jsonDeltas++;
+          raw += e.delta.partial_json;
+        }
+      });
+      const anAcc = (await as.finalMessage()).content.find((b) => b.type === 'tool_use');
+      eq(anAcc.input, anWhole.input, 'anthropic: accumulated = not streamed');
+      eq(raw, whole.function.arguments, 'anthropic: partial_json pieces = the OpenAI arguments');
+      assert(jsonDeltas > 20, `anthropic: ${jsonDeltas} input_json_delta events`);
+
+      const rTools = [{ type: 'function', name: 'write_file', parameters: tools[0].function.parameters }];
+      const rBody = { model: 'm', input: 'Write it.', tools: rTools, max_output_tokens: 2000,
+        halo_test_reply: reply };
+      const rWhole = (await oa.responses.create(rBody)).output.find((o) => o.type === 'function_call');
+      let rDeltas = 0;
+      const rs = oa.responses.stream(rBody);
+      rs.on('response.function_call_arguments.delta', () => rDeltas++);
+      const rAcc = (await rs.finalResponse()).output.find((o) => o.type === 'function_call');
+      eq([rAcc.name, rAcc.arguments], ['write_file', rWhole.arguments], 'responses: accumulated = whole');
+      eq(JSON.parse(rWhole.arguments), want, 'responses: arguments');
+      assert(rDeltas > 20, `responses: ${rDeltas} function_call_arguments.delta events`);
+    }],
+    ['max_tokens_inside_a_call_leaves_it_cut_with_the_length_finish', async () => {
+      // As OpenAI and Anthropic do: the call stays, cut, and the finish says why.
+      const reply = `<${D}tool_calls>\n<${D}invoke name="get_weather">\n` +
+        `<${D}parameter name="days" string="false">3</${D}parameter>\n` +
+        `<${D}parameter name="city" string="true">${'Paris and beyond, '.repeat(10)}</${D}parameter>\n` +
+        `</${D}invoke>\n</${D}tool_calls>`;
+      // Cut in the middle of the value: halfway between where it starts and where it ends.
+      // (Counted without tools: the same tokens, read as text.)
+      const count = async (text) => (await oa.chat.completions.create({ model: 'm', messages: ask,
+        max_tokens: 500, halo_test_reply: text })).usage.completion_tokens;
+      const head = await count(reply.slice(0, reply.indexOf('Paris')));
+      const full = await count(reply.slice(0, reply.lastIndexOf(`</${D}parameter>`)));
+      const cutAt = Math.floor((head + full) / 2);
+      const body = { model: 'm', messages: ask, tools: oaTools, max_tokens: cutAt, halo_test_reply: reply };
+      const r = await oa.chat.completions.create(body);
+      eq(r.choices[0].finish_reason, 'length', 'openai finish');
+      const args = r.choices[0].message.tool_calls[0].function.arguments;
+      assert(args.startsWith('{"days": 3, "city": "Paris and') && !args.endsWith('}'),
+        `cut arguments ${args}`);
+      const acc = await oa.chat.completions.stream(body).finalChatCompletion();
+      eq(acc.choices[0].message.tool_calls[0].function.arguments, args, 'openai streamed');
+      const anBody = { model: 'm', messages: ask, tools: anTools, max_tokens: cutAt, halo_test_reply: reply };
+      const m = await an.messages.create(anBody);
+      eq(m.stop_reason, 'max_tokens', 'anthropic stop_reason');
+      const sm = await an.messages.stream(anBody).finalMessage();
+      // The SDK's partial-JSON reader drops the member cut short; the body does the same.
+      eq(sm.content[0].input, m.content[0].input, 'anthropic: the SDK\'s partial JSON = not streamed');
+      eq(m.content[0].input, { days: 3 }, 'anthropic input');
     }],
     ['thinking_on_splits_reasoning_from_the_answer', async () => {
       const reply = 'I ponder the matter.</think>The answer.';

@@ -75,5 +75,10 @@ void cpu_make_act(bool precise, uint32_t wtype, const float *x, int64_t n, void 
  * view, for one expert of a stacked tensor), act made by cpu_make_act. */
 void cpu_dot_rows(bool precise, const halo_tensor *w, int64_t o0, int64_t o1, const void *act,
                   float *y, uint64_t w_offset);
+/* The same for nt <= HALO_GEMM_MAX_TOK tokens at once, y[t][o - o0] for act[t]: a tiled matrix
+ * product (src/quant/gemm.h) that reads each weight block once for all of them, bit-identical
+ * to cpu_dot_rows per token. */
+void cpu_dot_rows_tok(bool precise, const halo_tensor *w, int64_t o0, int64_t o1,
+                      const void *const *act, int nt, float *const *y, uint64_t w_offset);
 
 #endif

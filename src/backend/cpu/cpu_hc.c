@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "halo/quant.h"
+#include "quant/gemm.h"
 
 enum { HC_MAX = 16 };
 
@@ -15,6 +16,10 @@ typedef struct hc_ctx {
     bool precise;
     const halo_hc_args *a;
     int64_t n_embd;
+    uint32_t n_mix;       /* rows of fn: hc (the head) or (2 + hc) * hc */
+    unsigned char *acts;  /* [n_tok] activation rows of the normalised streams */
+    uint64_t act_bytes;
+    float *mix;           /* [n_tok][n_mix] */
     float base[(2 + HC_MAX) * HC_MAX], scale[3];
 } hc_ctx;
 
@@ -45,28 +50,44 @@ static void sinkhorn(float *m, uint32_t hc, uint32_t iters, float eps) {
     }
 }
 
+/* Phase 1: the flattened streams, RMS-normalised, as activation rows for fn. */
+static void hc_norm_task(void *p, int64_t t) {
+    hc_ctx *c = p;
+    const halo_hc_args *a = c->a;
+    int64_t width = (int64_t)a->hc * c->n_embd;
+    float *flat = cpu_scratch(c->be, (size_t)width * sizeof *flat, "hc_pre");
+    if (!flat) return;
+    memcpy(flat, cpu_f32(a->streams) + t * width, (size_t)width * sizeof *flat);
+    cpu_rms_norm_row(flat, width, NULL, a->norm_eps);
+    cpu_make_act(c->precise, a->fn->type, flat, width, c->acts + (uint64_t)t * c->act_bytes);
+    free(flat);
+}
+
+/* Phase 2: one row of fn for up to HALO_GEMM_MAX_TOK tokens (fn has few, long rows: a single
+ * decode token still spreads them over the threads). */
+static void hc_mix_task(void *p, int64_t task) {
+    hc_ctx *c = p;
+    int64_t t0 = task / c->n_mix * HALO_GEMM_MAX_TOK, r = task % c->n_mix;
+    int64_t n_tok = c->a->collapsed->ne[1];
+    int nt = n_tok - t0 < HALO_GEMM_MAX_TOK ? (int)(n_tok - t0) : HALO_GEMM_MAX_TOK;
+    const void *act[HALO_GEMM_MAX_TOK];
+    float *y[HALO_GEMM_MAX_TOK];
+    for (int j = 0; j < nt; j++) {
+        act[j] = c->acts + (uint64_t)(t0 + j) * c->act_bytes;
+        y[j] = c->mix + (t0 + j) * c->n_mix + r;
+    }
+    cpu_dot_rows_tok(c->precise, c->a->fn, r, r + 1, act, nt, y, 0);
+}
+
+/* Phase 3: the mixing weights and the collapsed input of one token. */
 static void hc_task(void *p, int64_t t) {
     hc_ctx *c = p;
     const halo_hc_args *a = c->a;
     uint32_t hc = a->hc;
     int64_t width = (int64_t)hc * c->n_embd;
     const float *x = cpu_f32(a->streams) + t * width;
-    float *flat = cpu_scratch(c->be, (size_t)width * sizeof *flat, "hc_pre");
-    void *act = cpu_scratch(c->be, (size_t)cpu_act_bytes(c->precise, a->fn->type, width), "hc_pre");
-    if (!flat || !act) {
-        free(flat);
-        free(act);
-        return;
-    }
-    memcpy(flat, x, (size_t)width * sizeof *flat);
-    cpu_rms_norm_row(flat, width, NULL, a->norm_eps);
     bool head = a->post == NULL;
-    uint32_t n_mix = head ? hc : (2 + hc) * hc;
-    float mix[(2 + HC_MAX) * HC_MAX];
-    cpu_make_act(c->precise, a->fn->type, flat, width, act);
-    cpu_dot_rows(c->precise, a->fn, 0, n_mix, act, mix, 0);
-    free(act);
-    free(flat);
+    const float *mix = c->mix + t * c->n_mix;
 
     float pre[HC_MAX];
     for (uint32_t k = 0; k < hc; k++) pre[k] = sigmoidf(mix[k] * c->scale[0] + c->base[k]) + a->eps;
@@ -89,9 +110,24 @@ static void hc_task(void *p, int64_t t) {
 void cpu_hc_pre(halo_backend *be, const halo_hc_args *a) {
     hc_ctx c = {.be = cpu_of(be), .precise = cpu_of(be)->precise, .a = a,
                 .n_embd = a->collapsed->ne[0]};
+    int64_t n_tok = a->collapsed->ne[1], width = (int64_t)a->hc * c.n_embd;
+    c.n_mix = a->post == NULL ? a->hc : (2 + a->hc) * a->hc;
+    c.act_bytes = cpu_act_bytes(c.precise, a->fn->type, width);
     halo_quant_dequantize_row(a->base->type, cpu_ptr(a->base), c.base, a->base->ne[0]);
     halo_quant_dequantize_row(a->scale->type, cpu_ptr(a->scale), c.scale, a->scale->ne[0]);
-    halo_threadpool_run(cpu_of(be)->pool, a->collapsed->ne[1], hc_task, &c);
+    c.acts = cpu_scratch(c.be, (size_t)(c.act_bytes * (uint64_t)n_tok), "hc_pre");
+    c.mix = cpu_scratch(c.be, (size_t)(n_tok * c.n_mix) * sizeof *c.mix, "hc_pre");
+    halo_threadpool *pool = cpu_of(be)->pool;
+    if (c.acts && c.mix) {
+        halo_threadpool_run(pool, n_tok, hc_norm_task, &c);
+        int64_t chunks = (n_tok + HALO_GEMM_MAX_TOK - 1) / HALO_GEMM_MAX_TOK;
+        if (!atomic_load(&c.be->failed)) {
+            halo_threadpool_run(pool, chunks * c.n_mix, hc_mix_task, &c);
+            halo_threadpool_run(pool, n_tok, hc_task, &c);
+        }
+    }
+    free(c.acts);
+    free(c.mix);
 }
 
 typedef struct post_ctx {

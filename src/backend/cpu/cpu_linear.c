@@ -5,6 +5,7 @@
 #include "backend/cpu/cpu.h"
 #include "halo/quant.h"
 #include "halo/types.h"
+#include "quant/gemm.h"
 
 static uint32_t act_type(bool precise, uint32_t wtype) {
     return precise ? HALO_TYPE_F32 : (uint32_t)halo_quant_act_type(wtype);
@@ -53,6 +54,18 @@ void cpu_dot_rows(bool precise, const halo_tensor *w, int64_t o0, int64_t o1, co
     }
 }
 
+void cpu_dot_rows_tok(bool precise, const halo_tensor *w, int64_t o0, int64_t o1,
+                      const void *const *act, int nt, float *const *y, uint64_t w_offset) {
+    if (precise && halo_quant_act_type(w->type) != HALO_TYPE_F32) {
+        for (int t = 0; t < nt; t++)
+            cpu_dot_rows(precise, w, o0, o1, act[t], y[t], w_offset);
+        return;
+    }
+    uint64_t rb = cpu_row_bytes(w);
+    const unsigned char *base = (const unsigned char *)cpu_ptr(w) + w_offset + (uint64_t)o0 * rb;
+    halo_quant_gemm(w->type, w->ne[0], base, (size_t)rb, o1 - o0, act, nt, y);
+}
+
 typedef struct embed_ctx {
     const halo_tensor *table;
     const int32_t *tokens;
@@ -73,33 +86,42 @@ void cpu_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens
     halo_threadpool_run(cpu_of(be)->pool, out->ne[1], embed_task, &c);
 }
 
-enum { ROWS_PER_TASK = 16 };
+/* Rows per matmul task: 16 for one token (many tasks, so every thread streams its share of the
+ * weights), up to 64 for a batch so a tile's prepared tokens meet more rows, while there are
+ * still at least 4 tasks per thread. */
+enum { ROWS_PER_TASK = 16, ROWS_PER_TASK_BATCH = 64 };
 
 typedef struct matmul_ctx {
     bool precise;
     const halo_tensor *w;
     const unsigned char *acts; /* n_tok × groups activation rows */
     uint64_t act_bytes;        /* one activation row (one group slice) */
-    int64_t n_tok, n_out, out_per_group;
+    int64_t n_tok, n_out, out_per_group, rows; /* rows per task */
     uint32_t groups;
     float *out;
 } matmul_ctx;
 
-/* One task: a block of output rows for every token, so each weight row is read once. */
+/* One task: a block of output rows for every token, tiled by HALO_GEMM_MAX_TOK tokens, so the
+ * block stays in cache across the tokens and each weight block is decoded once per tile. */
 static void matmul_task(void *p, int64_t block) {
     matmul_ctx *c = p;
-    int64_t o0 = block * ROWS_PER_TASK, o1 = o0 + ROWS_PER_TASK;
+    int64_t o0 = block * c->rows, o1 = o0 + c->rows;
     if (o1 > c->n_out) o1 = c->n_out;
-    float y[ROWS_PER_TASK];
-    for (int64_t t = 0; t < c->n_tok; t++) {
+    for (int64_t t0 = 0; t0 < c->n_tok; t0 += HALO_GEMM_MAX_TOK) {
+        int nt = c->n_tok - t0 < HALO_GEMM_MAX_TOK ? (int)(c->n_tok - t0) : HALO_GEMM_MAX_TOK;
         /* A block never straddles groups when out_per_group is a multiple of the block size;
          * otherwise take rows one group at a time. */
         for (int64_t o = o0; o < o1;) {
             int64_t g = o / c->out_per_group, end = (g + 1) * c->out_per_group;
             if (end > o1) end = o1;
-            const void *act = c->acts + ((uint64_t)t * c->groups + (uint64_t)g) * c->act_bytes;
-            cpu_dot_rows(c->precise, c->w, o, end, act, y, 0);
-            memcpy(c->out + t * c->n_out + o, y, (size_t)(end - o) * sizeof(float));
+            const void *act[HALO_GEMM_MAX_TOK];
+            float *y[HALO_GEMM_MAX_TOK];
+            for (int j = 0; j < nt; j++) {
+                uint64_t t = (uint64_t)(t0 + j);
+                act[j] = c->acts + (t * c->groups + (uint64_t)g) * c->act_bytes;
+                y[j] = c->out + (int64_t)t * c->n_out + o;
+            }
+            cpu_dot_rows_tok(c->precise, c->w, o, end, act, nt, y, 0);
             o = end;
         }
     }
@@ -130,9 +152,13 @@ void cpu_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, ui
     if (!a.acts) return;
     halo_threadpool *pool = cpu_of(be)->pool;
     halo_threadpool_run(pool, n_tok * groups, act_task, &a);
-    matmul_ctx m = {precise, w,      a.acts, a.act_bytes, n_tok, n_out, n_out / groups,
-                    groups,  cpu_f32(out)};
-    halo_threadpool_run(pool, (n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK, matmul_task, &m);
+    int64_t rows = ROWS_PER_TASK;
+    while (n_tok > 1 && rows < ROWS_PER_TASK_BATCH &&
+           n_out / (2 * rows) >= 4 * (int64_t)halo_threadpool_size(pool))
+        rows *= 2;
+    matmul_ctx m = {precise, w,      a.acts,         a.act_bytes, n_tok,
+                    n_out,   n_out / groups, rows, groups,      cpu_f32(out)};
+    halo_threadpool_run(pool, (n_out + rows - 1) / rows, matmul_task, &m);
     free(a.acts);
 }
 

@@ -18,8 +18,9 @@
 #include "backend/cpu/cpu.h"
 #include "core/error.h"
 #include "halo/quant.h"
+#include "quant/gemm.h"
 
-enum { ROW_BLOCK = 64 };
+enum { ROW_BLOCK = 64, SCORE_ROWS = 16 };
 
 typedef struct moe_ctx {
     cpu_backend *be;
@@ -33,6 +34,9 @@ typedef struct moe_ctx {
     unsigned char *x_act; /* [n_tok] activation rows for the expert matrices */
     unsigned char *xs_act;/* [n_tok] activation rows for the shared expert (its own type) */
     uint64_t x_act_bytes, xs_act_bytes;
+    unsigned char *r_act; /* [n_tok] activation rows for the router */
+    uint64_t r_act_bytes;
+    float *score;         /* [n_tok][n_expert] router logits, then scores */
     float *h;             /* [n_tok][slots][n_h] SwiGLU outputs */
     unsigned char *h_act; /* [n_tok][slots] activation rows of h for the down projections */
     uint64_t h_act_bytes;
@@ -60,24 +64,41 @@ static float score_fn(uint32_t gating, float x) {
     }
 }
 
-/* Phase 1: router scores, expert choice and weights; activation rows of x. */
-static void route_task(void *p, int64_t t) {
+/* Phase 1a: activation rows of x, for the router and the expert matrices. */
+static void route_act_task(void *p, int64_t t) {
     moe_ctx *c = p;
     const halo_moe_args *a = c->a;
     const float *x = cpu_f32(a->x) + t * c->n_embd;
-    void *act = cpu_scratch(c->be, (size_t)cpu_act_bytes(c->precise, a->gate_inp->type, c->n_embd),
-                            "moe");
-    float *score = cpu_scratch(c->be, (size_t)c->n_expert * sizeof *score, "moe");
-    bool *taken = cpu_scratch(c->be, (size_t)c->n_expert, "moe");
-    if (!act || !score || !taken) {
-        free(act);
-        free(score);
-        free(taken);
-        return;
+    cpu_make_act(c->precise, a->gate_inp->type, x, c->n_embd, c->r_act + t * c->r_act_bytes);
+    cpu_make_act(c->precise, a->gate_exps->type, x, c->n_embd, c->x_act + t * c->x_act_bytes);
+    if (a->gate_sh)
+        cpu_make_act(c->precise, a->gate_sh->type, x, c->n_embd, c->xs_act + t * c->xs_act_bytes);
+}
+
+/* Phase 1b: router logits for a block of experts and up to HALO_GEMM_MAX_TOK tokens, so a
+ * single decode token's router still spreads over the threads. */
+static void score_task(void *p, int64_t task) {
+    moe_ctx *c = p;
+    int64_t blocks = (c->n_expert + SCORE_ROWS - 1) / SCORE_ROWS;
+    int64_t t0 = task / blocks * HALO_GEMM_MAX_TOK, e0 = task % blocks * SCORE_ROWS;
+    int64_t e1 = e0 + SCORE_ROWS < c->n_expert ? e0 + SCORE_ROWS : c->n_expert;
+    int nt = c->n_tok - t0 < HALO_GEMM_MAX_TOK ? (int)(c->n_tok - t0) : HALO_GEMM_MAX_TOK;
+    const void *act[HALO_GEMM_MAX_TOK];
+    float *y[HALO_GEMM_MAX_TOK];
+    for (int j = 0; j < nt; j++) {
+        act[j] = c->r_act + (t0 + j) * c->r_act_bytes;
+        y[j] = c->score + (t0 + j) * c->n_expert + e0;
     }
-    cpu_make_act(c->precise, a->gate_inp->type, x, c->n_embd, act);
-    cpu_dot_rows(c->precise, a->gate_inp, 0, c->n_expert, act, score, 0);
-    free(act);
+    cpu_dot_rows_tok(c->precise, c->a->gate_inp, e0, e1, act, nt, y, 0);
+}
+
+/* Phase 1c: router scores, expert choice and weights. */
+static void route_task(void *p, int64_t t) {
+    moe_ctx *c = p;
+    const halo_moe_args *a = c->a;
+    float *score = c->score + t * c->n_expert;
+    bool *taken = cpu_scratch(c->be, (size_t)c->n_expert, "moe");
+    if (!taken) return;
     if (a->gating == HALO_GATING_SOFTMAX) {
         float mx = score[0], sum = 0;
         for (int64_t e = 1; e < c->n_expert; e++) mx = score[e] > mx ? score[e] : mx;
@@ -115,10 +136,6 @@ static void route_task(void *p, int64_t t) {
         w[i] *= a->weights_scale;
     }
     if (c->slots > c->k) w[c->k] = 1.0f;
-    free(score);
-    cpu_make_act(c->precise, a->gate_exps->type, x, c->n_embd, c->x_act + t * c->x_act_bytes);
-    if (a->gate_sh)
-        cpu_make_act(c->precise, a->gate_sh->type, x, c->n_embd, c->xs_act + t * c->xs_act_bytes);
 }
 
 /* The matrices and byte offsets of slot s of token t (a routed expert or the shared one). */
@@ -147,29 +164,42 @@ static void slot_mats(const moe_ctx *c, int64_t t, uint32_t s, const halo_tensor
 }
 
 /* Phase 2: h = silu(min(gate·x, c)) · clamp(up·x, ±c) for one block of rows of one expert,
- * for every token routed to it. */
+ * for every token routed to it, HALO_GEMM_MAX_TOK tokens per tiled product. */
 static void gate_up_task(void *p, int64_t task) {
     moe_ctx *c = p;
     int64_t e = c->tasks[task][0], r0 = c->tasks[task][1];
-    for (int64_t i = c->first[e]; i < c->first[e + 1]; i++) {
-        int64_t pair = c->pairs[i], t = pair / c->slots;
-        const halo_tensor *g, *u, *d;
-        uint64_t off_gu, off_d;
-        const void *x_act;
-        float clamp;
-        slot_mats(c, t, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu, &off_d, &x_act, &clamp);
+    float gv[HALO_GEMM_MAX_TOK][ROW_BLOCK], uv[HALO_GEMM_MAX_TOK][ROW_BLOCK];
+    float *gy[HALO_GEMM_MAX_TOK], *uy[HALO_GEMM_MAX_TOK];
+    for (int j = 0; j < HALO_GEMM_MAX_TOK; j++) {
+        gy[j] = gv[j];
+        uy[j] = uv[j];
+    }
+    for (int64_t i0 = c->first[e]; i0 < c->first[e + 1]; i0 += HALO_GEMM_MAX_TOK) {
+        int nt = c->first[e + 1] - i0 < HALO_GEMM_MAX_TOK ? (int)(c->first[e + 1] - i0)
+                                                          : HALO_GEMM_MAX_TOK;
+        /* every pair of a group has the same matrices (one expert, or the shared one) */
+        const halo_tensor *g = NULL, *u = NULL, *d;
+        uint64_t off_gu = 0, off_d;
+        float clamp = 0;
+        const void *act[HALO_GEMM_MAX_TOK];
+        for (int j = 0; j < nt; j++) {
+            int64_t pair = c->pairs[i0 + j];
+            slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu,
+                      &off_d, &act[j], &clamp);
+        }
         int64_t r1 = r0 + ROW_BLOCK < g->ne[1] ? r0 + ROW_BLOCK : g->ne[1];
-        float gv[ROW_BLOCK], uv[ROW_BLOCK];
-        cpu_dot_rows(c->precise, g, r0, r1, x_act, gv, off_gu);
-        cpu_dot_rows(c->precise, u, r0, r1, x_act, uv, off_gu);
-        float *h = c->h + pair * c->n_h;
-        for (int64_t r = 0; r < r1 - r0; r++) {
-            float a = gv[r], b = uv[r];
-            if (clamp > 0) {
-                a = a > clamp ? clamp : a;
-                b = b > clamp ? clamp : b < -clamp ? -clamp : b;
+        cpu_dot_rows_tok(c->precise, g, r0, r1, act, nt, gy, off_gu);
+        cpu_dot_rows_tok(c->precise, u, r0, r1, act, nt, uy, off_gu);
+        for (int j = 0; j < nt; j++) {
+            float *h = c->h + c->pairs[i0 + j] * c->n_h;
+            for (int64_t r = 0; r < r1 - r0; r++) {
+                float a = gv[j][r], b = uv[j][r];
+                if (clamp > 0) {
+                    a = a > clamp ? clamp : a;
+                    b = b > clamp ? clamp : b < -clamp ? -clamp : b;
+                }
+                h[r0 + r] = a / (1.0f + expf(-a)) * b;
             }
-            h[r0 + r] = a / (1.0f + expf(-a)) * b;
         }
     }
 }
@@ -187,21 +217,27 @@ static void h_act_task(void *p, int64_t i) {
                  c->h_act + pair * c->h_act_bytes);
 }
 
-/* Phase 3: y = down · h for one block of output rows of one expert, for each of its tokens. */
+/* Phase 3: y = down · h for one block of output rows of one expert, for each of its tokens,
+ * HALO_GEMM_MAX_TOK tokens per tiled product. */
 static void down_task(void *p, int64_t task) {
     moe_ctx *c = p;
     int64_t e = c->tasks[task][0], r0 = c->tasks[task][1];
     int64_t r1 = r0 + ROW_BLOCK < c->n_embd ? r0 + ROW_BLOCK : c->n_embd;
-    for (int64_t i = c->first[e]; i < c->first[e + 1]; i++) {
-        int64_t pair = c->pairs[i];
-        const halo_tensor *g, *u, *d;
-        uint64_t off_gu, off_d;
-        const void *x_act;
-        float clamp;
-        slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu, &off_d,
-                  &x_act, &clamp);
-        cpu_dot_rows(c->precise, d, r0, r1, c->h_act + pair * c->h_act_bytes,
-                     c->y + pair * c->n_embd + r0, off_d);
+    for (int64_t i0 = c->first[e]; i0 < c->first[e + 1]; i0 += HALO_GEMM_MAX_TOK) {
+        int nt = c->first[e + 1] - i0 < HALO_GEMM_MAX_TOK ? (int)(c->first[e + 1] - i0)
+                                                          : HALO_GEMM_MAX_TOK;
+        const halo_tensor *g, *u, *d = NULL;
+        uint64_t off_gu, off_d = 0;
+        const void *x_act, *act[HALO_GEMM_MAX_TOK];
+        float clamp, *y[HALO_GEMM_MAX_TOK];
+        for (int j = 0; j < nt; j++) {
+            int64_t pair = c->pairs[i0 + j];
+            slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu,
+                      &off_d, &x_act, &clamp);
+            act[j] = c->h_act + pair * c->h_act_bytes;
+            y[j] = c->y + pair * c->n_embd + r0;
+        }
+        cpu_dot_rows_tok(c->precise, d, r0, r1, act, nt, y, off_d);
     }
 }
 
@@ -321,9 +357,12 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     int64_t pairs = c.n_tok * c.slots;
     c.x_act_bytes = cpu_act_bytes(c.precise, a->gate_exps->type, c.n_embd);
     c.xs_act_bytes = a->gate_sh ? cpu_act_bytes(c.precise, a->gate_sh->type, c.n_embd) : 0;
+    c.r_act_bytes = cpu_act_bytes(c.precise, a->gate_inp->type, c.n_embd);
     /* No activation format is wider than f32. */
     c.h_act_bytes = (uint64_t)c.n_h * sizeof(float);
     cpu_backend *cb = c.be;
+    c.r_act = cpu_scratch(cb, (size_t)(c.n_tok * c.r_act_bytes), "moe");
+    c.score = cpu_scratch(cb, (size_t)(c.n_tok * c.n_expert) * sizeof *c.score, "moe");
     c.sel = cpu_scratch(cb, (size_t)(c.n_tok * c.k) * sizeof *c.sel, "moe");
     c.weight = cpu_scratch(cb, (size_t)pairs * sizeof *c.weight, "moe");
     c.x_act = cpu_scratch(cb, (size_t)(c.n_tok * c.x_act_bytes), "moe");
@@ -345,7 +384,7 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
             halo_quant_dequantize_row(a->probs_bias->type, cpu_ptr(a->probs_bias), c.bias,
                                       a->probs_bias->ne[0]);
     }
-    bool ok = c.sel && c.weight && c.x_act && c.xs_act && c.h && c.h_act && c.y && c.first &&
+    bool ok = c.r_act && c.score && c.sel && c.weight && c.x_act && c.xs_act && c.h && c.h_act && c.y && c.first &&
               c.pairs && c.tasks && c.in_round && c.round_pairs && (c.view || !a->experts) &&
               (c.bias || !a->probs_bias);
     if (ok) {
@@ -354,7 +393,13 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
         if (c.view) memset(c.view, 0, (size_t)c.n_expert * sizeof *c.view);
     }
     halo_threadpool *pool = cb->pool;
-    if (ok) halo_threadpool_run(pool, c.n_tok, route_task, &c);
+    if (ok) {
+        int64_t chunks = (c.n_tok + HALO_GEMM_MAX_TOK - 1) / HALO_GEMM_MAX_TOK;
+        halo_threadpool_run(pool, c.n_tok, route_act_task, &c);
+        halo_threadpool_run(pool, chunks * ((c.n_expert + SCORE_ROWS - 1) / SCORE_ROWS),
+                            score_task, &c);
+        halo_threadpool_run(pool, c.n_tok, route_task, &c);
+    }
     ok = ok && !atomic_load(&cb->failed); /* routing needs its scratch too */
     ok = ok && group_pairs(&c);
     if (ok && a->experts) {
@@ -366,6 +411,8 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     }
     if (ok) halo_threadpool_run(pool, c.n_tok, sum_task, &c);
     free(c.bias);
+    free(c.r_act);
+    free(c.score);
     free(c.sel);
     free(c.weight);
     free(c.x_act);

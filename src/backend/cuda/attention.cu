@@ -19,6 +19,7 @@ typedef struct attn_params {
     uint32_t sliding_window, ratio;
     float scale;
     float *out;
+    cu_ints pos_small; /* pos by value when NULL */
 } attn_params;
 
 __global__ void attention_kernel(attn_params a) {
@@ -27,7 +28,7 @@ __global__ void attention_kernel(attn_params a) {
     const int64_t t = blockIdx.x, h = blockIdx.y;
     const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
     const int nj = (int)(a.head_dim / WARP);
-    const int64_t pos = a.pos[t];
+    const int64_t pos = cu_int_at(a.pos, a.pos_small, t);
     const float *q = a.q + (t * a.n_head + h) * a.head_dim;
     float qv[ATT_MAX_J], acc[ATT_MAX_J];
 #pragma unroll
@@ -100,9 +101,10 @@ void cu_attention(halo_backend *hbe, const halo_attn_args *a) {
                  cudaErrorInvalidValue);
         return;
     }
-    int32_t *dpos = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "attention");
-    if (!dpos || !cu_upload(be, dpos, a->pos, (uint64_t)n_tok * sizeof(int32_t), "attention"))
-        return;
+    int32_t *spos = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "attention");
+    cu_ints ps;
+    const int32_t *dpos = NULL;
+    if (!spos || !cu_ints_pass(be, spos, a->pos, n_tok, &ps, &dpos, "attention")) return;
     attn_params p = {cu_f32(a->q),
                      cu_f32(a->window),
                      a->comp ? cu_f32(a->comp) : NULL,
@@ -119,7 +121,8 @@ void cu_attention(halo_backend *hbe, const halo_attn_args *a) {
                      a->sliding_window,
                      a->ratio ? a->ratio : 1,
                      a->scale,
-                     cu_f32(a->out)};
+                     cu_f32(a->out),
+                     ps};
     if (a->comp && a->comp->ne[1] == 0) p.comp = NULL;
     dim3 grid((unsigned)n_tok, (unsigned)n_head);
     attention_kernel<<<grid, ATT_WARPS * WARP, 0, be->stream>>>(p);

@@ -11,17 +11,37 @@ extern "C" {
 #include "halo/plan.h"
 extern const uint64_t halo_iq2xxs_grid[256];
 extern const uint32_t halo_iq3xxs_grid[256];
+extern const uint64_t halo_iq2xs_grid[512];
+extern const uint64_t halo_iq2s_grid[1024];
+extern const uint32_t halo_iq3s_grid[512];
+extern const uint64_t halo_iq1s_grid[2048];
 void cpu_rope_inv_freq(const halo_rope *rope, float *inv_freq);
 }
 
 typedef struct cu_backend_full {
     cu_backend be;
-    char *grids; /* iq2xxs (2 KiB) then iq3xxs (1 KiB) */
+    char *grids; /* the i-quant codebooks, in grid_table's order */
 } cu_backend_full;
 
+/* The codebooks copied to device memory once per backend (all sizes multiples of 8 bytes). */
+static const struct {
+    const void *host;
+    size_t bytes;
+} grid_table[] = {
+    {halo_iq2xxs_grid, sizeof halo_iq2xxs_grid}, {halo_iq3xxs_grid, sizeof halo_iq3xxs_grid},
+    {halo_iq2xs_grid, sizeof halo_iq2xs_grid},   {halo_iq2s_grid, sizeof halo_iq2s_grid},
+    {halo_iq1s_grid, sizeof halo_iq1s_grid},     {halo_iq3s_grid, sizeof halo_iq3s_grid}};
+enum { N_GRIDS = sizeof grid_table / sizeof grid_table[0] };
+
 cu_grids cu_grids_get(halo_backend *be) {
-    char *g = ((cu_backend_full *)be)->grids;
-    cu_grids out = {(const uint64_t *)g, (const uint32_t *)(g + sizeof halo_iq2xxs_grid)};
+    const char *p[N_GRIDS];
+    const char *at = ((cu_backend_full *)be)->grids;
+    for (int i = 0; i < N_GRIDS; i++) {
+        p[i] = at;
+        at += grid_table[i].bytes;
+    }
+    cu_grids out = {(const uint64_t *)p[0], (const uint32_t *)p[1], (const uint64_t *)p[2],
+                    (const uint64_t *)p[3], (const uint64_t *)p[4], (const uint32_t *)p[5]};
     return out;
 }
 
@@ -61,6 +81,12 @@ bool cu_type_supported(cu_backend *be, uint32_t type, const char *op) {
     case HALO_TYPE_Q6_K:
     case HALO_TYPE_IQ2_XXS:
     case HALO_TYPE_IQ3_XXS:
+    case HALO_TYPE_IQ2_XS:
+    case HALO_TYPE_IQ2_S:
+    case HALO_TYPE_IQ3_S:
+    case HALO_TYPE_IQ1_S:
+    case HALO_TYPE_IQ1_M:
+    case HALO_TYPE_IQ4_XS:
         return true;
     default:
         if (!be->failed) {
@@ -106,7 +132,370 @@ char *cu_scratch(cu_backend *be, uint64_t bytes, const char *op) {
 }
 
 bool cu_upload(cu_backend *be, void *dst, const void *src, uint64_t bytes, const char *op) {
-    return CU_OK(be, op, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, be->stream));
+    be->n_upload++;
+    if (!be->ring || bytes > be->ring_cap)
+        return CU_OK(be, op, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, be->stream));
+    if (be->ring_used + bytes > be->ring_cap) {
+        /* The ring is full: wait until the stream has read it, then start over. */
+        if (!CU_OK(be, op, cudaStreamSynchronize(be->stream))) return false;
+        be->ring_used = 0;
+    }
+    char *slot = be->ring + be->ring_used;
+    memcpy(slot, src, bytes);
+    be->ring_used += (bytes + 15) & ~15ull;
+    return CU_OK(be, op, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, be->stream));
+}
+
+bool cu_ints_pass(cu_backend *be, int32_t *dst, const int32_t *src, int64_t n, cu_ints *small,
+                  const int32_t **dev, const char *op) {
+    memset(small, 0, sizeof *small);
+    if (n <= CU_INTS && !be->naive) {
+        memcpy(small->v, src, (size_t)n * sizeof(int32_t));
+        *dev = NULL;
+        return true;
+    }
+    *dev = dst;
+    return cu_upload(be, dst, src, (uint64_t)n * sizeof(int32_t), op);
+}
+
+/* ---- queued row copies ---------------------------------------------------------------------- */
+
+/* One block row per descriptor (grid.y), blocks of it striding over its bytes. */
+__global__ void copy_batch_kernel(cu_copy_batch b) {
+    const cu_copy_desc d = b.d[blockIdx.y];
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    const uint64_t i0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if ((((uintptr_t)d.dst | (uintptr_t)d.src | d.n) & 15) == 0) {
+        uint4 *o = (uint4 *)d.dst;
+        const uint4 *in = (const uint4 *)d.src;
+        for (uint64_t i = i0; i < d.n / 16; i += stride)
+            o[i] = in[i];
+    } else if ((((uintptr_t)d.dst | (uintptr_t)d.src | d.n) & 3) == 0) {
+        uint32_t *o = (uint32_t *)d.dst;
+        const uint32_t *in = (const uint32_t *)d.src;
+        for (uint64_t i = i0; i < d.n / 4; i += stride)
+            o[i] = in[i];
+    } else {
+        for (uint64_t i = i0; i < d.n; i += stride)
+            d.dst[i] = d.src[i];
+    }
+}
+
+static void prof_begin(cu_backend *be, uint64_t mark[2], cudaEvent_t *ev);
+static void prof_end(cu_backend *be, int op, const uint64_t mark[2], cudaEvent_t ev);
+/* Ops, then parts of ops (CU_PROF_* in cuda.cuh, not counted in the totals). */
+enum {
+    P_EMBED,
+    P_MATMUL,
+    P_RMS,
+    P_ROPE,
+    P_HCPRE,
+    P_HCPOST,
+    P_ATTN,
+    P_POOL,
+    P_TOPK,
+    P_MOE,
+    P_COPY,
+    P_N,
+    P_ALL = P_N + CU_PROF_PARTS
+};
+
+/* Runs the queued copies (before any other op, a read, a write or a sync). */
+static void flush_copies(cu_backend *be) {
+    cu_copy_batch *b = &be->copies;
+    if (b->n == 0) return;
+    if (!be->failed) {
+        uint64_t mark[2];
+        cudaEvent_t ev = NULL;
+        prof_begin(be, mark, &ev);
+        uint64_t blocks = (b->max_n + 16 * 256 - 1) / (16 * 256);
+        dim3 grid((unsigned)(blocks < 1024 ? (blocks ? blocks : 1) : 1024), (unsigned)b->n);
+        copy_batch_kernel<<<grid, 256, 0, be->stream>>>(*b);
+        CU_LAUNCHED(be, "copy", "copy_batch_kernel");
+        prof_end(be, P_COPY, mark, ev);
+    }
+    b->n = 0;
+    b->max_n = 0;
+}
+
+static bool overlaps(const char *a, uint64_t an, const char *b, uint64_t bn) {
+    return a < b + bn && b < a + an;
+}
+
+void cu_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
+    cu_backend *be = cu_of(hbe);
+    if (be->failed) return;
+    char *d = cu_ptr(dst);
+    const char *s = cu_ptr(src);
+    uint64_t n = halo_tensor_nbytes(src);
+    if (n == 0 || d == s) return;
+    cu_copy_batch *b = &be->copies;
+    /* The queued copies run at once: one that reads or writes what an earlier one writes (or
+     * writes what an earlier one reads) must wait for them. */
+    for (int i = 0; i < b->n; i++) {
+        const cu_copy_desc *q = &b->d[i];
+        if (overlaps(d, n, q->dst, q->n) || overlaps(d, n, q->src, q->n) ||
+            overlaps(s, n, q->dst, q->n)) {
+            flush_copies(be);
+            break;
+        }
+    }
+    if (b->n > 0) { /* the next rows of the last copy on both sides: extend it */
+        cu_copy_desc *q = &b->d[b->n - 1];
+        if (q->dst + q->n == d && q->src + q->n == s) {
+            q->n += n;
+            if (q->n > b->max_n) b->max_n = q->n;
+            return;
+        }
+    }
+    if (b->n == CU_COPY_MAX) flush_copies(be);
+    b->d[b->n].dst = d;
+    b->d[b->n].src = s;
+    b->d[b->n].n = n;
+    b->n++;
+    if (n > b->max_n) b->max_n = n;
+}
+
+/* ---- profiling (HALO_CUDA_PROFILE=1) ------------------------------------------------------ */
+
+static const char *const prof_names[P_ALL] = {
+    "embed",       "matmul",        "rms_norm",   "rope",      "hc_pre",
+    "hc_post",     "attention",     "pool",       "topk",      "moe",
+    "copy",        ". mm q8_0",     ". mm f16",   ". mm head", ". mm other",
+    ". moe route", ". moe gate_up", ". moe down", ". moe sum"};
+
+typedef struct prof_pend {
+    cudaEvent_t a, b;
+    int op, phase;
+} prof_pend;
+
+struct cu_prof {
+    cudaEvent_t *free_ev;
+    int n_free, cap_free;
+    prof_pend *pend;
+    int n_pend, cap_pend;
+    int phase; /* 0 decode (steps of at most 8 tokens), 1 prefill */
+    double ms[2][P_ALL];
+    uint64_t calls[2][P_ALL], launches[2][P_ALL], uploads[2][P_ALL], tokens[2], steps[2];
+    cudaEvent_t last; /* the start event of the op in progress */
+};
+
+static cudaEvent_t prof_event(cu_prof *p) {
+    if (p->n_free > 0) return p->free_ev[--p->n_free];
+    cudaEvent_t e = NULL;
+    if (cudaEventCreate(&e) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return e;
+}
+
+static void prof_release(cu_prof *p, cudaEvent_t e) {
+    if (!e) return;
+    if (p->n_free == p->cap_free) {
+        int cap = p->cap_free ? 2 * p->cap_free : 64;
+        cudaEvent_t *n = (cudaEvent_t *)realloc(p->free_ev, (size_t)cap * sizeof *n);
+        if (!n) {
+            (void)cudaEventDestroy(e);
+            return;
+        }
+        p->free_ev = n;
+        p->cap_free = cap;
+    }
+    p->free_ev[p->n_free++] = e;
+}
+
+static void prof_begin(cu_backend *be, uint64_t mark[2], cudaEvent_t *ev) {
+    mark[0] = be->n_launch;
+    mark[1] = be->n_upload;
+    *ev = NULL;
+    if (!be->prof) return;
+    *ev = prof_event(be->prof);
+    if (*ev) (void)cudaEventRecord(*ev, be->stream);
+}
+
+static void prof_end(cu_backend *be, int op, const uint64_t mark[2], cudaEvent_t ev) {
+    cu_prof *p = be->prof;
+    if (!p) return;
+    int ph = p->phase;
+    p->calls[ph][op]++;
+    p->launches[ph][op] += be->n_launch - mark[0];
+    p->uploads[ph][op] += be->n_upload - mark[1];
+    if (!ev) return;
+    cudaEvent_t e2 = prof_event(p);
+    if (!e2) {
+        prof_release(p, ev);
+        return;
+    }
+    (void)cudaEventRecord(e2, be->stream);
+    if (p->n_pend == p->cap_pend) {
+        int cap = p->cap_pend ? 2 * p->cap_pend : 256;
+        prof_pend *n = (prof_pend *)realloc(p->pend, (size_t)cap * sizeof *n);
+        if (!n) {
+            prof_release(p, ev);
+            prof_release(p, e2);
+            return;
+        }
+        p->pend = n;
+        p->cap_pend = cap;
+    }
+    p->pend[p->n_pend++] = (prof_pend){ev, e2, op, ph};
+}
+
+/* After a stream sync: the times of the ops recorded since the last one. */
+static void prof_collect(cu_prof *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n_pend; i++) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, p->pend[i].a, p->pend[i].b) == cudaSuccess)
+            p->ms[p->pend[i].phase][p->pend[i].op] += ms;
+        else
+            (void)cudaGetLastError();
+        prof_release(p, p->pend[i].a);
+        prof_release(p, p->pend[i].b);
+    }
+    p->n_pend = 0;
+}
+
+static void prof_print(cu_prof *p) {
+    static const char *const phase[2] = {"decode (steps of <= 8 tokens)", "prefill"};
+    for (int ph = 0; ph < 2; ph++) {
+        if (!p->tokens[ph]) continue;
+        double tok = (double)p->tokens[ph], total = 0, launches = 0, uploads = 0;
+        for (int o = 0; o < P_N; o++) {
+            total += p->ms[ph][o];
+            launches += (double)p->launches[ph][o];
+            uploads += (double)p->uploads[ph][o];
+        }
+        fprintf(stderr,
+                "halo cuda profile, %s: %llu steps, %llu tokens; per token: %.1f launches, "
+                "%.1f uploads, %.1f us of device time in ops\n",
+                phase[ph], (unsigned long long)p->steps[ph], (unsigned long long)p->tokens[ph],
+                launches / tok, uploads / tok, 1000.0 * total / tok);
+        fprintf(stderr, "  %-10s %10s %12s %10s %14s %7s\n", "op", "calls/tok", "launches/tok",
+                "uploads/tok", "device us/tok", "share");
+        for (int o = 0; o < P_ALL; o++) {
+            if (!p->calls[ph][o]) continue;
+            fprintf(stderr, "  %-10s %10.1f %12.1f %10.1f %14.1f %6.1f%%\n", prof_names[o],
+                    (double)p->calls[ph][o] / tok, (double)p->launches[ph][o] / tok,
+                    (double)p->uploads[ph][o] / tok, 1000.0 * p->ms[ph][o] / tok,
+                    total > 0 ? 100.0 * p->ms[ph][o] / total : 0.0);
+        }
+    }
+}
+
+static void prof_free(cu_prof *p) {
+    if (!p) return;
+    prof_collect(p);
+    for (int i = 0; i < p->n_free; i++)
+        (void)cudaEventDestroy(p->free_ev[i]);
+    free(p->free_ev);
+    free(p->pend);
+    free(p);
+}
+
+void cu_prof_begin(cu_backend *be, uint64_t mark[2], cudaEvent_t *ev) {
+    prof_begin(be, mark, ev);
+}
+void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t ev) {
+    prof_end(be, P_N + part, mark, ev);
+}
+
+/* ---- the ops, each after the queued copies, timed when profiling ------------------------- */
+
+#define OP_BEGIN(hbe)                                                                              \
+    cu_backend *be_ = cu_of(hbe);                                                                  \
+    flush_copies(be_);                                                                             \
+    uint64_t mark_[2];                                                                             \
+    cudaEvent_t ev_;                                                                               \
+    prof_begin(be_, mark_, &ev_)
+#define OP_END(op) prof_end(be_, (op), mark_, ev_)
+
+static void op_embed(halo_backend *hbe, const halo_tensor *table, const int32_t *tokens,
+                     halo_tensor *out) {
+    cu_backend *be = cu_of(hbe);
+    if (be->prof) {
+        int ph = out->ne[1] <= 8 ? 0 : 1;
+        be->prof->phase = ph;
+        be->prof->tokens[ph] += (uint64_t)out->ne[1];
+        be->prof->steps[ph]++;
+    }
+    OP_BEGIN(hbe);
+    cu_embed(hbe, table, tokens, out);
+    OP_END(P_EMBED);
+}
+static void op_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor *x,
+                      uint32_t groups, halo_tensor *out) {
+    OP_BEGIN(hbe);
+    uint64_t mark2[2];
+    cudaEvent_t ev2 = NULL;
+    if (be_->prof) prof_begin(be_, mark2, &ev2);
+    cu_matmul(hbe, w, x, groups, out);
+    if (be_->prof) {
+        int part = w->ne[1] > 65536            ? CU_PROF_MM_HEAD
+                   : w->type == HALO_TYPE_Q8_0 ? CU_PROF_MM_Q8
+                   : w->type == HALO_TYPE_F16  ? CU_PROF_MM_F16
+                                               : CU_PROF_MM_OTHER;
+        prof_end(be_, P_N + part, mark2, ev2);
+    }
+    OP_END(P_MATMUL);
+}
+static void op_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width,
+                        const halo_tensor *weight, float eps) {
+    OP_BEGIN(hbe);
+    cu_rms_norm(hbe, x, width, weight, eps);
+    OP_END(P_RMS);
+}
+static void op_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
+                    bool inverse) {
+    OP_BEGIN(hbe);
+    cu_rope(hbe, x, pos, rope, inverse);
+    OP_END(P_ROPE);
+}
+static void op_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
+    OP_BEGIN(hbe);
+    cu_hc_pre(hbe, a);
+    OP_END(P_HCPRE);
+}
+static void op_hc_post(halo_backend *hbe, halo_tensor *streams, const halo_tensor *y,
+                       const halo_tensor *post, const halo_tensor *comb) {
+    OP_BEGIN(hbe);
+    cu_hc_post(hbe, streams, y, post, comb);
+    OP_END(P_HCPOST);
+}
+static void op_attention(halo_backend *hbe, const halo_attn_args *a) {
+    OP_BEGIN(hbe);
+    cu_attention(hbe, a);
+    OP_END(P_ATTN);
+}
+static void op_pool(halo_backend *hbe, const halo_pool_args *a) {
+    OP_BEGIN(hbe);
+    cu_pool(hbe, a);
+    OP_END(P_POOL);
+}
+static void op_topk(halo_backend *hbe, const halo_topk_args *a) {
+    OP_BEGIN(hbe);
+    cu_topk(hbe, a);
+    OP_END(P_TOPK);
+}
+static void op_moe(halo_backend *hbe, const halo_moe_args *a) {
+    OP_BEGIN(hbe);
+    cu_moe(hbe, a);
+    OP_END(P_MOE);
+}
+static void op_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
+    cu_backend *be = cu_of(hbe);
+    if (be->naive) { /* the copies as they were: one memcpy each */
+        flush_copies(be);
+        if (!be->failed)
+            CU_OK(be, "copy",
+                  cudaMemcpyAsync(cu_ptr(dst), cu_ptr(src), halo_tensor_nbytes(src),
+                                  cudaMemcpyDefault, be->stream));
+        if (be->prof) be->prof->calls[be->prof->phase][P_COPY]++, be->n_upload++;
+        return;
+    }
+    if (be->prof) be->prof->calls[be->prof->phase][P_COPY]++;
+    cu_copy(hbe, dst, src);
 }
 
 bool cu_rope_freq_make(cu_backend *be, const halo_rope *rope, cu_rope_freq *f, const char *op) {
@@ -208,6 +597,7 @@ static halo_status buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, h
 static void buf_free(halo_backend *hbe, halo_buf *b) {
     if (!b) return;
     cu_backend *be = cu_of(hbe);
+    flush_copies(be);
     /* Frees wait for the device; a buffer may be freed right after the ops that used it. */
     (void)cudaStreamSynchronize(be->stream);
     switch (b->kind) {
@@ -262,6 +652,7 @@ static halo_status copy_sync(cu_backend *be, void *dst, const void *src, uint64_
 
 static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, const void *src,
                              uint64_t n, halo_error *err) {
+    flush_copies(cu_of(hbe));
     if (offset > b->size || n > b->size - offset)
         return halo_fail(err, HALO_E_OUT_OF_BOUNDS,
                          GPU_RUNTIME " backend: write past a buffer's end");
@@ -270,18 +661,11 @@ static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, co
 
 static halo_status buf_read(halo_backend *hbe, const halo_buf *b, uint64_t offset, void *dst,
                             uint64_t n, halo_error *err) {
+    flush_copies(cu_of(hbe));
     if (offset > b->size || n > b->size - offset)
         return halo_fail(err, HALO_E_OUT_OF_BOUNDS,
                          GPU_RUNTIME " backend: read past a buffer's end");
     return copy_sync(cu_of(hbe), dst, b->dev + offset, n, cudaMemcpyDeviceToHost, "buf_read", err);
-}
-
-void cu_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
-    cu_backend *be = cu_of(hbe);
-    if (be->failed) return;
-    CU_OK(be, "copy",
-          cudaMemcpyAsync(cu_ptr(dst), cu_ptr(src), halo_tensor_nbytes(src), cudaMemcpyDefault,
-                          be->stream));
 }
 
 /* The first failure since the last report, as an error (and cleared). */
@@ -299,8 +683,11 @@ static halo_status report(cu_backend *be, halo_error *err) {
 
 static halo_status sync(halo_backend *hbe, halo_error *err) {
     cu_backend *be = cu_of(hbe);
+    flush_copies(be);
     /* A kernel that faulted reports here, after the op that launched it returned. */
     cu_check(be, "a queued kernel", "cudaStreamSynchronize", cudaStreamSynchronize(be->stream));
+    be->ring_used = 0; /* the stream has read every staged input */
+    prof_collect(be->prof);
     return report(be, err);
 }
 
@@ -312,7 +699,14 @@ static halo_status check(halo_backend *hbe, halo_error *err) {
 static void destroy(halo_backend *hbe) {
     if (!hbe) return;
     cu_backend *be = cu_of(hbe);
+    flush_copies(be);
     (void)cudaStreamSynchronize(be->stream);
+    if (be->prof) {
+        prof_collect(be->prof);
+        prof_print(be->prof);
+        prof_free(be->prof);
+    }
+    if (be->ring) (void)cudaFreeHost(be->ring);
     (void)cudaFree(be->scratch);
     (void)cudaFree(((cu_backend_full *)be)->grids);
     (void)cudaStreamDestroy(be->stream);
@@ -330,17 +724,17 @@ static halo_backend_ops make_ops(void) {
     o.buf_wrap_host = buf_wrap_host;
     o.buf_write = buf_write;
     o.buf_read = buf_read;
-    o.embed = cu_embed;
-    o.matmul = cu_matmul;
-    o.rms_norm = cu_rms_norm;
-    o.rope = cu_rope;
-    o.hc_pre = cu_hc_pre;
-    o.hc_post = cu_hc_post;
-    o.attention = cu_attention;
-    o.pool = cu_pool;
-    o.topk = cu_topk;
-    o.moe = cu_moe;
-    o.copy = cu_copy;
+    o.embed = op_embed;
+    o.matmul = op_matmul;
+    o.rms_norm = op_rms_norm;
+    o.rope = op_rope;
+    o.hc_pre = op_hc_pre;
+    o.hc_post = op_hc_post;
+    o.attention = op_attention;
+    o.pool = op_pool;
+    o.topk = op_topk;
+    o.moe = op_moe;
+    o.copy = op_copy;
     o.sync = sync;
     o.check = check;
     return o;
@@ -372,17 +766,17 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     cu_backend *be = &full->be;
     be->base.ops = &cu_ops;
     be->device = device;
-    const size_t g2 = sizeof halo_iq2xxs_grid, g3 = sizeof halo_iq3xxs_grid;
+    size_t grid_bytes = 0;
+    for (int i = 0; i < N_GRIDS; i++)
+        grid_bytes += grid_table[i].bytes;
     e = cudaSetDevice(device);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&be->sm_count, cudaDevAttrMultiProcessorCount, device);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&full->grids, g2 + g3);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(full->grids, halo_iq2xxs_grid, g2, cudaMemcpyHostToDevice, be->stream);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(full->grids + g2, halo_iq3xxs_grid, g3, cudaMemcpyHostToDevice,
-                            be->stream);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&full->grids, grid_bytes);
+    for (size_t i = 0, at = 0; e == cudaSuccess && i < N_GRIDS; at += grid_table[i++].bytes)
+        e = cudaMemcpyAsync(full->grids + at, grid_table[i].host, grid_table[i].bytes,
+                            cudaMemcpyHostToDevice, be->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -394,6 +788,17 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     }
     const char *fail = getenv("HALO_TEST_FAIL_SCRATCH");
     be->fail_at = fail ? strtoll(fail, NULL, 10) : 0;
+    const char *naive = getenv("HALO_CUDA_NAIVE"), *prof = getenv("HALO_CUDA_PROFILE");
+    be->naive = naive && *naive && strcmp(naive, "0") != 0;
+    if (prof && *prof && strcmp(prof, "0") != 0) be->prof = (cu_prof *)calloc(1, sizeof(cu_prof));
+    /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */
+    be->ring_cap = 8u << 20;
+    if (be->naive ||
+        cudaHostAlloc((void **)&be->ring, be->ring_cap, cudaHostAllocMapped) != cudaSuccess) {
+        (void)cudaGetLastError();
+        be->ring = NULL;
+        be->ring_cap = 0;
+    }
     *out = &be->base;
     return HALO_OK;
 }

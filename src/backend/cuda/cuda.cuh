@@ -28,6 +28,35 @@ struct halo_buf {
     int kind; /* cu_buf_kind */
 };
 
+/* Row copies queued by the copy op and run as one kernel before the next op (the forward copies
+ * KV window rows one at a time: one launch for many instead of a memcpy each). Passed to the
+ * kernel by value. */
+enum { CU_COPY_MAX = 96 };
+typedef struct cu_copy_desc {
+    char *dst;
+    const char *src;
+    uint64_t n;
+} cu_copy_desc;
+typedef struct cu_copy_batch {
+    cu_copy_desc d[CU_COPY_MAX];
+    int n;
+    uint64_t max_n;
+} cu_copy_batch;
+
+typedef struct cu_prof cu_prof;
+/* Parts of ops timed on their own when profiling (cu_prof_begin/end). */
+enum {
+    CU_PROF_MM_Q8,
+    CU_PROF_MM_F16,
+    CU_PROF_MM_HEAD,
+    CU_PROF_MM_OTHER,
+    CU_PROF_MOE_ROUTE,
+    CU_PROF_MOE_GATE_UP,
+    CU_PROF_MOE_DOWN,
+    CU_PROF_MOE_SUM,
+    CU_PROF_PARTS
+};
+
 typedef struct cu_backend {
     halo_backend base;
     int device;
@@ -39,6 +68,14 @@ typedef struct cu_backend {
     char fail[400]; /* "op: call: error" of the first failure since the last sync */
     /* Fault injection for tests (HALO_TEST_FAIL_SCRATCH=N): the N-th scratch request fails. */
     int64_t fail_at, n_scratch;
+    /* Pinned staging for host inputs (positions, token ids): a copy from pageable memory can
+     * wait for the stream; from here it is queued. Reused from the start after each sync. */
+    char *ring;
+    uint64_t ring_cap, ring_used;
+    cu_copy_batch copies;
+    bool naive;    /* HALO_CUDA_NAIVE=1: the generic kernels only (speed comparison, tests) */
+    cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
+    uint64_t n_launch, n_upload;
 } cu_backend;
 
 static inline cu_backend *cu_of(halo_backend *be) {
@@ -49,13 +86,29 @@ static inline cu_backend *cu_of(halo_backend *be) {
 bool cu_check(cu_backend *be, const char *op, const char *call, cudaError_t e);
 #define CU_OK(be, op, call) cu_check((be), (op), #call, (call))
 /* Checks the launch just made. */
-#define CU_LAUNCHED(be, op, kernel) cu_check((be), (op), "launch " kernel, cudaGetLastError())
+#define CU_LAUNCHED(be, op, kernel)                                                                \
+    ((be)->n_launch++, cu_check((be), (op), "launch " kernel, cudaGetLastError()))
 
 /* Scratch of at least `bytes` for one op (grown between ops when needed), or NULL after
  * recording the failure. */
 char *cu_scratch(cu_backend *be, uint64_t bytes, const char *op);
 /* Copies n host ints into device memory at dst (part of an op's scratch). */
 bool cu_upload(cu_backend *be, void *dst, const void *src, uint64_t bytes, const char *op);
+
+/* Host ints (positions, token ids) for a kernel: up to CU_INTS go by value in the launch's
+ * parameters, since a small host-to-device copy takes microseconds of the stream's time (a
+ * decode step has a few per layer); more are uploaded to dst. *dev is dst after an upload,
+ * NULL when passed by value; kernels read them with cu_int_at. */
+enum { CU_INTS = 16 };
+typedef struct cu_ints {
+    int32_t v[CU_INTS];
+} cu_ints;
+bool cu_ints_pass(cu_backend *be, int32_t *dst, const int32_t *src, int64_t n, cu_ints *small,
+                  const int32_t **dev, const char *op);
+static __device__ __forceinline__ int32_t cu_int_at(const int32_t *dev, const cu_ints &small,
+                                                    int64_t i) {
+    return dev ? dev[i] : small.v[i];
+}
 
 /* A small vector read element by element (sinks, biases, hc scales) must be a float type;
  * false after recording the failure otherwise. */
@@ -83,6 +136,25 @@ void cu_matmul_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
                       uint32_t groups, const float *x, int64_t x_stride, int64_t n_tok, float *out,
                       const char *op);
 
+/* Device time of a part of an op (only when be->prof: HALO_CUDA_PROFILE=1). */
+void cu_prof_begin(cu_backend *be, uint64_t mark[2], cudaEvent_t *ev);
+void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t ev);
+
+/* Allows `kernel` more than 48 KiB of dynamic shared memory (once per kernel: *done). */
+template <typename K>
+static inline bool cu_smem_attr(cu_backend *be, K *kernel, int bytes, bool *done, const char *op) {
+#ifndef HALO_HIP
+    if (bytes > 48 * 1024 && !*done) {
+        if (!CU_OK(be, op,
+                   cudaFuncSetAttribute((const void *)kernel,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)))
+            return false;
+    }
+#endif
+    *done = true;
+    return true;
+}
+
 /* dst[0..n) = the n elements at src (any supported type) as f32. */
 void cu_to_f32(cu_backend *be, uint32_t type, const char *src, int64_t n, float *dst,
                const char *op);
@@ -103,6 +175,7 @@ void cu_attention(halo_backend *be, const halo_attn_args *a);
 void cu_pool(halo_backend *be, const halo_pool_args *a);
 void cu_topk(halo_backend *be, const halo_topk_args *a);
 void cu_moe(halo_backend *be, const halo_moe_args *a);
+void cu_moe_streamed(halo_backend *be, const halo_moe_args *a); /* a->experts set */
 
 /* Rotary inverse frequencies, as the CPU backend computes them (host side). */
 enum { CU_MAX_ROT_PAIRS = 256 };

@@ -6,6 +6,7 @@
 #define HALO_BACKEND_CUDA_GPU_H
 
 #ifdef HALO_HIP
+#include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 
 #define GPU_RUNTIME "hip"
@@ -48,6 +49,11 @@
 #define cudaStreamDestroy hipStreamDestroy
 #define cudaStreamSynchronize hipStreamSynchronize
 #define cudaDeviceSynchronize hipDeviceSynchronize
+#define cudaEvent_t hipEvent_t
+#define cudaEventCreate hipEventCreate
+#define cudaEventRecord hipEventRecord
+#define cudaEventElapsedTime hipEventElapsedTime
+#define cudaEventDestroy hipEventDestroy
 #define cudaGraph_t hipGraph_t
 #define cudaGraphExec_t hipGraphExec_t
 
@@ -63,7 +69,15 @@ static __device__ __forceinline__ float gpu_shfl(float v, int l) {
 static __device__ __forceinline__ int gpu_shfl_up_i(int v, int d) {
     return __shfl_up(v, d, 32);
 }
+/* ROCm 5.2's HIP has no __syncwarp. A wavefront runs in lockstep; the wave barrier keeps the
+ * compiler from moving shared-memory accesses across it, which is what the kernels need. */
+static __device__ __forceinline__ void gpu_syncwarp(void) {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+    __builtin_amdgcn_wave_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
 #else
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #define GPU_RUNTIME "cuda"
@@ -79,8 +93,18 @@ static __device__ __forceinline__ float gpu_shfl(float v, int l) {
 static __device__ __forceinline__ int gpu_shfl_up_i(int v, int d) {
     return __shfl_up_sync(0xffffffffu, v, d);
 }
+static __device__ __forceinline__ void gpu_syncwarp(void) {
+    __syncwarp();
+}
 #endif
 
 #define WARP 32
+
+/* A kernel parameter that device code may take the address of without a local copy. */
+#ifdef HALO_HIP
+#define GPU_GRID_CONST
+#else
+#define GPU_GRID_CONST __grid_constant__
+#endif
 
 #endif

@@ -1,24 +1,12 @@
 /* Manifold-constrained hyper-connections (DeepSeek V4 §2.2) on the GPU: pre = RMS-normalise the
  * hc streams of each token, project them to the mixing logits (the matmul kernel), then per
  * token the pre/post weights, the Sinkhorn-normalised comb mixer and the collapsed input; post
- * writes the sublayer output back into the streams. Same arithmetic as the CPU backend. */
+ * writes the sublayer output back into the streams. The arithmetic of the CPU backend, except
+ * that the projection runs on the raw streams and the mixing kernel scales its result by the
+ * token's 1/rms (the same value up to f32 rounding, without writing the normalised copy). */
 #include "backend/cuda/cuda.cuh"
 
 enum { HC_MAX = 16 };
-
-/* flat[t] = streams[t] / rms(streams[t]) (no weight). */
-__global__ void hc_flat_kernel(const float *x, int64_t width, float eps, float *flat) {
-    __shared__ float red[32];
-    const float *row = x + (int64_t)blockIdx.x * width;
-    float *out = flat + (int64_t)blockIdx.x * width;
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
-        ss += row[i] * row[i];
-    ss = block_sum(ss, red);
-    float r = 1.0f / sqrtf(ss / (float)width + eps);
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
-        out[i] = row[i] * r;
-}
 
 static __device__ float sigmoidf_(float x) {
     return 1.0f / (1.0f + expf(-x));
@@ -56,38 +44,88 @@ static __device__ void sinkhorn(float *m, uint32_t hc, uint32_t iters, float eps
     }
 }
 
+/* The same for hc = 4 on the 16 lanes of a warp, one element each (row j = lane / 4, column
+ * k = lane % 4): row sums over lanes differing in bits 0-1, column sums over bits 2-3. The
+ * iterations are a chain of dependent steps; on one thread with the matrix in memory they cost
+ * tens of microseconds a call. Lanes 16-31 mirror 0-15. Sums of four pair up, (a + b) + (c + d),
+ * where the CPU adds in order: f32 rounding apart, the same. */
+static __device__ float sinkhorn4_warp(float v, uint32_t iters, float eps) {
+    float mx = fmaxf(v, gpu_shfl_xor(v, 1));
+    mx = fmaxf(mx, gpu_shfl_xor(mx, 2));
+    float ex = expf(v - mx);
+    float sum = ex + gpu_shfl_xor(ex, 1);
+    sum += gpu_shfl_xor(sum, 2);
+    v = ex / sum + eps;
+    for (uint32_t it = 0; it < iters; it++) {
+        if (it > 0) {
+            sum = v + gpu_shfl_xor(v, 1);
+            sum += gpu_shfl_xor(sum, 2);
+            v /= sum + eps;
+        }
+        sum = v + gpu_shfl_xor(v, 4);
+        sum += gpu_shfl_xor(sum, 8);
+        v /= sum + eps;
+    }
+    return v;
+}
+
 typedef struct hc_mix_args {
     const float *streams, *mix;
     const char *base, *scale;
     uint32_t base_type, scale_type;
     uint32_t hc, n_mix, sinkhorn_iters;
     int64_t n_embd;
-    float eps;
+    float eps, norm_eps;
     float *collapsed, *post, *comb; /* post/comb NULL for the head */
 } hc_mix_args;
 
-__global__ void hc_mix_kernel(hc_mix_args a) {
+__global__ void __launch_bounds__(1024) hc_mix_kernel(hc_mix_args a) {
     __shared__ float pre[HC_MAX];
+    __shared__ float red[32];
+    __shared__ float comb_s[HC_MAX * HC_MAX];
     const int64_t t = blockIdx.x;
     const uint32_t hc = a.hc;
-    const float *mix = a.mix + t * a.n_mix;
-    if (threadIdx.x == 0) {
-        float s0 = load_float(a.scale_type, a.scale, 0);
-        for (uint32_t k = 0; k < hc; k++)
-            pre[k] = sigmoidf_(mix[k] * s0 + load_float(a.base_type, a.base, k)) + a.eps;
-        if (a.post) {
-            float s1 = load_float(a.scale_type, a.scale, 1);
-            float s2 = load_float(a.scale_type, a.scale, 2);
-            for (uint32_t k = 0; k < hc; k++)
-                a.post[t * hc + k] =
-                    2.0f * sigmoidf_(mix[hc + k] * s1 + load_float(a.base_type, a.base, hc + k));
-            float *comb = a.comb + t * hc * hc;
-            for (uint32_t i = 0; i < hc * hc; i++)
-                comb[i] = mix[2 * hc + i] * s2 + load_float(a.base_type, a.base, 2 * hc + i);
-            sinkhorn(comb, hc, a.sinkhorn_iters, a.eps);
+    const float *raw = a.mix + t * a.n_mix;
+    const float *xs = a.streams + t * hc * a.n_embd;
+    const int64_t width = (int64_t)hc * a.n_embd;
+    float ss = 0.0f;
+    if (width % 4 == 0 && ((uintptr_t)xs & 15) == 0) { /* a token's 64 KiB in one round */
+        const float4 *x4 = (const float4 *)xs;
+        for (int64_t i = threadIdx.x; i < width / 4; i += blockDim.x) {
+            float4 v = x4[i];
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
         }
+    } else {
+        for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+            ss += xs[i] * xs[i];
+    }
+    ss = block_sum(ss, red);
+    const float r = 1.0f / sqrtf(ss / (float)width + a.norm_eps);
+    /* One thread per mixing logit (they are independent); the loads of the scales and biases
+     * in parallel rather than one after another on one thread. */
+    for (uint32_t i = threadIdx.x; i < a.n_mix; i += blockDim.x) {
+        const float v = raw[i] * r, b = load_float(a.base_type, a.base, i);
+        if (i < hc)
+            pre[i] = sigmoidf_(v * load_float(a.scale_type, a.scale, 0) + b) + a.eps;
+        else if (i < 2 * hc)
+            a.post[t * hc + i - hc] =
+                2.0f * sigmoidf_(v * load_float(a.scale_type, a.scale, 1) + b);
+        else
+            comb_s[i - 2 * hc] = v * load_float(a.scale_type, a.scale, 2) + b;
     }
     __syncthreads();
+    if (a.post && hc != 4 && threadIdx.x == 0) sinkhorn(comb_s, hc, a.sinkhorn_iters, a.eps);
+    __syncthreads();
+    if (a.post && threadIdx.x < WARP) {
+        float *comb = a.comb + t * hc * hc;
+        if (hc == 4) {
+            float v = sinkhorn4_warp(comb_s[threadIdx.x % 16], a.sinkhorn_iters, a.eps);
+            if (threadIdx.x < 16) comb[threadIdx.x] = v;
+        } else {
+            for (uint32_t i = threadIdx.x; i < hc * hc; i += WARP)
+                comb[i] = comb_s[i];
+        }
+    }
     const float *x = a.streams + t * hc * a.n_embd;
     float *out = a.collapsed + t * a.n_embd;
     for (int64_t d = threadIdx.x; d < a.n_embd; d += blockDim.x) {
@@ -111,15 +149,10 @@ void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
         cu_check(be, "hc_pre", "hc count above 16", cudaErrorInvalidValue);
         return;
     }
-    uint64_t flat_bytes = (uint64_t)(n_tok * width) * sizeof(float);
-    char *s = cu_scratch(be, flat_bytes + (uint64_t)(n_tok * n_mix) * sizeof(float), "hc_pre");
-    if (!s) return;
-    float *flat = (float *)s, *mix = (float *)(s + flat_bytes);
-    hc_flat_kernel<<<(unsigned)n_tok, 256, 0, be->stream>>>(cu_f32(a->streams), width, a->norm_eps,
-                                                            flat);
-    if (!CU_LAUNCHED(be, "hc_pre", "hc_flat_kernel")) return;
-    cu_matmul_launch(be, a->fn->type, cu_ptr(a->fn), width, n_mix, 1, flat, width, n_tok, mix,
-                     "hc_pre");
+    float *mix = (float *)cu_scratch(be, (uint64_t)(n_tok * n_mix) * sizeof(float), "hc_pre");
+    if (!mix) return;
+    cu_matmul_launch(be, a->fn->type, cu_ptr(a->fn), width, n_mix, 1, cu_f32(a->streams), width,
+                     n_tok, mix, "hc_pre");
     hc_mix_args m = {cu_f32(a->streams),
                      mix,
                      cu_ptr(a->base),
@@ -131,11 +164,12 @@ void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
                      a->sinkhorn_iters,
                      n_embd,
                      a->eps,
+                     a->norm_eps,
                      cu_f32(a->collapsed),
                      head ? NULL : cu_f32(a->post),
                      head ? NULL : cu_f32(a->comb)};
     if (be->failed) return;
-    hc_mix_kernel<<<(unsigned)n_tok, 256, 0, be->stream>>>(m);
+    hc_mix_kernel<<<(unsigned)n_tok, 1024, 0, be->stream>>>(m);
     CU_LAUNCHED(be, "hc_pre", "hc_mix_kernel");
 }
 

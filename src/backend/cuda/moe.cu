@@ -6,10 +6,12 @@
  * (each expert's weights read once per MOE_TOK tokens); the down projections likewise; and the
  * weighted sum per token in slot order. Nothing is read back to the host. */
 #include <math.h>
+#include <string.h>
 
-#include "backend/cuda/quant.cuh"
+#include "backend/cuda/mv.cuh"
 
-enum { MOE_WARPS = 4, MOE_TOK = 8 };
+enum { MOE_WARPS = 4, MOE_TOK = 8, MOE_ITEM = 64 /* pairs per work item */ };
+enum { MOE_FAST_WARPS = 8 }; /* warps per block of the fast kernels */
 
 typedef struct route_params {
     const float *score_in; /* [n_tok][n_expert] router logits */
@@ -21,8 +23,9 @@ typedef struct route_params {
     uint32_t k, slots, gating;
     bool norm_weights;
     float weights_scale;
-    int32_t *sel;  /* [n_tok][k] */
-    float *weight; /* [n_tok][slots] */
+    int32_t *sel;         /* [n_tok][k] */
+    float *weight;        /* [n_tok][slots] */
+    cu_ints tokens_small; /* tokens by value when NULL */
 } route_params;
 
 static __device__ float score_fn(uint32_t gating, float x) {
@@ -31,21 +34,31 @@ static __device__ float score_fn(uint32_t gating, float x) {
     return x;
 }
 
-/* One token per block: scores in parallel, then the CPU's sequential choice on one thread
- * (k·n_expert comparisons), so ties resolve exactly as there. */
+/* Whether candidate (ov, oi) beats (bv, bi) in the CPU's sequential scan (the first of the
+ * largest values wins, so equal values go to the lower index); -1 is no candidate. */
+static __device__ __forceinline__ bool route_better(float ov, int oi, float bv, int bi) {
+    if (oi < 0) return false;
+    if (bi < 0) return true;
+    return ov > bv || (ov == bv && oi < bi);
+}
+
+/* One token per block: scores in parallel; each of the k choices an arg-max over the block
+ * with the CPU's tie rule (the lowest index), so the same experts are chosen as there. */
 __global__ void route_kernel(route_params a) {
-    extern __shared__ float sm[]; /* score[n_expert], then taken flags */
-    float *score = sm;
-    unsigned char *taken = (unsigned char *)(sm + a.n_expert);
+    extern __shared__ float sm[]; /* score[n_expert], selection value[n_expert], taken flags */
+    __shared__ float red_v[32];
+    __shared__ int red_i[32];
+    float *score = sm, *selv = sm + a.n_expert;
+    unsigned char *taken = (unsigned char *)(selv + a.n_expert);
     const int64_t t = blockIdx.x;
+    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP, nw = blockDim.x / WARP;
     const float *in = a.score_in + t * a.n_expert;
     for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x) {
         score[e] = a.gating == HALO_GATING_SOFTMAX ? in[e] : score_fn(a.gating, in[e]);
         taken[e] = 0;
     }
     __syncthreads();
-    if (threadIdx.x != 0) return;
-    if (a.gating == HALO_GATING_SOFTMAX) {
+    if (a.gating == HALO_GATING_SOFTMAX && threadIdx.x == 0) {
         float mx = score[0], sum = 0;
         for (int64_t e = 1; e < a.n_expert; e++)
             mx = score[e] > mx ? score[e] : mx;
@@ -54,25 +67,41 @@ __global__ void route_kernel(route_params a) {
         for (int64_t e = 0; e < a.n_expert; e++)
             score[e] /= sum;
     }
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x)
+        selv[e] = score[e] + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
+    __syncthreads();
     int32_t *sel = a.sel + t * a.k;
     if (a.tid2eid) {
-        for (uint32_t i = 0; i < a.k; i++)
-            sel[i] = a.tid2eid[(int64_t)a.tokens[t] * a.k + i];
+        if (threadIdx.x == 0)
+            for (uint32_t i = 0; i < a.k; i++)
+                sel[i] = a.tid2eid[(int64_t)cu_int_at(a.tokens, a.tokens_small, t) * a.k + i];
     } else {
         for (uint32_t i = 0; i < a.k; i++) {
-            int64_t best = -1;
-            float best_v = 0;
-            for (int64_t e = 0; e < a.n_expert; e++) {
-                float v = score[e] + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
-                if (!taken[e] && (best < 0 || v > best_v)) {
-                    best = e;
-                    best_v = v;
+            int best = -1;
+            float bv = 0.0f;
+            for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x)
+                if (!taken[e] && (best < 0 || selv[e] > bv)) {
+                    best = (int)e;
+                    bv = selv[e];
                 }
+            for (int m = WARP / 2; m > 0; m >>= 1) {
+                float ov = gpu_shfl_xor(bv, m);
+                int oi = gpu_shfl_xor_i(best, m);
+                if (route_better(ov, oi, bv, best)) bv = ov, best = oi;
             }
-            taken[best] = 1;
-            sel[i] = (int32_t)best;
+            if (lane == 0) red_v[wid] = bv, red_i[wid] = best;
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                for (int w = 1; w < nw; w++)
+                    if (route_better(red_v[w], red_i[w], bv, best)) bv = red_v[w], best = red_i[w];
+                if (best >= 0) taken[best] = 1;
+                sel[i] = best;
+            }
+            __syncthreads();
         }
     }
+    if (threadIdx.x != 0) return;
     float *w = a.weight + t * a.slots, sum = 0;
     for (uint32_t i = 0; i < a.k; i++) {
         int32_t e = sel[i];
@@ -94,28 +123,46 @@ __global__ void route_kernel(route_params a) {
  * group e are pairs[first[e] .. first[e+1]). The order inside a group does not matter: every
  * pair's result is computed on its own. One block. */
 __global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, uint32_t slots,
-                             int64_t n_expert, int32_t *first, int32_t *fill, int32_t *pairs) {
+                             int64_t n_expert, int32_t *first, int32_t *fill, int32_t *pairs,
+                             int32_t *act) {
+    extern __shared__ int32_t gsm[]; /* first[groups + 1], fill[groups] */
     const int64_t groups = n_expert + 1;
+    int32_t *first_s = gsm, *fill_s = gsm + groups + 1;
     for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
-        first[e] = 0;
+        first_s[e] = 0;
     for (int64_t e = threadIdx.x; e < groups; e += blockDim.x)
-        fill[e] = 0;
+        fill_s[e] = 0;
     __syncthreads();
     for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
         uint32_t s = (uint32_t)(p % slots);
         int64_t e = s < k ? sel[(p / slots) * k + s] : n_expert;
-        atomicAdd(&first[e + 1], 1);
+        atomicAdd(&first_s[e + 1], 1);
     }
     __syncthreads();
-    if (threadIdx.x == 0)
-        for (int64_t e = 0; e < groups; e++)
-            first[e + 1] += first[e];
+    /* act: the count of work items, then (group, first pair, end pair) of each: every group
+     * with pairs, split into runs of at most MOE_ITEM pairs (the projections' grid.y). */
+    if (threadIdx.x == 0) {
+        int32_t n_act = 0;
+        for (int64_t e = 0; e < groups; e++) {
+            first_s[e + 1] += first_s[e];
+            for (int32_t i0 = first_s[e]; i0 < first_s[e + 1]; i0 += MOE_ITEM) {
+                int32_t *it = act + 1 + 3 * n_act++;
+                it[0] = (int32_t)e;
+                it[1] = i0;
+                it[2] = first_s[e + 1] - i0 < MOE_ITEM ? first_s[e + 1] : i0 + MOE_ITEM;
+            }
+        }
+        act[0] = n_act;
+    }
     __syncthreads();
+    for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
+        first[e] = first_s[e];
     for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
         uint32_t s = (uint32_t)(p % slots);
         int64_t e = s < k ? sel[(p / slots) * k + s] : n_expert;
-        pairs[first[e] + atomicAdd(&fill[e], 1)] = (int32_t)p;
+        pairs[first_s[e] + atomicAdd(&fill_s[e], 1)] = (int32_t)p;
     }
+    (void)fill;
 }
 
 typedef struct expert_mats {
@@ -126,18 +173,20 @@ typedef struct expert_mats {
     int64_t n_embd, n_ff, n_ff_sh, n_expert, n_h;
     uint32_t slots;
     float clamp_exp, clamp_sh;
-    const int32_t *first, *pairs;
+    const int32_t *first, *pairs, *act;
     uint64_t grb, urb, drb, grb_sh, urb_sh, drb_sh; /* bytes per row of each matrix */
     cu_grids g;
 } expert_mats;
 
 /* h[pair, r] = silu(min(gate·x, c)) · clamp(up·x, ±c) for rows r of one expert. */
 __global__ void gate_up_kernel(expert_mats m, const float *x, float *h) {
-    const int64_t e = blockIdx.y;
+    if ((int32_t)blockIdx.y >= m.act[0]) return;
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
     const bool shared = e == m.n_expert;
     const int64_t rows = shared ? m.n_ff_sh : m.n_ff;
     const int64_t r = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP;
-    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    const int32_t p0 = item[1], p1 = item[2];
     if (r >= rows || p0 == p1) return;
     const uint32_t gt = shared ? m.gate_sh_type : m.gate_type;
     const uint32_t ut = shared ? m.up_sh_type : m.up_type;
@@ -167,10 +216,12 @@ __global__ void gate_up_kernel(expert_mats m, const float *x, float *h) {
 
 /* y[pair, r] = down[r] · h[pair] for rows r of one expert. */
 __global__ void down_kernel(expert_mats m, const float *h, float *y) {
-    const int64_t e = blockIdx.y;
+    if ((int32_t)blockIdx.y >= m.act[0]) return;
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
     const bool shared = e == m.n_expert;
     const int64_t r = (int64_t)blockIdx.x * MOE_WARPS + threadIdx.x / WARP;
-    const int32_t p0 = m.first[e], p1 = m.first[e + 1];
+    const int32_t p0 = item[1], p1 = item[2];
     if (r >= m.n_embd || p0 == p1) return;
     const uint32_t dt = shared ? m.down_sh_type : m.down_type;
     const int64_t n_in = shared ? m.n_ff_sh : m.n_ff;
@@ -188,6 +239,364 @@ __global__ void down_kernel(expert_mats m, const float *h, float *y) {
                 y[(int64_t)m.pairs[i0 + k] * m.n_embd + r] = acc[k];
     }
 }
+
+/* The type pairs (routed, shared) with fast expert kernels: ds4's q2 mix (IQ2_XXS gate/up,
+ * Q2_K down), its q4 layers (Q4_K) and the MXFP4 mix, each with a Q8_0 shared expert. */
+#define MOE_GATE_UP_PAIRS(X)                                                                       \
+    X(HALO_TYPE_IQ2_XXS, HALO_TYPE_Q8_0)                                                           \
+    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
+#define MOE_DOWN_PAIRS(X)                                                                          \
+    X(HALO_TYPE_Q2_K, HALO_TYPE_Q8_0)                                                              \
+    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
+
+#ifdef HALO_HIP
+/* The fast versions (mv.cuh): routed experts of type TR, the shared expert of type TS, NT
+ * pairs at a time; one warp per row. */
+
+template <int TR, int TS, int NT>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
+    gate_up_fast(expert_mats m, const float *x, float *h) {
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
+    if ((int32_t)blockIdx.y >= m.act[0]) return;
+    const int warp = threadIdx.x / WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
+    const bool shared = e == m.n_expert;
+    const int64_t rows = shared ? m.n_ff_sh : m.n_ff;
+    const int64_t r = (int64_t)blockIdx.x * MOE_FAST_WARPS + warp;
+    const int32_t p0 = item[1], p1 = item[2];
+    if (r >= rows) return; /* whole warps; no block barrier below */
+    const uint64_t grb = shared ? m.grb_sh : m.grb, urb = shared ? m.urb_sh : m.urb;
+    const char *grow = shared ? m.gate_sh + r * grb : m.gate + ((uint64_t)e * m.n_ff + r) * grb;
+    const char *urow = shared ? m.up_sh + r * urb : m.up + ((uint64_t)e * m.n_ff + r) * urb;
+    const float clamp = shared ? m.clamp_sh : m.clamp_exp;
+    for (int32_t i0 = p0; i0 < p1; i0 += NT) {
+        const int nt = p1 - i0 < NT ? p1 - i0 : NT;
+        const float *xs[NT];
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            xs[k] = x + (int64_t)(m.pairs[i0 + (k < nt ? k : 0)] / m.slots) * m.n_embd;
+        float gv[NT], uv[NT];
+        if (shared) {
+            mv_row<TS, NT>(grow, 0, m.n_embd, xs, nt, gv, stage, m.g);
+            mv_row<TS, NT>(urow, 0, m.n_embd, xs, nt, uv, stage, m.g);
+        } else {
+            mv_row<TR, NT>(grow, 0, m.n_embd, xs, nt, gv, stage, m.g);
+            mv_row<TR, NT>(urow, 0, m.n_embd, xs, nt, uv, stage, m.g);
+        }
+        if (threadIdx.x % WARP == 0)
+            for (int k = 0; k < nt; k++) {
+                float a = gv[k], b = uv[k];
+                if (clamp > 0) {
+                    a = a > clamp ? clamp : a;
+                    b = b > clamp ? clamp : b < -clamp ? -clamp : b;
+                }
+                h[(int64_t)m.pairs[i0 + k] * m.n_h + r] = a / (1.0f + expf(-a)) * b;
+            }
+    }
+}
+
+template <int TR, int TS, int NT>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
+    down_fast(expert_mats m, const float *h, float *y) {
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
+    if ((int32_t)blockIdx.y >= m.act[0]) return;
+    const int warp = threadIdx.x / WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
+    const bool shared = e == m.n_expert;
+    const int64_t r = (int64_t)blockIdx.x * MOE_FAST_WARPS + warp;
+    const int32_t p0 = item[1], p1 = item[2];
+    if (r >= m.n_embd) return;
+    const int64_t n_in = shared ? m.n_ff_sh : m.n_ff;
+    const uint64_t rb = shared ? m.drb_sh : m.drb;
+    const char *row = shared ? m.down_sh + r * rb : m.down + ((uint64_t)e * m.n_embd + r) * rb;
+    for (int32_t i0 = p0; i0 < p1; i0 += NT) {
+        const int nt = p1 - i0 < NT ? p1 - i0 : NT;
+        const float *hs[NT];
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            hs[k] = h + (int64_t)m.pairs[i0 + (k < nt ? k : 0)] * m.n_h;
+        float acc[NT];
+        if (shared)
+            mv_row<TS, NT>(row, 0, n_in, hs, nt, acc, stage, m.g);
+        else
+            mv_row<TR, NT>(row, 0, n_in, hs, nt, acc, stage, m.g);
+        if (threadIdx.x % WARP == 0)
+            for (int k = 0; k < nt; k++)
+                y[(int64_t)m.pairs[i0 + k] * m.n_embd + r] = acc[k];
+    }
+}
+
+static bool moe_fast_gate_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3 grid,
+                             const expert_mats &m, const float *x, float *h) {
+    /* Block formats only: both types of a pair are (a float shared expert would need none). */
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
+#define GU_CASE(a, b)                                                                              \
+    if (tr == (a) && ts == (b)) {                                                                  \
+        static bool done1, done8;                                                                  \
+        if (nt == 1) {                                                                             \
+            if (!cu_smem_attr(be, gate_up_fast<a, b, 1>, smem, &done1, "moe")) return true;        \
+            gate_up_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, x, h);     \
+        } else {                                                                                   \
+            if (!cu_smem_attr(be, gate_up_fast<a, b, 8>, smem, &done8, "moe")) return true;        \
+            gate_up_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, x, h);     \
+        }                                                                                          \
+        return true;                                                                               \
+    }
+    MOE_GATE_UP_PAIRS(GU_CASE)
+#undef GU_CASE
+    return false;
+}
+
+static bool moe_fast_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3 grid,
+                          const expert_mats &m, const float *h, float *y) {
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
+#define DN_CASE(a, b)                                                                              \
+    if (tr == (a) && ts == (b)) {                                                                  \
+        static bool done1, done8;                                                                  \
+        if (nt == 1) {                                                                             \
+            if (!cu_smem_attr(be, down_fast<a, b, 1>, smem, &done1, "moe")) return true;           \
+            down_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, h, y);        \
+        } else {                                                                                   \
+            if (!cu_smem_attr(be, down_fast<a, b, 8>, smem, &done8, "moe")) return true;           \
+            down_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, h, y);        \
+        }                                                                                          \
+        return true;                                                                               \
+    }
+    MOE_DOWN_PAIRS(DN_CASE)
+#undef DN_CASE
+    return false;
+}
+
+#else
+/* CUDA: the experts' rows as streams (mv_stream): work items of act (mv: group, pair range)
+ * times pair groups of NT times rows. The first blocks take the routed experts' items (type
+ * TR), the rest the shared expert's (type TS: its items are the last n_sh of act). */
+template <int NT> struct moe_up_rows {
+    const expert_mats &m;
+    const float *x;
+    float *hg, *hu;
+    int32_t y0;
+    int n_pg;
+    struct at {
+        int64_t e, r;
+        int32_t p0, p1;
+        int mat;
+    };
+    /* 32-bit arithmetic: item counts stay far below 2^32 (a bound is checked on the host). */
+    __device__ at locate(int64_t i) const {
+        at t;
+        const uint32_t ui = (uint32_t)i, nh = (uint32_t)m.n_h;
+        t.r = ui % nh;
+        uint32_t rest = ui / nh;
+        const int pg = (int)(rest % (uint32_t)n_pg);
+        rest /= (uint32_t)n_pg;
+        t.mat = (int)(rest & 1);
+        const int32_t *item = m.act + 1 + 3 * (y0 + (int32_t)(rest >> 1));
+        t.e = item[0];
+        t.p0 = item[1] + pg * NT;
+        t.p1 = t.p0 + NT < item[2] ? t.p0 + NT : item[2];
+        return t;
+    }
+    at cur; /* the item begun last (end follows begin for the same item) */
+    __device__ int64_t width(const at &t) const {
+        const int64_t rows = t.e == m.n_expert ? m.n_ff_sh : m.n_ff;
+        return t.p0 < t.p1 && t.r < rows ? m.n_embd : 0;
+    }
+    __device__ int64_t row(int64_t i, const char **r) const {
+        at t = locate(i);
+        if (t.e == m.n_expert)
+            *r = t.mat ? m.up_sh + t.r * m.urb_sh : m.gate_sh + t.r * m.grb_sh;
+        else
+            *r = t.mat ? m.up + ((uint64_t)t.e * m.n_ff + t.r) * m.urb
+                       : m.gate + ((uint64_t)t.e * m.n_ff + t.r) * m.grb;
+        return width(t);
+    }
+    __device__ int64_t begin(int64_t i, const float **xs, int &nt) {
+        at t = cur = locate(i);
+        nt = t.p1 - t.p0;
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            xs[k] = x + (int64_t)(m.pairs[t.p0 + (k < nt ? k : 0)] / m.slots) * m.n_embd;
+        return width(t);
+    }
+    __device__ void end(int64_t, const float *acc, int nt) const {
+        if (threadIdx.x % WARP) return;
+        const at &t = cur;
+        float *h = t.mat ? hu : hg;
+        for (int k = 0; k < nt; k++)
+            h[(int64_t)m.pairs[t.p0 + k] * m.n_h + t.r] = acc[k];
+    }
+};
+
+template <int NT> struct moe_down_rows {
+    const expert_mats &m;
+    const float *h;
+    float *y;
+    int32_t y0;
+    int n_pg;
+    struct at {
+        int64_t e, r;
+        int32_t p0, p1;
+    };
+    __device__ at locate(int64_t i) const {
+        at t;
+        const uint32_t ui = (uint32_t)i, ne = (uint32_t)m.n_embd;
+        t.r = ui % ne;
+        const uint32_t rest = ui / ne;
+        const int pg = (int)(rest % (uint32_t)n_pg);
+        const int32_t *item = m.act + 1 + 3 * (y0 + (int32_t)(rest / (uint32_t)n_pg));
+        t.e = item[0];
+        t.p0 = item[1] + pg * NT;
+        t.p1 = t.p0 + NT < item[2] ? t.p0 + NT : item[2];
+        return t;
+    }
+    at cur;
+    __device__ int64_t width(const at &t) const {
+        return t.p0 < t.p1 ? (t.e == m.n_expert ? m.n_ff_sh : m.n_ff) : 0;
+    }
+    __device__ int64_t row(int64_t i, const char **r) const {
+        at t = locate(i);
+        *r = t.e == m.n_expert ? m.down_sh + t.r * m.drb_sh
+                               : m.down + ((uint64_t)t.e * m.n_embd + t.r) * m.drb;
+        return width(t);
+    }
+    __device__ int64_t begin(int64_t i, const float **xs, int &nt) {
+        at t = cur = locate(i);
+        nt = t.p1 - t.p0;
+#pragma unroll
+        for (int k = 0; k < NT; k++)
+            xs[k] = h + (int64_t)m.pairs[t.p0 + (k < nt ? k : 0)] * m.n_h;
+        return width(t);
+    }
+    __device__ void end(int64_t, const float *acc, int nt) const {
+        if (threadIdx.x % WARP) return;
+        const at &t = cur;
+        for (int k = 0; k < nt; k++)
+            y[(int64_t)m.pairs[t.p0 + k] * m.n_embd + t.r] = acc[k];
+    }
+};
+
+template <int TR, int TS, int NT>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, NT == 1 ? 3 : 2)
+    moe_up_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *hg, float *hu,
+                  int n_pg, int n_sh, unsigned blocks_r) {
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
+    const int warp = threadIdx.x / WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    const int32_t n_items = m.act[0];
+    const bool routed = blockIdx.x < blocks_r;
+    const int32_t y0 = routed ? 0 : n_items - n_sh, n_y = routed ? n_items - n_sh : n_sh;
+    moe_up_rows<NT> rows = {m, x, hg, hu, y0, n_pg, {}};
+    const int64_t total = (int64_t)n_y * 2 * n_pg * m.n_h;
+    const int64_t b = routed ? blockIdx.x : blockIdx.x - blocks_r;
+    const int64_t nb = routed ? blocks_r : gridDim.x - blocks_r;
+    if (routed)
+        mv_stream<TR, NT>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, m.g);
+    else
+        mv_stream<TS, NT>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, m.g);
+}
+
+template <int TR, int TS, int NT>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, NT == 1 ? 3 : 2)
+    moe_down_stream(GPU_GRID_CONST const expert_mats m, const float *h, float *y, int n_pg,
+                    int n_sh, unsigned blocks_r) {
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
+    const int warp = threadIdx.x / WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    const int32_t n_items = m.act[0];
+    const bool routed = blockIdx.x < blocks_r;
+    const int32_t y0 = routed ? 0 : n_items - n_sh, n_y = routed ? n_items - n_sh : n_sh;
+    moe_down_rows<NT> rows = {m, h, y, y0, n_pg, {}};
+    const int64_t total = (int64_t)n_y * n_pg * m.n_embd;
+    const int64_t b = routed ? blockIdx.x : blockIdx.x - blocks_r;
+    const int64_t nb = routed ? blocks_r : gridDim.x - blocks_r;
+    if (routed)
+        mv_stream<TR, NT>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, m.g);
+    else
+        mv_stream<TS, NT>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, m.g);
+}
+
+/* h[pair, r] = silu(min(g, c)) · clamp(u, ±c) over the rows of each pair's expert (hg = h). */
+__global__ void moe_swiglu_kernel(float *hg, const float *hu, int64_t n_pairs, int64_t n_h,
+                                  uint32_t k, uint32_t slots, int64_t n_ff, int64_t n_ff_sh,
+                                  float clamp_exp, float clamp_sh) {
+    const int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= n_pairs * n_h) return;
+    const int64_t p = id / n_h, r = id % n_h;
+    const bool shared = (uint32_t)(p % slots) >= k;
+    if (r >= (shared ? n_ff_sh : n_ff)) return;
+    const float c = shared ? clamp_sh : clamp_exp;
+    float a = hg[id], b = hu[id];
+    if (c > 0) {
+        a = a > c ? c : a;
+        b = b > c ? c : b < -c ? -c : b;
+    }
+    hg[id] = a / (1.0f + expf(-a)) * b;
+}
+
+/* Relative decoding cost per weight (for sharing blocks between routed and shared work). */
+static double moe_cost(uint32_t t) {
+    return t == HALO_TYPE_IQ2_XXS ? 2.5
+           : t == HALO_TYPE_Q2_K  ? 2.0
+           : t == HALO_TYPE_Q8_0  ? 1.0
+                                  : 1.5;
+}
+
+typedef struct moe_stream_plan {
+    int n_pg, n_sh;
+    unsigned blocks_r, blocks;
+} moe_stream_plan;
+
+static bool moe_stream_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt,
+                          const moe_stream_plan &sp, const expert_mats &m, const float *x,
+                          float *hg, float *hu) {
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
+#define UP_CASE(a, b)                                                                              \
+    if (tr == (a) && ts == (b)) {                                                                  \
+        static bool done1, done8;                                                                  \
+        if (nt == 1) {                                                                             \
+            if (!cu_smem_attr(be, moe_up_stream<a, b, 1>, smem, &done1, "moe")) return true;       \
+            moe_up_stream<a, b, 1><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(        \
+                m, x, hg, hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                      \
+        } else {                                                                                   \
+            if (!cu_smem_attr(be, moe_up_stream<a, b, 8>, smem, &done8, "moe")) return true;       \
+            moe_up_stream<a, b, 8><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(        \
+                m, x, hg, hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                      \
+        }                                                                                          \
+        return true;                                                                               \
+    }
+    MOE_GATE_UP_PAIRS(UP_CASE)
+#undef UP_CASE
+    return false;
+}
+
+static bool moe_stream_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt,
+                            const moe_stream_plan &sp, const expert_mats &m, const float *h,
+                            float *y) {
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE;
+#define DN_CASE(a, b)                                                                              \
+    if (tr == (a) && ts == (b)) {                                                                  \
+        static bool done1, done8;                                                                  \
+        if (nt == 1) {                                                                             \
+            if (!cu_smem_attr(be, moe_down_stream<a, b, 1>, smem, &done1, "moe")) return true;     \
+            moe_down_stream<a, b, 1><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(      \
+                m, h, y, sp.n_pg, sp.n_sh, sp.blocks_r);                                           \
+        } else {                                                                                   \
+            if (!cu_smem_attr(be, moe_down_stream<a, b, 8>, smem, &done8, "moe")) return true;     \
+            moe_down_stream<a, b, 8><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(      \
+                m, h, y, sp.n_pg, sp.n_sh, sp.blocks_r);                                           \
+        }                                                                                          \
+        return true;                                                                               \
+    }
+    MOE_DOWN_PAIRS(DN_CASE)
+#undef DN_CASE
+    return false;
+}
+#endif
 
 __global__ void moe_sum_kernel(const float *y, const float *weight, uint32_t slots, int64_t n_embd,
                                int64_t n_tok, float *out) {
@@ -216,11 +625,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     const uint32_t k = a->n_used, slots = k + (a->gate_sh ? 1 : 0);
     const int64_t n_pairs = n_tok * slots;
     if (be->failed || n_tok <= 0) return;
-    if (a->experts) { /* the engine refuses plans that stream on a GPU backend */
-        cu_check(be, op, "streamed experts (not supported on this backend yet)",
-                 cudaErrorInvalidValue);
-        return;
-    }
+    if (a->experts) return cu_moe_streamed(hbe, a); /* moe_stream.cu */
     uint32_t types[] = {a->gate_exps->type,
                         a->up_exps->type,
                         a->down_exps->type,
@@ -231,10 +636,17 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         if (!cu_type_supported(be, types[i], op)) return;
     if (a->probs_bias && !cu_float_only(be, a->probs_bias->type, op, "expert bias")) return;
     /* Scratch, in order: tokens, router scores, choice, weights, grouping, h, y. */
-    const uint64_t sizes[] = {
-        (uint64_t)n_tok * 4,   (uint64_t)(n_tok * n_expert) * 4, (uint64_t)(n_tok * k) * 4,
-        (uint64_t)n_pairs * 4, (uint64_t)(n_expert + 2) * 4,     (uint64_t)(n_expert + 1) * 4,
-        (uint64_t)n_pairs * 4, (uint64_t)(n_pairs * n_h) * 4,    (uint64_t)(n_pairs * n_embd) * 4};
+    const uint64_t sizes[] = {(uint64_t)n_tok * 4,
+                              (uint64_t)(n_tok * n_expert) * 4,
+                              (uint64_t)(n_tok * k) * 4,
+                              (uint64_t)n_pairs * 4,
+                              (uint64_t)(n_expert + 2) * 4,
+                              (uint64_t)(n_expert + 1) * 4,
+                              (uint64_t)n_pairs * 4,
+                              (uint64_t)(n_pairs * n_h) * 4,
+                              (uint64_t)(n_pairs * n_embd) * 4,
+                              (uint64_t)(3 * (n_expert + 2 + n_pairs / MOE_ITEM) + 1) * 4,
+                              (uint64_t)(n_pairs * n_h) * 4};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         total += (sizes[i] + 255) & ~255ull;
@@ -249,15 +661,24 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     int32_t *pairs = (int32_t *)carve(&at, sizes[6]);
     float *h = (float *)carve(&at, sizes[7]);
     float *y = (float *)carve(&at, sizes[8]);
+    int32_t *act = (int32_t *)carve(&at, sizes[9]);
+    float *hu = (float *)carve(&at, sizes[10]);
 
-    if (a->tid2eid && !cu_upload(be, tokens, a->tokens, sizes[0], op)) return;
+    uint64_t mark[2];
+    cudaEvent_t ev = NULL;
+    const bool prof = be->prof != NULL;
+    if (prof) cu_prof_begin(be, mark, &ev);
+    cu_ints tok_small;
+    const int32_t *dtok = NULL;
+    memset(&tok_small, 0, sizeof tok_small);
+    if (a->tid2eid && !cu_ints_pass(be, tokens, a->tokens, n_tok, &tok_small, &dtok, op)) return;
     cu_matmul_launch(be, a->gate_inp->type, cu_ptr(a->gate_inp), n_embd, n_expert, 1, cu_f32(a->x),
                      n_embd, n_tok, scores, op);
     route_params rp = {scores,
                        a->probs_bias ? cu_ptr(a->probs_bias) : NULL,
                        a->probs_bias ? a->probs_bias->type : (uint32_t)HALO_TYPE_F32,
                        a->tid2eid ? (const int32_t *)cu_ptr(a->tid2eid) : NULL,
-                       tokens,
+                       dtok,
                        n_expert,
                        k,
                        slots,
@@ -265,11 +686,13 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                        a->norm_weights,
                        a->weights_scale,
                        sel,
-                       weight};
+                       weight,
+                       tok_small};
     if (be->failed) return;
-    route_kernel<<<(unsigned)n_tok, 256, (size_t)n_expert * 5, be->stream>>>(rp);
+    route_kernel<<<(unsigned)n_tok, 256, (size_t)n_expert * 9, be->stream>>>(rp);
     if (!CU_LAUNCHED(be, op, "route_kernel")) return;
-    group_kernel<<<1, 1024, 0, be->stream>>>(sel, n_pairs, k, slots, n_expert, first, fill, pairs);
+    group_kernel<<<1, 1024, (size_t)(2 * n_expert + 3) * sizeof(int32_t), be->stream>>>(
+        sel, n_pairs, k, slots, n_expert, first, fill, pairs, act);
     if (!CU_LAUNCHED(be, op, "group_kernel")) return;
     /* Rows of h past an expert's width stay as they are: the down kernel reads only n_in. */
     expert_mats m = {cu_ptr(a->gate_exps),
@@ -294,6 +717,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                      a->clamp_shexp,
                      first,
                      pairs,
+                     act,
                      cu_row_bytes(types[0], n_embd),
                      cu_row_bytes(types[1], n_embd),
                      cu_row_bytes(types[2], n_ff),
@@ -301,13 +725,98 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                      cu_row_bytes(types[4], n_embd),
                      cu_row_bytes(types[5], n_ff_sh),
                      cu_grids_get(hbe)};
-    dim3 g1(cu_blocks(n_h, MOE_WARPS), (unsigned)(n_expert + 1));
-    gate_up_kernel<<<g1, MOE_WARPS * WARP, 0, be->stream>>>(m, cu_f32(a->x), h);
-    if (!CU_LAUNCHED(be, op, "gate_up_kernel")) return;
-    dim3 g2(cu_blocks(n_embd, MOE_WARPS), (unsigned)(n_expert + 1));
-    down_kernel<<<g2, MOE_WARPS * WARP, 0, be->stream>>>(m, h, y);
-    if (!CU_LAUNCHED(be, op, "down_kernel")) return;
+    if (prof) {
+        cu_prof_end(be, CU_PROF_MOE_ROUTE, mark, ev);
+        cu_prof_begin(be, mark, &ev);
+    }
+    /* grid.y: the work items (groups with pairs, at most one per pair, split into runs of
+     * MOE_ITEM pairs), found on the device; a bound here. */
+    const int64_t n_groups = (n_pairs < n_expert + 1 ? n_pairs : n_expert + 1) + n_pairs / MOE_ITEM;
+    /* Fast kernels when gate and up share a type, every matrix suits them (mv.cuh) and the
+     * types are a pair they were built for; without a shared expert its type is the routed. */
+    const bool sh = a->gate_sh != NULL;
+    const uint32_t tr = types[0], ts = sh ? types[3] : types[0];
+    const uint32_t tdr = types[2], tds = sh ? types[5] : types[2];
+    const bool fast_ok = !be->naive && ((uintptr_t)cu_f32(a->x) & 15) == 0 && n_embd % 4 == 0 &&
+                         n_h % 4 == 0 && types[0] == types[1] && (!sh || types[3] == types[4]) &&
+                         mv_shape_ok(types[0], m.gate, m.grb, n_embd) &&
+                         mv_shape_ok(types[1], m.up, m.urb, n_embd) &&
+                         mv_shape_ok(types[2], m.down, m.drb, n_ff) &&
+                         (!sh || (mv_shape_ok(types[3], m.gate_sh, m.grb_sh, n_embd) &&
+                                  mv_shape_ok(types[4], m.up_sh, m.urb_sh, n_embd) &&
+                                  mv_shape_ok(types[5], m.down_sh, m.drb_sh, n_ff_sh)));
+    const int nt = n_tok == 1 ? 1 : 8;
+#ifdef HALO_HIP
+    const bool fast_in = fast_ok;
+    dim3 f1(cu_blocks(n_h, MOE_FAST_WARPS), (unsigned)n_groups);
+    const bool up_fast = fast_in && moe_fast_gate_up(be, tr, ts, nt, f1, m, cu_f32(a->x), h);
+#else
+    /* Blocks as stay resident, shared between the routed experts' and the shared expert's
+     * items by their weight bytes times pair groups. */
+    moe_stream_plan sp;
+    {
+        const int64_t per = (int64_t)MOE_ITEM < n_tok ? (int64_t)MOE_ITEM : n_tok;
+        sp.n_pg = (int)((per + nt - 1) / nt);
+        sp.n_sh = sh ? (int)((n_tok + MOE_ITEM - 1) / MOE_ITEM) : 0;
+        /* (three resident a multiprocessor for one pair per group: 80 registers) */
+        sp.blocks = (unsigned)(be->sm_count > 0 ? be->sm_count : 132) * (nt == 1 ? 3 : 2);
+        const int64_t routed_pairs = n_tok * k;
+        const int64_t experts = routed_pairs < n_expert ? routed_pairs : n_expert;
+        /* Work of each part: with one pair per group (decode) the weights decoded times the
+         * type's decoding cost (the 2-bit formats take more instructions per byte than Q8_0;
+         * measured better than bytes); with groups of eight the bytes read times the pair
+         * groups (as measured before: the dots, not the decoding, dominate there). */
+        const double gr = (double)((routed_pairs / experts + nt - 1) / nt);
+        const double gs = (double)((n_tok + nt - 1) / nt);
+        const double wr = nt == 1 ? (double)n_ff * (double)n_embd * 2.0 * moe_cost(tr)
+                                  : (double)n_ff * (double)(m.grb + m.urb);
+        const double ws = !sh       ? 0.0
+                          : nt == 1 ? (double)n_ff_sh * (double)n_embd * 2.0 * moe_cost(ts)
+                                    : (double)n_ff_sh * (double)(m.grb_sh + m.urb_sh);
+        const double wr_all = wr * (double)experts * gr, ws_all = ws * gs;
+        unsigned bs = sh ? (unsigned)((double)sp.blocks * ws_all / (wr_all + ws_all) + 0.5) : 0;
+        if (sh && bs < 1) bs = 1;
+        if (bs >= sp.blocks) bs = sp.blocks - 1;
+        sp.blocks_r = sp.blocks - bs;
+    }
+    /* The streams index items in 32 bits. */
+    const bool fast_in = fast_ok && (double)n_groups * 2 * sp.n_pg * (double)(n_h + n_embd) < 2e9;
+    const bool up_fast = fast_in && moe_stream_up(be, tr, ts, nt, sp, m, cu_f32(a->x), h, hu);
+    if (up_fast) {
+        if (!CU_LAUNCHED(be, op, "moe_up_stream")) return;
+        moe_swiglu_kernel<<<cu_blocks(n_pairs * n_h, 256), 256, 0, be->stream>>>(
+            h, hu, n_pairs, n_h, k, slots, n_ff, n_ff_sh, a->clamp_exp, a->clamp_shexp);
+    }
+#endif
+    if (up_fast) {
+        if (!CU_LAUNCHED(be, op, "gate_up_fast")) return;
+    } else {
+        dim3 g1(cu_blocks(n_h, MOE_WARPS), (unsigned)n_groups);
+        gate_up_kernel<<<g1, MOE_WARPS * WARP, 0, be->stream>>>(m, cu_f32(a->x), h);
+        if (!CU_LAUNCHED(be, op, "gate_up_kernel")) return;
+    }
+    if (prof) {
+        cu_prof_end(be, CU_PROF_MOE_GATE_UP, mark, ev);
+        cu_prof_begin(be, mark, &ev);
+    }
+#ifdef HALO_HIP
+    dim3 f2(cu_blocks(n_embd, MOE_FAST_WARPS), (unsigned)n_groups);
+    if (fast_in && moe_fast_down(be, tdr, tds, nt, f2, m, h, y)) {
+#else
+    if (fast_in && moe_stream_down(be, tdr, tds, nt, sp, m, h, y)) {
+#endif
+        if (!CU_LAUNCHED(be, op, "down_fast")) return;
+    } else {
+        dim3 g2(cu_blocks(n_embd, MOE_WARPS), (unsigned)n_groups);
+        down_kernel<<<g2, MOE_WARPS * WARP, 0, be->stream>>>(m, h, y);
+        if (!CU_LAUNCHED(be, op, "down_kernel")) return;
+    }
+    if (prof) {
+        cu_prof_end(be, CU_PROF_MOE_DOWN, mark, ev);
+        cu_prof_begin(be, mark, &ev);
+    }
     moe_sum_kernel<<<cu_blocks(n_tok * n_embd, 256), 256, 0, be->stream>>>(y, weight, slots, n_embd,
                                                                            n_tok, cu_f32(a->out));
     CU_LAUNCHED(be, op, "moe_sum_kernel");
+    if (prof) cu_prof_end(be, CU_PROF_MOE_SUM, mark, ev);
 }

@@ -14,11 +14,45 @@ __global__ void rms_norm_kernel(float *x, int64_t width, const float *w, float e
         row[i] = w ? w[i] * (row[i] * r) : row[i] * r;
 }
 
+/* The same with float4 accesses and a block sized to the row (a decode step norms one row of
+ * 4096: a quarter of the sequential loads of the kernel above). */
+__global__ void rms_norm4_kernel(float *x, int64_t width, const float *w, float eps) {
+    __shared__ float red[32];
+    float4 *row = (float4 *)(x + (int64_t)blockIdx.x * width);
+    const float4 *w4 = (const float4 *)w;
+    const int64_t n4 = width / 4;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) {
+        float4 v = row[i];
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    ss = block_sum(ss, red);
+    float r = 1.0f / sqrtf(ss / (float)width + eps);
+    for (int64_t i = threadIdx.x; i < n4; i += blockDim.x) {
+        float4 v = row[i];
+        v.x *= r, v.y *= r, v.z *= r, v.w *= r;
+        if (w) {
+            float4 g = w4[i];
+            v.x *= g.x, v.y *= g.y, v.z *= g.z, v.w *= g.w;
+        }
+        row[i] = v;
+    }
+}
+
 void cu_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                  float eps) {
     cu_backend *be = cu_of(hbe);
     int64_t rows = halo_tensor_nelements(x) / width;
     if (be->failed || rows <= 0) return;
+    const float *w = weight ? cu_f32(weight) : NULL;
+    if (!be->naive && width % 4 == 0 && ((uintptr_t)cu_f32(x) & 15) == 0 &&
+        ((uintptr_t)w & 15) == 0) {
+        unsigned threads = (unsigned)((width / 4 + WARP - 1) / WARP * WARP);
+        threads = threads > 1024 ? 1024 : threads;
+        rms_norm4_kernel<<<(unsigned)rows, threads, 0, be->stream>>>(cu_f32(x), width, w, eps);
+        CU_LAUNCHED(be, "rms_norm", "rms_norm4_kernel");
+        return;
+    }
     /* Rows go in grid.x (up to 2^31 - 1). */
     rms_norm_kernel<<<(unsigned)rows, 256, 0, be->stream>>>(cu_f32(x), width,
                                                             weight ? cu_f32(weight) : NULL, eps);
@@ -27,13 +61,13 @@ void cu_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width, const halo_t
 
 /* One thread per (token, head, pair): rotate (x[2i], x[2i+1]) of the head's tail. */
 __global__ void rope_kernel(float *x, int64_t head_dim, int64_t n_head, int64_t n_tok,
-                            const int32_t *pos, cu_rope_freq f, bool inverse) {
+                            const int32_t *pos, cu_ints pos_small, cu_rope_freq f, bool inverse) {
     int64_t half = f.n_rot / 2;
     int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n_tok * n_head * half) return;
     int64_t i = id % half, h = (id / half) % n_head, t = id / (half * n_head);
     float *p = x + (t * n_head + h) * head_dim + head_dim - f.n_rot + 2 * i;
-    float angle = (float)pos[t] * f.inv_freq[i];
+    float angle = (float)cu_int_at(pos, pos_small, t) * f.inv_freq[i];
     float c = cosf(angle), s = sinf(angle);
     if (inverse) s = -s;
     float a = p[0], b = p[1];
@@ -47,11 +81,13 @@ void cu_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_r
     int64_t n_tok = x->ne[2], n_head = x->ne[1];
     cu_rope_freq f;
     if (be->failed || n_tok <= 0 || !cu_rope_freq_make(be, rope, &f, "rope")) return;
-    int32_t *dpos = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "rope");
-    if (!dpos || !cu_upload(be, dpos, pos, (uint64_t)n_tok * sizeof(int32_t), "rope")) return;
+    int32_t *spos = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "rope");
+    cu_ints ps;
+    const int32_t *dpos = NULL;
+    if (!spos || !cu_ints_pass(be, spos, pos, n_tok, &ps, &dpos, "rope")) return;
     int64_t n = n_tok * n_head * (rope->n_rot / 2);
     if (n == 0) return;
     rope_kernel<<<cu_blocks(n, 256), 256, 0, be->stream>>>(cu_f32(x), x->ne[0], n_head, n_tok, dpos,
-                                                           f, inverse);
+                                                           ps, f, inverse);
     CU_LAUNCHED(be, "rope", "rope_kernel");
 }

@@ -10,8 +10,10 @@
 #include "backend/cuda/cuda.cuh"
 
 typedef struct cu_grids {
-    const uint64_t *iq2xxs; /* 256 rows of 8 magnitudes */
-    const uint32_t *iq3xxs; /* 256 rows of 4 magnitudes */
+    const uint64_t *iq2xxs;              /* 256 rows of 8 magnitudes */
+    const uint32_t *iq3xxs;              /* 256 rows of 4 magnitudes */
+    const uint64_t *iq2xs, *iq2s, *iq1s; /* 512, 1024, 2048 rows of 8 */
+    const uint32_t *iq3s;                /* 512 rows of 4 */
 } cu_grids;
 
 /* The grids in device memory (copied once per backend). */
@@ -49,6 +51,8 @@ static __device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int
         *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
     }
 }
+
+static __device__ __forceinline__ int block_bytes_more(uint32_t t); /* iquant_more.cuh */
 
 /* Bytes and element count of one block of a block format. */
 static __device__ __forceinline__ void block_shape(uint32_t t, int *bytes, int *elems) {
@@ -95,8 +99,8 @@ static __device__ __forceinline__ void block_shape(uint32_t t, int *bytes, int *
     case HALO_TYPE_IQ3_XXS:
         *bytes = 98, *elems = 256;
         return;
-    default:
-        *bytes = 0, *elems = 32;
+    default: /* iquant_more.cuh's types: super-blocks of 256 */
+        *bytes = block_bytes_more(t), *elems = *bytes ? 256 : 32;
         return;
     }
 }
@@ -106,9 +110,12 @@ static __constant__ const signed char cu_kvalues_iq4nl[16] = {
 static __constant__ const signed char cu_kvalues_mxfp4[16] = {0, 1,  2,  3,  4,  6,  8,  12,
                                                               0, -1, -2, -3, -4, -6, -8, -12};
 
-/* Decodes elements [32c, 32c + 32) of a row of block format t into v. */
-static inline __device__ __noinline__ void deq32(uint32_t t, const uint8_t *row, int64_t c,
-                                                 float v[32], cu_grids g) {
+#include "backend/cuda/iquant_more.cuh"
+
+/* Decodes elements [32c, 32c + 32) of a row of block format t into v. Inlined where t is a
+ * constant (the fast kernels, mv.cuh): the switch folds away. */
+static __device__ __forceinline__ void deq32_body(uint32_t t, const uint8_t *row, int64_t c,
+                                                  float v[32], cu_grids g) {
     int bytes, elems;
     block_shape(t, &bytes, &elems);
     const int per = elems / 32;
@@ -260,10 +267,15 @@ static inline __device__ __noinline__ void deq32(uint32_t t, const uint8_t *row,
         return;
     }
     default:
-        for (int j = 0; j < 32; j++)
-            v[j] = 0.0f;
+        deq32_more(t, b, sub, v, g);
         return;
     }
+}
+
+/* The generic decoder (one copy of the code, the type switched at run time). */
+static inline __device__ __noinline__ void deq32(uint32_t t, const uint8_t *row, int64_t c,
+                                                 float v[32], cu_grids g) {
+    deq32_body(t, row, c, v, g);
 }
 
 /* Σ_i w[i] · x[i] over one row (n elements of type t) by one warp, for `nt` activation rows at

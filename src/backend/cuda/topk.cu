@@ -10,11 +10,11 @@
 enum { SCORE_WARPS = 8, SELECT_THREADS = 1024 };
 
 __global__ void score_kernel(const float *q, const float *w, const float *keys, int64_t hd,
-                             int64_t n_head, int64_t n_rows, const int32_t *pos, uint32_t ratio,
-                             float *score) {
+                             int64_t n_head, int64_t n_rows, const int32_t *pos, cu_ints pos_small,
+                             uint32_t ratio, float *score) {
     const int64_t t = blockIdx.y;
     const int64_t s = (int64_t)blockIdx.x * SCORE_WARPS + threadIdx.x / WARP;
-    int64_t visible = (pos[t] + 1) / ratio;
+    int64_t visible = (cu_int_at(pos, pos_small, t) + 1) / ratio;
     if (visible > n_rows) visible = n_rows;
     if (s >= visible) return;
     const int lane = threadIdx.x % WARP;
@@ -62,7 +62,7 @@ static __device__ int block_scan(int v, int *warp_tot, int *total) {
 }
 
 __global__ void select_kernel(const float *score, int64_t n_rows, const int32_t *pos,
-                              uint32_t ratio, uint32_t k, int32_t *out) {
+                              cu_ints pos_small, uint32_t ratio, uint32_t k, int32_t *out) {
     __shared__ unsigned hist[256];
     __shared__ int warp_tot[SELECT_THREADS / WARP];
     __shared__ int total;
@@ -70,7 +70,7 @@ __global__ void select_kernel(const float *score, int64_t n_rows, const int32_t 
     const int64_t t = blockIdx.x;
     int32_t *o = out + t * k;
     const float *sc = score + t * n_rows;
-    int64_t visible = (pos[t] + 1) / ratio;
+    int64_t visible = (cu_int_at(pos, pos_small, t) + 1) / ratio;
     if (visible > n_rows) visible = n_rows;
     for (int64_t i = threadIdx.x; i < k; i += blockDim.x)
         o[i] = i < visible && visible <= (int64_t)k ? (int32_t)i : -1;
@@ -126,17 +126,19 @@ void cu_topk(halo_backend *hbe, const halo_topk_args *a) {
     uint64_t pos_bytes = ((uint64_t)n_tok * sizeof(int32_t) + 255) & ~255ull;
     char *s = cu_scratch(be, pos_bytes + (uint64_t)(n_tok * n_rows) * sizeof(float) + 4, "topk");
     if (!s) return;
-    int32_t *dpos = (int32_t *)s;
+    int32_t *spos = (int32_t *)s;
+    cu_ints ps;
+    const int32_t *dpos = NULL;
     float *score = (float *)(s + pos_bytes);
-    if (!cu_upload(be, dpos, a->pos, (uint64_t)n_tok * sizeof(int32_t), "topk")) return;
+    if (!cu_ints_pass(be, spos, a->pos, n_tok, &ps, &dpos, "topk")) return;
     if (n_rows > 0) {
         dim3 grid(cu_blocks(n_rows, SCORE_WARPS), (unsigned)n_tok);
         score_kernel<<<grid, SCORE_WARPS * WARP, 0, be->stream>>>(
-            cu_f32(a->q), cu_f32(a->w), cu_f32(a->keys), a->q->ne[0], a->q->ne[1], n_rows, dpos,
+            cu_f32(a->q), cu_f32(a->w), cu_f32(a->keys), a->q->ne[0], a->q->ne[1], n_rows, dpos, ps,
             a->ratio, score);
         if (!CU_LAUNCHED(be, "topk", "score_kernel")) return;
     }
     select_kernel<<<(unsigned)n_tok, SELECT_THREADS, 0, be->stream>>>(
-        score, n_rows, dpos, a->ratio, a->top_k, (int32_t *)cu_ptr(a->out));
+        score, n_rows, dpos, ps, a->ratio, a->top_k, (int32_t *)cu_ptr(a->out));
     CU_LAUNCHED(be, "topk", "select_kernel");
 }

@@ -1,13 +1,15 @@
 /* Internals of the Vulkan backend (backend.h on Vulkan 1.2 compute).
  *
  * The loader is opened with dlopen, so a binary built with Vulkan runs where there is none.
- * Every halo_buf is one VkBuffer in host-visible memory (device-local too where the device has
- * such memory: integrated GPUs, resizable BAR), mapped for its lifetime, so buf_read/buf_write
- * are a wait plus a memcpy. Ops record dispatches into one command buffer, each followed by a
- * compute-to-compute barrier, so ops run in order and may reuse one scratch buffer; the buffer
- * is submitted at sync, before host access, or after a bounded number of dispatches so no
- * single submission runs long. Buffers freed while recorded work may still use them are
- * released after the next wait.
+ * Every halo_buf is one VkBuffer (vk_memory.c): device-local memory for the device pool and
+ * working memory (mapped where the device makes it host-visible: integrated GPUs, resizable
+ * BAR, lavapipe; otherwise filled and read through a staging buffer), host-visible memory for
+ * the gpu-host pool, or host memory the caller owns imported with VK_EXT_external_memory_host
+ * (buf_wrap_host: the loader's arena, used where it lies). Ops record dispatches into one command
+ * buffer, each followed by a compute-to-compute barrier, so ops run in order and may reuse one
+ * scratch buffer; the buffer is submitted at sync, before host access, or after a bounded number of
+ * dispatches so no single submission runs long. Buffers freed while recorded work may still use
+ * them are released after the next wait.
  *
  * Shaders (shaders/NAME.comp) are compiled by glslc at build time and embedded as SPIR-V. All
  * share one descriptor layout. Its binding 0, the weight, is an array of VK_CHUNKS storage-
@@ -84,10 +86,14 @@ enum { VK_CHUNKS = 8, VK_MAX_BINDINGS = 12, VK_GRID_BINDING = 12, VK_PUSH_BYTES 
     X(vkQueueSubmit)                                                                               \
     X(vkDeviceWaitIdle)
 
+/* Device entry points of optional extensions (NULL when the extension is absent). */
+#define HALO_VK_OPTIONAL_FNS(X) X(vkGetMemoryHostPointerPropertiesEXT)
+
 typedef struct vk_fns {
 #define X(name) PFN_##name name;
     HALO_VK_INSTANCE_FNS(X)
     HALO_VK_DEVICE_FNS(X)
+    HALO_VK_OPTIONAL_FNS(X)
 #undef X
 } vk_fns;
 
@@ -107,14 +113,27 @@ typedef enum vk_kernel {
     VK_K_MOE_ROUTE,
     VK_K_MOE_SWIGLU,
     VK_K_MOE_SUM,
+    VK_K_QUANT_Q8,  /* fast mode: activations to Q8_0 */
+    VK_K_MATMUL_Q8, /* fast mode: Q8_0 weights by integer dot products */
     VK_K_COUNT
 } vk_kernel;
+
+/* Where a buffer's bytes live (halo_backend_vulkan_buf_memory reports it to tests). */
+typedef enum vk_mem {
+    VK_MEM_DEVICE_MAPPED = 1, /* device-local and host-visible: the host copies directly */
+    VK_MEM_DEVICE_STAGED,     /* device-local only: host access through the staging buffer */
+    VK_MEM_HOST,              /* host-visible memory allocated by the backend (gpu-host pool) */
+    VK_MEM_IMPORTED,          /* the caller's host memory, imported (VK_EXT_external_memory_host) */
+} vk_mem;
 
 struct halo_buf {
     VkBuffer buffer;
     VkDeviceMemory memory;
-    unsigned char *map; /* host view of the whole buffer */
+    unsigned char *map; /* host view of byte 0 of the halo buffer; NULL when staged */
+    uint64_t base;      /* bytes from the VkBuffer's start to byte 0 (an import starts on a page) */
+    uint64_t vk_size;   /* the VkBuffer's size (>= base + size) */
     uint64_t size;
+    vk_mem mem;
     struct halo_buf *next_free; /* deferred release list */
 };
 
@@ -136,10 +155,18 @@ typedef struct vk_backend {
     uint32_t queue_family;
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceMemoryProperties mem_props;
-    uint32_t mem_type; /* host-visible, coherent; device-local where possible */
-    uint64_t max_range, max_alloc, align;
+    /* Memory types (vk_memory.c): device-local for the device pool and working memory
+     * (device_mapped: host-visible too, so no staging), host-visible for the gpu-host pool. */
+    uint32_t type_device, type_host;
+    bool device_mapped;
+    bool has_host_import;  /* VK_EXT_external_memory_host enabled and not turned off */
+    bool wrap_to_device;   /* buf_wrap_host copies into device memory (a discrete GPU) */
+    uint64_t import_align; /* minImportedHostPointerAlignment */
+    halo_buf *staging;     /* host-visible bounce buffer for staged device memory */
+    uint64_t max_range, max_alloc, max_buffer, align;
     uint32_t subgroup_size;
-    bool has_int_dot;
+    bool has_int_dot; /* VK_KHR_shader_integer_dot_product offered */
+    bool int_dot;     /* fast mode (HALO_VK_FAST=1): Q8_0 projections by integer dot products */
 
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout pipe_layout;
@@ -156,11 +183,16 @@ typedef struct vk_backend {
     bool recording;
     uint32_t n_dispatch; /* dispatches recorded since the last submission */
     uint32_t max_dispatch;
+    /* Time-bounded submissions (vk_submit.c): the bound, a forced chunk size (tests), seconds
+     * per unit of work as measured, the recorded work and the next dispatch's estimate. */
+    double submit_s, split_work, rate, queued_work, next_work;
+    uint64_t n_submits;
 
     halo_buf *deferred; /* freed after the next wait */
     vk_upload upload;
     halo_buf *scratch; /* grown on demand; ops are serialised by barriers, so it is shared */
     halo_buf *grid;    /* IQ2_XXS codebook */
+    halo_buf *qact;    /* fast mode: activations quantized to Q8_0 (grown on demand) */
 
     /* HALO_VK_PROFILE=1: wait after every dispatch and add its time to its kernel (a
      * diagnostic: it serialises everything); printed to stderr when the backend is destroyed. */
@@ -180,11 +212,44 @@ static inline vk_backend *vk_of(halo_backend *be) {
 void vk_fail(vk_backend *vb, halo_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* vk_device.c */
+/* vk_memory.c. vk_buf_create makes working memory (device-local), vk_buf_create_in memory of
+ * one kind (VK_MEM_DEVICE_* or VK_MEM_HOST), zeroed. */
+void vk_memory_choose(vk_backend *vb);
 halo_status vk_buf_create(vk_backend *vb, uint64_t bytes, halo_buf **out, halo_error *err);
+halo_status vk_buf_create_in(vk_backend *vb, vk_mem mem, uint64_t bytes, halo_buf **out,
+                             halo_error *err);
 void vk_buf_destroy(vk_backend *vb, halo_buf *b);
+halo_status vk_buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, halo_error *err);
+halo_status vk_buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes, halo_buf **out,
+                              halo_error *err);
+void vk_buf_free(halo_backend *be, halo_buf *b);
+halo_status vk_buf_wrap_host(halo_backend *be, void *data, uint64_t bytes, halo_buf **out,
+                             halo_error *err);
+halo_status vk_buf_write(halo_backend *be, halo_buf *b, uint64_t offset, const void *src,
+                         uint64_t n, halo_error *err);
+halo_status vk_buf_read(halo_backend *be, const halo_buf *b, uint64_t offset, void *dst, uint64_t n,
+                        halo_error *err);
+
+/* vk_device.c */
+const char *vk_result_name(VkResult r);
+
+/* vk_submit.c: submission and its time bound. */
+void vk_submit_init(vk_backend *vb);
 /* Submits what was recorded and waits for it; releases deferred buffers. */
 halo_status vk_flush(vk_backend *vb, halo_error *err);
+void vk_release_deferred(vk_backend *vb);
+/* The next dispatch's work in multiply-adds (else estimated from its workgroup count). */
+void vk_note_work(vk_backend *vb, double work);
+/* Before recording a dispatch of `work`: submits what is recorded when adding it would pass
+ * the time bound. False when that submission failed (recorded for sync). */
+bool vk_submit_bound(vk_backend *vb, double work);
+/* How many of n_units (a multiple of granule, or all) one dispatch may take when each unit is
+ * work_per_unit multiply-adds, so no dispatch runs longer than half the bound. */
+uint32_t vk_chunk(const vk_backend *vb, double work_per_unit, uint32_t n_units, uint32_t granule);
+
+/* vk_record.c */
+/* Starts recording into the command buffer when not already (false on failure, recorded). */
+bool vk_begin_recording(vk_backend *vb);
 
 /* vk_pipelines.c */
 halo_status vk_pipelines_create(vk_backend *vb, halo_error *err);
@@ -213,6 +278,8 @@ vk_binding vk_upload_data(vk_backend *vb, const void *data, uint64_t bytes);
 /* A scratch binding of `bytes` at byte offset `off` of the shared scratch buffer, which
  * vk_scratch_reserve must have sized first. */
 bool vk_scratch_reserve(vk_backend *vb, uint64_t bytes, const char *op);
+/* The same for another grown buffer (*slot: scratch, qact). */
+bool vk_reserve(vk_backend *vb, halo_buf **slot, uint64_t bytes, const char *op);
 vk_binding vk_scratch_at(vk_backend *vb, uint64_t off, uint64_t bytes);
 
 /* Starts an op that will upload `upload_bytes` of host data: submits first when the upload

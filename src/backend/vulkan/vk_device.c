@@ -16,7 +16,7 @@ bool halo_backend_vulkan_built(void) {
     return true;
 }
 
-static const char *vk_result_name(VkResult r) {
+const char *vk_result_name(VkResult r) {
     switch (r) {
     case VK_SUCCESS:
         return "VK_SUCCESS";
@@ -54,163 +54,7 @@ void vk_fail(vk_backend *vb, halo_status st, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* ---- buffers ------------------------------------------------------------------------------ */
-
-halo_status vk_buf_create(vk_backend *vb, uint64_t bytes, halo_buf **out, halo_error *err) {
-    *out = NULL;
-    if (bytes > vb->max_alloc)
-        return halo_fail(err, HALO_E_NOMEM,
-                         "vulkan backend: a buffer of %llu bytes exceeds the device's largest "
-                         "allocation (maxMemoryAllocationSize %llu)",
-                         (unsigned long long)bytes, (unsigned long long)vb->max_alloc);
-    halo_buf *b = calloc(1, sizeof *b);
-    if (!b) return halo_fail(err, HALO_E_NOMEM, "out of memory");
-    /* Round up so word-wise shader reads of the last bytes stay inside the buffer. */
-    uint64_t size = (bytes + 15) & ~15ull;
-    if (size == 0) size = 16;
-    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-                             .size = size,
-                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
-                                      VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
-    VkResult r = vb->fn.vkCreateBuffer(vb->device, &bi, NULL, &b->buffer);
-    VkMemoryRequirements req = {0};
-    if (r == VK_SUCCESS) {
-        vb->fn.vkGetBufferMemoryRequirements(vb->device, b->buffer, &req);
-        VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                   .allocationSize = req.size,
-                                   .memoryTypeIndex = vb->mem_type};
-        if (!(req.memoryTypeBits & (1u << vb->mem_type)))
-            r = VK_ERROR_FEATURE_NOT_PRESENT;
-        else
-            r = vb->fn.vkAllocateMemory(vb->device, &ai, NULL, &b->memory);
-    }
-    if (r == VK_SUCCESS) r = vb->fn.vkBindBufferMemory(vb->device, b->buffer, b->memory, 0);
-    if (r == VK_SUCCESS)
-        r = vb->fn.vkMapMemory(vb->device, b->memory, 0, VK_WHOLE_SIZE, 0, (void **)&b->map);
-    if (r != VK_SUCCESS) {
-        vk_buf_destroy(vb, b);
-        return halo_fail(err, HALO_E_NOMEM,
-                         "vulkan backend: cannot allocate a buffer of %llu "
-                         "bytes (%s)",
-                         (unsigned long long)bytes, vk_result_name(r));
-    }
-    memset(b->map, 0, (size_t)size);
-    b->size = bytes;
-    *out = b;
-    return HALO_OK;
-}
-
-void vk_buf_destroy(vk_backend *vb, halo_buf *b) {
-    if (!b) return;
-    if (b->buffer) vb->fn.vkDestroyBuffer(vb->device, b->buffer, NULL);
-    if (b->memory) vb->fn.vkFreeMemory(vb->device, b->memory, NULL);
-    free(b);
-}
-
-static halo_status buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, halo_error *err) {
-    return vk_buf_create(vk_of(be), bytes, out, err);
-}
-
-/* Weights in a pool of the plan. Every buffer of this backend is host-visible memory, device-
- * local where the device has a large such heap, so the device, gpu-host and host pools are the
- * same memory here; managed memory has no Vulkan counterpart. */
-static halo_status buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes, halo_buf **out,
-                                  halo_error *err) {
-    *out = NULL;
-    if (pool == HALO_POOL_MANAGED || pool >= HALO_POOL_DISK)
-        return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: no %s pool",
-                         halo_pool_name((halo_pool_kind)pool));
-    return vk_buf_create(vk_of(be), bytes, out, err);
-}
-
-/* Recorded work may still use the buffer: release it after the next wait. */
-static void buf_free(halo_backend *be, halo_buf *b) {
-    if (!b) return;
-    vk_backend *vb = vk_of(be);
-    if (vb->recording) {
-        b->next_free = vb->deferred;
-        vb->deferred = b;
-        return;
-    }
-    vk_buf_destroy(vb, b);
-}
-
-/* Weights wrapped from the loader's arena are copied into a buffer the device can read: the
- * mapping is host memory, so this is one memcpy per tensor (see docs/vulkan.md: importing the
- * arena with VK_EXT_external_memory_host would save it). */
-static halo_status buf_wrap_host(halo_backend *be, void *data, uint64_t bytes, halo_buf **out,
-                                 halo_error *err) {
-    halo_status st = vk_buf_create(vk_of(be), bytes, out, err);
-    if (!st && bytes) memcpy((*out)->map, data, (size_t)bytes);
-    return st;
-}
-
-static halo_status buf_write(halo_backend *be, halo_buf *b, uint64_t offset, const void *src,
-                             uint64_t n, halo_error *err) {
-    if (offset > b->size || n > b->size - offset)
-        return halo_fail(err, HALO_E_OUT_OF_BOUNDS, "vulkan backend: write past a buffer's end");
-    halo_status st = vk_flush(vk_of(be), err);
-    if (st) return st;
-    memcpy(b->map + offset, src, (size_t)n);
-    return HALO_OK;
-}
-
-static halo_status buf_read(halo_backend *be, const halo_buf *b, uint64_t offset, void *dst,
-                            uint64_t n, halo_error *err) {
-    if (offset > b->size || n > b->size - offset)
-        return halo_fail(err, HALO_E_OUT_OF_BOUNDS, "vulkan backend: read past a buffer's end");
-    halo_status st = vk_flush(vk_of(be), err);
-    if (st) return st;
-    memcpy(dst, b->map + offset, (size_t)n);
-    return HALO_OK;
-}
-
 /* ---- submission --------------------------------------------------------------------------- */
-
-static void release_deferred(vk_backend *vb) {
-    while (vb->deferred) {
-        halo_buf *b = vb->deferred;
-        vb->deferred = b->next_free;
-        vk_buf_destroy(vb, b);
-    }
-}
-
-halo_status vk_flush(vk_backend *vb, halo_error *err) {
-    if (!vb->recording) return HALO_OK;
-    vb->recording = false;
-    vb->n_dispatch = 0;
-    VkResult r = vb->fn.vkEndCommandBuffer(vb->cmd);
-    const char *what = "vkEndCommandBuffer";
-    if (r == VK_SUCCESS) {
-        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                           .commandBufferCount = 1,
-                           .pCommandBuffers = &vb->cmd};
-        what = "vkQueueSubmit";
-        r = vb->fn.vkQueueSubmit(vb->queue, 1, &si, vb->fence);
-        if (r == VK_SUCCESS) {
-            what = "vkWaitForFences";
-            r = vb->fn.vkWaitForFences(vb->device, 1, &vb->fence, VK_TRUE, UINT64_MAX);
-        }
-        if (r == VK_SUCCESS) vb->fn.vkResetFences(vb->device, 1, &vb->fence);
-    }
-    for (uint32_t i = 0; i < vb->n_pools; i++)
-        vb->fn.vkResetDescriptorPool(vb->device, vb->pools[i], 0);
-    vb->cur_pool = 0;
-    vb->upload.used = 0;
-    if (r != VK_SUCCESS) {
-        /* A lost device stays lost; later calls fail here again rather than crash. */
-        vb->recording = false;
-        return halo_fail(err, r == VK_ERROR_DEVICE_LOST ? HALO_E_IO : HALO_E_NOMEM,
-                         "vulkan backend: %s failed: %s%s", what, vk_result_name(r),
-                         r == VK_ERROR_DEVICE_LOST ? " (the device was lost: a driver reset or "
-                                                     "a submission that ran too long)"
-                                                   : "");
-    }
-    release_deferred(vb);
-    return HALO_OK;
-}
 
 static halo_status sync(halo_backend *be, halo_error *err) {
     vk_backend *vb = vk_of(be);
@@ -224,6 +68,13 @@ static halo_status sync(halo_backend *be, halo_error *err) {
     return st;
 }
 
+/* After each layer: a failure already recorded is reported (submitting what was recorded, as
+ * sync does); otherwise nothing waits. Submissions are bounded in time by vk_submit.c, so the
+ * queue need not drain 43 times a token. */
+static halo_status check(halo_backend *be, halo_error *err) {
+    return vk_of(be)->failed ? sync(be, err) : HALO_OK;
+}
+
 static void destroy(halo_backend *be) {
     if (!be) return;
     vk_backend *vb = vk_of(be);
@@ -235,10 +86,12 @@ static void destroy(halo_backend *be) {
         halo_error err;
         vk_flush(vb, &err);
         vb->fn.vkDeviceWaitIdle(vb->device);
-        release_deferred(vb);
+        vk_release_deferred(vb);
         vk_buf_destroy(vb, vb->upload.buf);
         vk_buf_destroy(vb, vb->scratch);
         vk_buf_destroy(vb, vb->grid);
+        vk_buf_destroy(vb, vb->staging);
+        vk_buf_destroy(vb, vb->qact);
         vk_pipelines_destroy(vb);
         if (vb->fence) vb->fn.vkDestroyFence(vb->device, vb->fence, NULL);
         if (vb->cmd_pool) vb->fn.vkDestroyCommandPool(vb->device, vb->cmd_pool, NULL);
@@ -252,12 +105,12 @@ static void destroy(halo_backend *be) {
 static const halo_backend_ops vk_ops = {
     .name = "vulkan",
     .destroy = destroy,
-    .buf_alloc = buf_alloc,
-    .buf_alloc_pool = buf_alloc_pool,
-    .buf_free = buf_free,
-    .buf_wrap_host = buf_wrap_host,
-    .buf_write = buf_write,
-    .buf_read = buf_read,
+    .buf_alloc = vk_buf_alloc,
+    .buf_alloc_pool = vk_buf_alloc_pool,
+    .buf_free = vk_buf_free,
+    .buf_wrap_host = vk_buf_wrap_host,
+    .buf_write = vk_buf_write,
+    .buf_read = vk_buf_read,
     .embed = vk_embed,
     .matmul = vk_matmul,
     .rms_norm = vk_rms_norm,
@@ -270,7 +123,7 @@ static const halo_backend_ops vk_ops = {
     .moe = vk_moe,
     .copy = vk_copy,
     .sync = sync,
-    .check = sync, /* submits the recorded layer: keeps each submission short */
+    .check = check,
 };
 
 /* ---- creation ----------------------------------------------------------------------------- */
@@ -402,7 +255,8 @@ static halo_status pick_device(vk_backend *vb, int want, halo_error *err) {
     return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: no usable device: %s", why);
 }
 
-static halo_status make_device(vk_backend *vb, halo_error *err) {
+/* Properties, limits, extensions and memory types of the chosen physical device. */
+static halo_status read_device(vk_backend *vb, halo_error *err) {
     vb->fn.vkGetPhysicalDeviceProperties(vb->phys, &vb->props);
     vb->fn.vkGetPhysicalDeviceMemoryProperties(vb->phys, &vb->mem_props);
     VkPhysicalDeviceMaintenance3Properties m3 = {
@@ -420,6 +274,7 @@ static halo_status make_device(vk_backend *vb, halo_error *err) {
     if (vb->max_range > cap) vb->max_range = cap;
     vb->max_alloc = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : cap;
     if (vb->max_alloc > 4 * cap) vb->max_alloc = 4 * cap;
+    vb->max_buffer = vb->max_alloc; /* maxBufferSize is Vulkan 1.3; allocations bound it */
     vb->align = vb->props.limits.minStorageBufferOffsetAlignment;
     if (vb->align < 16) vb->align = 16;
 
@@ -429,44 +284,74 @@ static halo_status make_device(vk_backend *vb, halo_error *err) {
     if (!ext) return halo_fail(err, HALO_E_NOMEM, "out of memory");
     vb->fn.vkEnumerateDeviceExtensionProperties(vb->phys, NULL, &n_ext, ext);
     vb->has_int_dot = has_ext(ext, n_ext, "VK_KHR_shader_integer_dot_product");
+    /* Host-memory import: the loader's arena used in place (buf_wrap_host). */
+    vb->has_host_import = has_ext(ext, n_ext, "VK_EXT_external_memory_host");
     free(ext);
+    if (vb->has_host_import) {
+        VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+        VkPhysicalDeviceProperties2 hp2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                           .pNext = &hp};
+        vb->fn.vkGetPhysicalDeviceProperties2(vb->phys, &hp2);
+        vb->import_align = hp.minImportedHostPointerAlignment;
+    }
 
-    /* Memory: host-visible and coherent (the backend maps every buffer), device-local too where
-     * the device offers it (integrated GPUs, resizable BAR). */
-    uint32_t want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    int best = -1;
-    for (int pass = 0; pass < 2 && best < 0; pass++)
-        for (uint32_t i = 0; i < vb->mem_props.memoryTypeCount && best < 0; i++) {
-            VkMemoryType t = vb->mem_props.memoryTypes[i];
-            if ((t.propertyFlags & want) != want) continue;
-            /* pass 0: device-local, when its heap is large (not a 256 MiB BAR window) */
-            bool local = t.propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
-            if (pass == 0 && (!local || vb->mem_props.memoryHeaps[t.heapIndex].size < (8ull << 30)))
-                continue;
-            best = (int)i;
-        }
-    if (best < 0)
+    /* Memory types per pool (vk_memory.c); the host-visible one is required (uploads). */
+    bool host_ok = false;
+    for (uint32_t i = 0; i < vb->mem_props.memoryTypeCount; i++) {
+        uint32_t want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+        host_ok |= (vb->mem_props.memoryTypes[i].propertyFlags & want) == want;
+    }
+    if (!host_ok)
         return halo_fail(err, HALO_E_UNSUPPORTED,
-                         "vulkan backend: %s has no host-visible "
-                         "coherent memory",
+                         "vulkan backend: %s has no host-visible coherent memory",
                          vb->props.deviceName);
-    vb->mem_type = (uint32_t)best;
+    vk_memory_choose(vb);
 
+    return HALO_OK;
+}
+
+static halo_status make_device(vk_backend *vb, halo_error *err) {
+    halo_status st = read_device(vb, err);
+    if (st) return st;
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                   .queueFamilyIndex = vb->queue_family,
                                   .queueCount = 1,
                                   .pQueuePriorities = &prio};
+    /* Fast mode (HALO_VK_FAST=1): Q8_0 projections by packed 4x8-bit integer dot products. */
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+    const char *fast = getenv("HALO_VK_FAST");
+    if (fast && !strcmp(fast, "1")) {
+        VkPhysicalDeviceFeatures2 qf = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                        .pNext = &idf};
+        if (vb->has_int_dot) vb->fn.vkGetPhysicalDeviceFeatures2(vb->phys, &qf);
+        if (!vb->has_int_dot || !idf.shaderIntegerDotProduct)
+            return halo_fail(err, HALO_E_UNSUPPORTED,
+                             "vulkan backend: HALO_VK_FAST=1 needs integer dot products "
+                             "(VK_KHR_shader_integer_dot_product), which %s lacks",
+                             vb->props.deviceName);
+        vb->int_dot = true;
+        idf.pNext = NULL;
+    }
     VkPhysicalDeviceVulkan11Features f11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+        .pNext = vb->int_dot ? &idf : NULL,
         .storageBuffer16BitAccess = VK_TRUE};
     VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                    .pNext = &f11};
     f.features.shaderStorageBufferArrayDynamicIndexing = VK_TRUE;
+    const char *exts[2];
+    uint32_t n_exts = 0;
+    if (vb->has_host_import) exts[n_exts++] = "VK_EXT_external_memory_host";
+    if (vb->int_dot) exts[n_exts++] = "VK_KHR_shader_integer_dot_product";
     VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                              .pNext = &f,
                              .queueCreateInfoCount = 1,
-                             .pQueueCreateInfos = &qi};
+                             .pQueueCreateInfos = &qi,
+                             .enabledExtensionCount = n_exts,
+                             .ppEnabledExtensionNames = exts};
     VkResult r = vb->fn.vkCreateDevice(vb->phys, &di, NULL, &vb->device);
     if (r != VK_SUCCESS)
         return halo_fail(err, HALO_E_UNSUPPORTED,
@@ -481,6 +366,10 @@ static halo_status make_device(vk_backend *vb, halo_error *err) {
         return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: the driver lacks %s", #name);
     HALO_VK_DEVICE_FNS(X)
 #undef X
+#define X(name) vb->fn.name = (PFN_##name)vb->fn.vkGetDeviceProcAddr(vb->device, #name);
+    HALO_VK_OPTIONAL_FNS(X)
+#undef X
+    if (!vb->fn.vkGetMemoryHostPointerPropertiesEXT) vb->has_host_import = false;
     vb->fn.vkGetDeviceQueue(vb->device, vb->queue_family, 0, &vb->queue);
 
     VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -511,23 +400,49 @@ halo_status halo_backend_vulkan_create(int device, halo_backend **out, halo_erro
     vb->base.ops = &vk_ops;
     const char *env = getenv("HALO_VK_DEVICE");
     if (device < 0 && env && *env) device = atoi(env);
-    /* Submissions are split after this many dispatches so none runs long (docs/vulkan.md). */
-    const char *md = getenv("HALO_VK_MAX_DISPATCH");
-    vb->max_dispatch = md && atoi(md) > 0 ? (uint32_t)atoi(md) : 256;
+    vk_submit_init(vb);
     vb->profile = getenv("HALO_VK_PROFILE") && atoi(getenv("HALO_VK_PROFILE")) > 0;
     halo_status st = open_instance(vb, err);
     if (!st) st = pick_device(vb, device, err);
     if (!st) st = make_device(vb, err);
     if (!st) st = vk_pipelines_create(vb, err);
-    if (!st) st = vk_buf_create(vb, 1u << 20, &vb->upload.buf, err);
+    if (!st) st = vk_buf_create_in(vb, VK_MEM_HOST, 1u << 20, &vb->upload.buf, err);
     if (!st) st = vk_buf_create(vb, sizeof halo_iq2xxs_grid, &vb->grid, err);
+    if (!st)
+        st = vk_buf_write(&vb->base, vb->grid, 0, halo_iq2xxs_grid, sizeof halo_iq2xxs_grid, err);
     if (st) {
         destroy(&vb->base);
         return st;
     }
-    memcpy(vb->grid->map, halo_iq2xxs_grid, sizeof halo_iq2xxs_grid);
     *out = &vb->base;
     return HALO_OK;
+}
+
+halo_status halo_backend_vulkan_probe(int device, halo_vk_probe *out, halo_error *err) {
+    memset(out, 0, sizeof *out);
+    vk_backend *vb = calloc(1, sizeof *vb);
+    if (!vb) return halo_fail(err, HALO_E_NOMEM, "out of memory");
+    vb->base.ops = &vk_ops;
+    const char *env = getenv("HALO_VK_DEVICE");
+    if (device < 0 && env && *env) device = atoi(env);
+    halo_status st = open_instance(vb, err);
+    if (!st) st = pick_device(vb, device, err);
+    if (!st) st = read_device(vb, err);
+    if (!st) {
+        const VkPhysicalDeviceMemoryProperties *mp = &vb->mem_props;
+        snprintf(out->name, sizeof out->name, "%s", vb->props.deviceName);
+        out->discrete = vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+        out->device_local = mp->memoryHeaps[mp->memoryTypes[vb->type_device].heapIndex].size;
+        out->device_mapped = vb->device_mapped;
+        uint32_t host_heap = mp->memoryTypes[vb->type_host].heapIndex;
+        if (!(mp->memoryHeaps[host_heap].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT))
+            out->host_visible = mp->memoryHeaps[host_heap].size;
+        out->max_alloc = vb->max_alloc;
+        out->host_import = vb->has_host_import;
+        out->int_dot = vb->has_int_dot;
+    }
+    destroy(&vb->base);
+    return st;
 }
 
 const char *halo_backend_vulkan_device_name(const halo_backend *be) {

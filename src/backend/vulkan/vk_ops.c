@@ -106,8 +106,74 @@ typedef struct matmul_pc {
     uint32_t rows_per_wg, col_tile;
 } matmul_pc;
 
+typedef struct quant_pc {
+    uint32_t nb_col, x_off, x_col_stride, q_off, s_off;
+} quant_pc;
+
+typedef struct mm_q8_pc {
+    uint32_t K, N, groups, w_rel, w_chunk_rows, w_row_bytes, q_off, s_off, nb_col, out_off,
+        out_col_stride, rows_per_wg;
+} mm_q8_pc;
+
+/* Fast mode's Q8_0 projection: the columns of x quantized to Q8_0 blocks (as ggml's
+ * quantize_row_q8_0), then integer dot products against the weight's blocks (matmul_q8.comp).
+ * Columns are independent, so they are split like vk_mm's (vk_submit.c). */
+static void mm_q8(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m) {
+    uint32_t groups = m->groups ? m->groups : 1, K = (uint32_t)w->ne[0];
+    uint32_t nb_col = K * groups / 32, n_cols = m->n_cols;
+    uint64_t q_bytes = (uint64_t)n_cols * nb_col * 32, s_bytes = (uint64_t)n_cols * nb_col * 4;
+    if (!vk_reserve(vb, &vb->qact, q_bytes + s_bytes, op)) return;
+    vk_binding qb = {.buf = vb->qact, .offset = 0, .bytes = q_bytes};
+    vk_binding sb = {.buf = vb->qact, .offset = q_bytes, .bytes = s_bytes};
+    vk_binding b[4] = {vk_bind_weight(w, 1), m->x, qb, sb};
+    vk_bound bd[4] = {{0}};
+    if (!vk_resolve(vb, op, b, 4, bd)) return;
+    /* 1. quantize: bindings x (1), q (2), scales (3) */
+    vk_binding qbind[4] = {{0}, m->x, qb, sb};
+    quant_pc qp = {nb_col, bd[1].rel / 4 + m->x_off, m->x_col_stride, bd[2].rel / 4, bd[3].rel / 4};
+    vk_note_work(vb, (double)n_cols * K * groups);
+    if (!vk_dispatch(vb, VK_K_QUANT_Q8, op, qbind, 4, NULL, &qp, sizeof qp, (nb_col + 63) / 64,
+                     n_cols, 1))
+        return;
+    /* 2. the dots: weight (0), q (1), out (2), scales (3) */
+    vk_binding db[4] = {b[0], qb, m->out, sb};
+    vk_bound dd[4] = {{0}};
+    if (!vk_resolve(vb, op, db, 4, dd)) return;
+    mm_q8_pc pc = {K,
+                   m->N,
+                   groups,
+                   dd[0].rel,
+                   dd[0].chunk_rows,
+                   (uint32_t)db[0].row_bytes,
+                   dd[1].rel / 4,
+                   dd[3].rel / 4,
+                   nb_col,
+                   dd[2].rel / 4 + m->out_off,
+                   m->out_col_stride,
+                   vk_rows_per_wg(vb)};
+    uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
+    uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;
+    double per_col = (double)m->N * K;
+    uint32_t per = vk_chunk(vb, per_col, n_cols, 1);
+    for (uint32_t c0 = 0; c0 < n_cols; c0 += per) {
+        mm_q8_pc cp = pc;
+        uint32_t n = n_cols - c0 < per ? n_cols - c0 : per;
+        cp.q_off += c0 * nb_col * 8;
+        cp.s_off += c0 * nb_col;
+        cp.out_off += c0 * m->out_col_stride;
+        vk_note_work(vb, per_col * n);
+        if (!vk_dispatch(vb, VK_K_MATMUL_Q8, op, db, 4, NULL, &cp, sizeof cp, gx, n, gz)) return;
+    }
+}
+
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m) {
     if (!vk_check_type(vb, op, w)) return;
+    /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots */
+    if (vb->int_dot && w->type == HALO_TYPE_Q8_0 && !m->sel.buf &&
+        (m->x_col_div ? m->x_col_div : 1) == 1 && w->ne[0] % 32 == 0) {
+        mm_q8(vb, op, w, m);
+        return;
+    }
     vk_binding b[4] = {vk_bind_weight(w, m->sel.buf ? m->N : 1), m->x, m->out, m->sel};
     uint32_t nb = m->sel.buf ? 4 : 3;
     vk_bound bd[4] = {{0}};
@@ -134,8 +200,23 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
      * workgroup-count limit. */
     uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
     uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;
-    vk_dispatch_pipe(vb, VK_K_MATMUL, vk_typed_pipeline(vb, VK_K_MATMUL, w->type), op, b, nb, NULL,
-                     &pc, sizeof pc, gx, (m->n_cols + pc.col_tile - 1) / pc.col_tile, gz);
+    VkPipeline pipe = vk_typed_pipeline(vb, VK_K_MATMUL, w->type);
+    /* Columns in chunks of whole tiles sharing whole x columns (vk_submit.c): each output is
+     * computed by the same invocation as unsplit. */
+    uint32_t div = pc.x_col_div, n_cols = m->n_cols;
+    double per_col = (double)m->N * (double)pc.K;
+    uint32_t per = vk_chunk(vb, per_col, n_cols, pc.col_tile * div);
+    for (uint32_t c0 = 0; c0 < n_cols; c0 += per) {
+        matmul_pc cp = pc;
+        cp.n_cols = n_cols - c0 < per ? n_cols - c0 : per;
+        cp.x_off = pc.x_off + c0 / div * pc.x_col_stride;
+        cp.out_off = pc.out_off + c0 * pc.out_col_stride;
+        cp.sel_off = pc.sel_off + c0;
+        vk_note_work(vb, per_col * cp.n_cols);
+        if (!vk_dispatch_pipe(vb, VK_K_MATMUL, pipe, op, b, nb, NULL, &cp, sizeof cp, gx,
+                              (cp.n_cols + cp.col_tile - 1) / cp.col_tile, gz))
+            return;
+    }
 }
 
 void vk_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,

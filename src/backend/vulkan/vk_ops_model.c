@@ -57,7 +57,22 @@ void vk_attention(halo_backend *be, const halo_attn_args *a) {
                   bd[5].rel / 4,
                   bd[6].rel / 4,
                   bd[7].rel / 4};
-    vk_dispatch(vb, VK_K_ATTENTION, "attention", b, 8, NULL, &pc, sizeof pc, n_head, n_tok, 1);
+    /* Tokens in chunks (vk_submit.c); each (head, token) is one workgroup either way. A token
+     * reads at most its window and its compressed (or selected) rows. */
+    double rows = (double)pc.n_win + (pc.k_sel ? pc.k_sel : pc.n_comp);
+    double per_tok = rows * n_head * hd * 2;
+    uint32_t per = vk_chunk(vb, per_tok, n_tok, 1);
+    for (uint32_t t0 = 0; t0 < n_tok; t0 += per) {
+        uint32_t n = n_tok - t0 < per ? n_tok - t0 : per;
+        attn_pc cp = pc;
+        cp.q_off += t0 * n_head * hd;
+        cp.out_off += t0 * n_head * hd;
+        cp.sel_off += t0 * pc.k_sel;
+        cp.pos_off += t0;
+        vk_note_work(vb, per_tok * n);
+        if (!vk_dispatch(vb, VK_K_ATTENTION, "attention", b, 8, NULL, &cp, sizeof cp, n_head, n, 1))
+            return;
+    }
 }
 
 typedef struct pool_pc {
@@ -152,8 +167,21 @@ void vk_topk(halo_backend *be, const halo_topk_args *a) {
                        bd[1].rel / 4,         bd[2].rel / 4,         bd[3].rel / 4, bd[4].rel / 4,
                        bd[5].rel / 4};
         uint32_t gx = n_rows < 32768 ? n_rows : 32768;
-        vk_dispatch(vb, VK_K_TOPK_SCORE, "topk", b, 6, NULL, &sp, sizeof sp, gx, n_tok,
-                    (n_rows + gx - 1) / gx);
+        /* Tokens in chunks (vk_submit.c); each (row, token) is one workgroup either way. */
+        double per_tok = (double)n_rows * sp.n_head * sp.hd;
+        uint32_t per = vk_chunk(vb, per_tok, n_tok, 1);
+        for (uint32_t t0 = 0; t0 < n_tok; t0 += per) {
+            uint32_t n = n_tok - t0 < per ? n_tok - t0 : per;
+            score_pc cp = sp;
+            cp.q_off += t0 * sp.n_head * sp.hd;
+            cp.w_off += t0 * sp.n_head;
+            cp.score_off += t0 * n_rows;
+            cp.pos_off += t0;
+            vk_note_work(vb, per_tok * n);
+            if (!vk_dispatch(vb, VK_K_TOPK_SCORE, "topk", b, 6, NULL, &cp, sizeof cp, gx, n,
+                             (n_rows + gx - 1) / gx))
+                return;
+        }
     }
     select_pc pc = {n_rows, a->ratio, a->top_k, bd[4].rel / 4, bd[5].rel / 4, bd[6].rel / 4};
     vk_dispatch(vb, VK_K_TOPK_SELECT, "topk", b, 7, NULL, &pc, sizeof pc, n_tok, 1, 1);

@@ -47,6 +47,12 @@ static const uint32_t spv_moe_swiglu[] =
 static const uint32_t spv_moe_sum[] =
 #include "moe_sum.spv.h"
     ;
+static const uint32_t spv_quant_q8[] =
+#include "quant_q8.spv.h"
+    ;
+static const uint32_t spv_matmul_q8[] =
+#include "matmul_q8.spv.h"
+    ;
 
 static const struct {
     const uint32_t *code;
@@ -68,6 +74,8 @@ static const struct {
     S(VK_K_MOE_ROUTE, spv_moe_route),
     S(VK_K_MOE_SWIGLU, spv_moe_swiglu),
     S(VK_K_MOE_SUM, spv_moe_sum),
+    S(VK_K_QUANT_Q8, spv_quant_q8),
+    S(VK_K_MATMUL_Q8, spv_matmul_q8),
 #undef S
 };
 
@@ -138,6 +146,8 @@ halo_status vk_pipelines_create(vk_backend *vb, halo_error *err) {
                          (int)r);
     for (int k = 0; k < VK_K_COUNT; k++) {
         if (is_typed(k)) continue; /* specialised per type, on first use */
+        /* integer dot products: only where the device has them and fast mode asks for them */
+        if ((k == VK_K_QUANT_Q8 || k == VK_K_MATMUL_Q8) && !vb->int_dot) continue;
         r = make_pipeline(vb, k, NULL, &vb->pipes[k]);
         if (r != VK_SUCCESS)
             return halo_fail(err, HALO_E_UNSUPPORTED,

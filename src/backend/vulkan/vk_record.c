@@ -8,10 +8,6 @@
 #include "core/error.h"
 #include "halo/types.h"
 
-static uint64_t buf_cap(const halo_buf *b) {
-    return (b->size + 15) & ~15ull;
-}
-
 vk_binding vk_bind_tensor(const halo_tensor *t) {
     return (vk_binding){.buf = t->buf, .offset = t->offset, .bytes = halo_tensor_nbytes(t)};
 }
@@ -26,30 +22,6 @@ vk_binding vk_bind_weight(const halo_tensor *t, uint64_t granule) {
                         .granule = granule ? granule : 1};
 }
 
-bool vk_op_begin(vk_backend *vb, uint64_t upload_bytes) {
-    uint64_t need = (upload_bytes + 255) & ~255ull;
-    bool full = vb->upload.used + need > vb->upload.buf->size;
-    if (vb->recording && (full || vb->n_dispatch >= vb->max_dispatch)) {
-        halo_error err;
-        if (vk_flush(vb, &err)) {
-            vk_fail(vb, err.status, "%s", err.message);
-            return false;
-        }
-    }
-    if (need > vb->upload.buf->size) {
-        halo_buf *nb = NULL;
-        halo_error err;
-        if (vk_buf_create(vb, need * 2, &nb, &err)) {
-            vk_fail(vb, err.status, "%s", err.message);
-            return false;
-        }
-        vk_buf_destroy(vb, vb->upload.buf); /* not recording here: nothing uses it */
-        vb->upload.buf = nb;
-        vb->upload.used = 0;
-    }
-    return true;
-}
-
 vk_binding vk_upload_data(vk_backend *vb, const void *data, uint64_t bytes) {
     uint64_t need = (bytes + 255) & ~255ull;
     if (vb->upload.used + need > vb->upload.buf->size) {
@@ -62,8 +34,8 @@ vk_binding vk_upload_data(vk_backend *vb, const void *data, uint64_t bytes) {
     return b;
 }
 
-bool vk_scratch_reserve(vk_backend *vb, uint64_t bytes, const char *op) {
-    if (vb->scratch && vb->scratch->size >= bytes) return true;
+bool vk_reserve(vk_backend *vb, halo_buf **slot, uint64_t bytes, const char *op) {
+    if (*slot && (*slot)->size >= bytes) return true;
     halo_buf *nb = NULL;
     halo_error err;
     uint64_t want = bytes + bytes / 2;
@@ -73,12 +45,16 @@ bool vk_scratch_reserve(vk_backend *vb, uint64_t bytes, const char *op) {
                 (unsigned long long)bytes, err.message);
         return false;
     }
-    if (vb->scratch) { /* recorded work may still use the old one */
-        vb->scratch->next_free = vb->deferred;
-        vb->deferred = vb->scratch;
+    if (*slot) { /* recorded work may still use the old one */
+        (*slot)->next_free = vb->deferred;
+        vb->deferred = *slot;
     }
-    vb->scratch = nb;
+    *slot = nb;
     return true;
+}
+
+bool vk_scratch_reserve(vk_backend *vb, uint64_t bytes, const char *op) {
+    return vk_reserve(vb, &vb->scratch, bytes, op);
 }
 
 vk_binding vk_scratch_at(vk_backend *vb, uint64_t off, uint64_t bytes) {
@@ -96,12 +72,14 @@ static bool resolve_one(vk_backend *vb, const char *op, uint32_t i, const vk_bin
         vk_fail(vb, HALO_E_INVALID_ARG, "%s: binding %u has no buffer", op, i);
         return false;
     }
-    uint64_t cap = buf_cap(b->buf), align = vb->align;
+    /* Offsets below are in the VkBuffer, which starts `base` bytes before the halo buffer. */
+    uint64_t cap = b->buf->vk_size, align = vb->align;
     if (b->offset > b->buf->size || b->bytes > b->buf->size - b->offset) {
         vk_fail(vb, HALO_E_OUT_OF_BOUNDS, "%s: binding %u reaches past its buffer's end", op, i);
         return false;
     }
-    uint64_t off = b->offset / align * align, rel = b->offset - off;
+    uint64_t voff = b->buf->base + b->offset;
+    uint64_t off = voff / align * align, rel = voff - off;
     uint64_t range = cap - off < vb->max_range ? cap - off : vb->max_range;
     if (rel + b->bytes <= range) {
         out->rel = (uint32_t)rel;
@@ -186,7 +164,7 @@ static VkDescriptorSet alloc_set(vk_backend *vb) {
     return VK_NULL_HANDLE;
 }
 
-static bool begin_recording(vk_backend *vb) {
+bool vk_begin_recording(vk_backend *vb) {
     if (vb->recording) return true;
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
@@ -208,8 +186,14 @@ bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *
 bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *op,
                       const vk_binding *b, uint32_t n, vk_bound *bound, const void *push,
                       uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
-    if (vb->failed || !pipe) return false; /* outputs after a failure are not to be used anyway */
-    if (gx == 0 || gy == 0 || gz == 0) return true;
+    if (vb->failed || !pipe) { /* outputs after a failure are not to be used anyway */
+        vb->next_work = 0;
+        return false;
+    }
+    if (gx == 0 || gy == 0 || gz == 0) {
+        vb->next_work = 0;
+        return true;
+    }
     resolved r[VK_MAX_BINDINGS + 1];
     vk_bound tmp[VK_MAX_BINDINGS + 1];
     if (!bound) bound = tmp;
@@ -228,7 +212,9 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
                 gx, gy, gz);
         return false;
     }
-    if (!begin_recording(vb)) return false;
+    double work = vb->next_work > 0 ? vb->next_work : (double)gx * gy * gz * 64;
+    vb->next_work = 0;
+    if (!vk_submit_bound(vb, work) || !vk_begin_recording(vb)) return false;
     VkDescriptorSet set = alloc_set(vb);
     if (!set) {
         vk_fail(vb, HALO_E_NOMEM, "%s: cannot allocate a descriptor set", op);
@@ -286,7 +272,7 @@ void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
     bool overlap =
         dst->buf == src->buf && dst->offset < src->offset + n && src->offset < dst->offset + n;
     if (overlap && !vk_scratch_reserve(vb, n, "copy")) return;
-    if (!begin_recording(vb)) return;
+    if (!vk_submit_bound(vb, (double)n / 4) || !vk_begin_recording(vb)) return;
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
@@ -295,14 +281,14 @@ void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
     VkPipelineStageFlags dst_stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
                                       VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT;
     if (overlap) {
-        VkBufferCopy c1 = {src->offset, 0, n};
+        VkBufferCopy c1 = {src->buf->base + src->offset, 0, n};
         vb->fn.vkCmdCopyBuffer(vb->cmd, src->buf->buffer, vb->scratch->buffer, 1, &c1);
         vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, dst_stages, 0, 1, &mb,
                                     0, NULL, 0, NULL);
-        VkBufferCopy c2 = {0, dst->offset, n};
+        VkBufferCopy c2 = {0, dst->buf->base + dst->offset, n};
         vb->fn.vkCmdCopyBuffer(vb->cmd, vb->scratch->buffer, dst->buf->buffer, 1, &c2);
     } else {
-        VkBufferCopy c = {src->offset, dst->offset, n};
+        VkBufferCopy c = {src->buf->base + src->offset, dst->buf->base + dst->offset, n};
         vb->fn.vkCmdCopyBuffer(vb->cmd, src->buf->buffer, dst->buf->buffer, 1, &c);
     }
     vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, dst_stages, 0, 1, &mb, 0,

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# bench/cpu/run.sh on the H200 machine's CPU (the `run` tool; no GPU used), from binaries
+# built on the development VM and carried in .carry/cpu (see bench/cpu/RESULTS.md):
+#   .carry/cpu/bin/{bench_cpu,bench_membw,bench_make_medium}   halo's, this tree
+#   .carry/cpu/lib/{libcjson.so.1,liburing.so.2}                their Debian 12 libraries
+#   .carry/cpu/llama-bench   llama.cpp v0.5.0, static, -DGGML_NATIVE=OFF with explicit AVX-512
+#                            flags and no AMX (GGML_NATIVE's AMX buffer type aborts deepseek4)
+# The medium model is written to /dev/shm. THREADS (default "16 8") and ROUNDS (default 2).
+set -u
+cd "$(dirname "$0")/../.."
+c=$PWD/.carry/cpu
+export LD_LIBRARY_PATH=$c/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+m=/dev/shm/halo-medium.gguf
+t0=$(date +%s)
+nproc; grep -m1 "model name" /proc/cpuinfo; free -g | head -2
+[ -f $m ] || "$c/bin/bench_make_medium" $m 4 || exit 1
+echo "[+$(( $(date +%s) - t0 ))s] model written"
+for t in ${THREADS:-16 8}; do
+    LLAMA_BENCH=$c/llama-bench BIN=$c/bin bench/cpu/run.sh $m "$t" "${ROUNDS:-2}"
+    echo "[+$(( $(date +%s) - t0 ))s] $t threads done"
+done

@@ -1,0 +1,209 @@
+/* A GPU backend's weights, placed as the plan says. Tensors planned in device or managed memory
+ * go into one buffer per pool: read straight from the file through a few pinned staging buffers
+ * (src/mem/direct_load.c: O_DIRECT reads overlapped with the copies into the GPU), so no host
+ * copy of them exists at any time and the page cache stays empty; a synthetic model, made in its
+ * host arena, is copied from there. Tensors planned in GPU-visible host memory stay where the
+ * arena loader read them, the arena's range pinned and mapped for the GPU (cudaHostRegister);
+ * with none, the arena is freed. */
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "mem/direct_load.h"
+#include "mem/expert_device.h"
+#include "mem/stream.h"
+#include "model/engine_place.h"
+
+void halo_load_meter_report(const halo_load_progress *p, void *user) {
+    halo_load_meter *m = user;
+    if (!m->fn || m->finished) return;
+    uint64_t in_phase =
+        p->total ? (uint64_t)((double)p->done / (double)p->total * (double)m->phase) : m->phase;
+    uint64_t done = m->base + (in_phase < m->phase ? in_phase : m->phase);
+    if (done > m->total) done = m->total;
+    /* A phase's last report is not the load's: only the last phase ends the bar. */
+    if (done == m->total) m->finished = true;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double t = (double)(now.tv_sec - m->t0.tv_sec) + (double)(now.tv_nsec - m->t0.tv_nsec) * 1e-9;
+    halo_load_progress q = {done, m->total, t};
+    m->fn(&q, m->user);
+}
+
+void halo_load_meter_next(halo_load_meter *m, uint64_t next) {
+    m->base += m->phase;
+    m->phase = next;
+}
+
+static bool in_host(uint8_t pool) {
+    return pool == HALO_POOL_HOST || pool == HALO_POOL_GPU_HOST;
+}
+static bool in_gpu(uint8_t pool) {
+    return pool == HALO_POOL_DEVICE || pool == HALO_POOL_MANAGED;
+}
+
+uint8_t *halo_engine_arena_pools(const halo_gguf *g, const halo_plan *plan, uint64_t *arena_bytes) {
+    uint64_t n = halo_gguf_tensor_count(g);
+    uint8_t *pools = malloc(n ? n : 1);
+    *arena_bytes = 0;
+    for (uint64_t i = 0; pools && i < n; i++) {
+        bool host = in_host(plan->tensor_pool[i]);
+        pools[i] = host ? HALO_POOL_HOST : HALO_POOL_DISK;
+        if (host) *arena_bytes += halo_gguf_tensor_at(g, i)->n_bytes;
+    }
+    return pools;
+}
+
+uint64_t halo_engine_gpu_bytes(const halo_gguf *g, const halo_plan *plan) {
+    uint64_t bytes = 0;
+    for (uint64_t i = 0; i < halo_gguf_tensor_count(g); i++)
+        if (in_gpu(plan->tensor_pool[i])) bytes += halo_gguf_tensor_at(g, i)->n_bytes;
+    return bytes;
+}
+
+typedef struct gpu_place {
+    halo_engine *e;
+    const halo_plan *plan;
+    halo_buf **buf; /* per tensor (gguf order) */
+    uint64_t *off;
+} gpu_place;
+
+static halo_status bind_one(halo_weight *w, void *user, halo_error *err) {
+    gpu_place *g = user;
+    uint64_t i = (uint64_t)(w->src - halo_gguf_tensor_at(g->e->gguf, 0));
+    /* A streamed expert tensor: no resident bytes (the layer's expert source has them). */
+    if (g->plan->tensor_pool[i] == HALO_POOL_DISK && g->e->stream) return HALO_OK;
+    if (!g->buf[i])
+        return halo_fail(err, HALO_E_NOT_FOUND, "tensor '%s' was not placed", w->src->name);
+    w->t.buf = g->buf[i];
+    w->t.offset = g->off[i];
+    return HALO_OK;
+}
+
+/* ---- the direct loader's sink: the backend's buffers ---------------------------------------- */
+
+static halo_status sink_write(void *user, uint64_t i, uint64_t offset, const void *src, uint64_t n,
+                              halo_error *err) {
+    gpu_place *g = user;
+    halo_backend *be = g->e->be;
+    return be->ops->buf_write(be, g->buf[i], g->off[i] + offset, src, n, err);
+}
+
+/* Pinned staging: the backend's copies from it are DMA at full bus speed, not staged again. */
+static halo_status sink_pin(void *user, void *mem, uint64_t bytes, void **handle, halo_error *err) {
+    gpu_place *g = user;
+    halo_backend *be = g->e->be;
+    return be->ops->buf_wrap_host(be, mem, bytes, (halo_buf **)handle, err);
+}
+
+static void sink_unpin(void *user, void *handle) {
+    gpu_place *g = user;
+    g->e->be->ops->buf_free(g->e->be, handle);
+}
+
+halo_status halo_engine_place_gpu(halo_engine *e, const halo_plan *plan, halo_load_meter *meter,
+                                  halo_error *err) {
+    const halo_backend_ops *op = e->be->ops;
+    uint64_t n = halo_gguf_tensor_count(e->gguf), used[HALO_POOL_COUNT] = {0};
+    gpu_place g = {.e = e,
+                   .plan = plan,
+                   .buf = calloc(n + 1, sizeof *g.buf),
+                   .off = calloc(n + 1, sizeof *g.off)};
+    bool *want = calloc(n + 1, sizeof *want), direct = false;
+    halo_buf *pool_buf[HALO_POOL_COUNT] = {0};
+    const unsigned char *lo = NULL, *hi = NULL; /* the gpu-host tensors' range in the arena */
+    halo_status st =
+        g.buf && g.off && want ? HALO_OK : halo_fail(err, HALO_E_NOMEM, "out of memory");
+    for (uint64_t i = 0; !st && i < n; i++) {
+        const halo_gguf_tensor *t = halo_gguf_tensor_at(e->gguf, i);
+        const unsigned char *p = halo_mem_arena_tensor(e->arena, i);
+        uint8_t pool = plan->tensor_pool[i];
+        if (in_host(pool) && p) {
+            lo = !lo || p < lo ? p : lo;
+            hi = !hi || p + t->n_bytes > hi ? p + t->n_bytes : hi;
+        } else if (in_gpu(pool) && t->n_bytes) {
+            g.off[i] = used[pool];
+            used[pool] += (t->n_bytes + 255) & ~255ull;
+            want[i] = !p; /* not in the arena: straight from the file */
+            direct = direct || want[i];
+        }
+    }
+    for (int k = 0; !st && k < HALO_POOL_COUNT; k++) {
+        if (!used[k]) continue;
+        st = op->buf_alloc_pool(e->be, (uint32_t)k, used[k], &pool_buf[k], err);
+        if (st)
+            halo_error_prefix(
+                err, "weights in the %s pool (%.2f GiB): ", halo_pool_name((halo_pool_kind)k),
+                (double)used[k] / (double)(1ull << 30));
+        else
+            e->tensor_bufs[e->n_bufs++] = pool_buf[k];
+    }
+    halo_buf *arena_buf = NULL;
+    if (!st && lo) {
+        st = op->buf_wrap_host(e->be, (void *)lo, (uint64_t)(hi - lo), &arena_buf, err);
+        if (st)
+            halo_error_prefix(err, "weights in GPU-visible host memory: ");
+        else
+            e->tensor_bufs[e->n_bufs++] = arena_buf;
+    }
+    for (uint64_t i = 0; !st && i < n; i++) {
+        const halo_gguf_tensor *t = halo_gguf_tensor_at(e->gguf, i);
+        const unsigned char *p = halo_mem_arena_tensor(e->arena, i);
+        uint8_t pool = plan->tensor_pool[i];
+        if (in_host(pool) && p) {
+            g.buf[i] = arena_buf;
+            g.off[i] = (uint64_t)(p - lo);
+        } else if (in_gpu(pool) && t->n_bytes) {
+            g.buf[i] = pool_buf[pool];
+            if (p) st = op->buf_write(e->be, pool_buf[pool], g.off[i], p, t->n_bytes, err);
+            if (st) halo_error_prefix(err, "tensor '%s': ", t->name);
+        }
+    }
+    if (!st && direct) {
+        halo_direct_sink sink = {sink_write, sink_pin, sink_unpin, &g};
+        halo_direct_options o = {.progress = halo_load_meter_report, .user = meter};
+        st = halo_direct_load(e->gguf, want, &sink, &o, NULL, err);
+    }
+    if (!st) st = halo_weights_for_each(&e->w, bind_one, &g, err);
+    /* Nothing stays in the arena: give its host memory back. */
+    if (!st && !lo) {
+        halo_mem_arena_free(e->arena);
+        e->arena = NULL;
+    }
+    free(want);
+    free(g.buf);
+    free(g.off);
+    return st;
+}
+
+/* ---- streamed experts --------------------------------------------------------------------- */
+
+/* The host expert cache becomes staging between the file and the GPU's cache: big enough for two
+ * tokens' experts of a layer (a miss round reads them together), at least 1 GiB when the plan's
+ * cache is that large (more reads in flight), never more than the plan admitted. */
+static uint64_t host_staging_bytes(const halo_engine *e, const halo_plan *plan) {
+    uint64_t expert = halo_expert_device_slot_bytes(&e->w);
+    uint64_t want = 2ull * e->hp.n_expert_used * expert;
+    if (want < (1ull << 30)) want = 1ull << 30;
+    return want < plan->expert_cache_admitted ? want : plan->expert_cache_admitted;
+}
+
+halo_status halo_engine_stream_gpu(halo_engine *e, const halo_plan *plan, halo_error *err) {
+    /* The host cache is host memory (stream.c takes that pool only); the plan's expert cache,
+     * in its pool (device memory on a discrete GPU), is the GPU's cache above it. */
+    halo_plan host = *plan;
+    host.expert_cache_pool = HALO_POOL_HOST;
+    host.expert_cache_admitted = host_staging_bytes(e, plan);
+    halo_status st = halo_stream_create(e->gguf, &e->w, &host, e->be, &e->stream, err);
+    if (st) return st;
+    halo_expert_device *d = NULL;
+    halo_buf *buf = NULL;
+    st = halo_expert_device_create(e->be, &e->w, plan->expert_cache_pool,
+                                   plan->expert_cache_admitted, e->hp.n_expert_used, &buf, &d, err);
+    if (st) return halo_error_prefix(err, "%s pool: ", halo_pool_name(plan->expert_cache_pool));
+    e->tensor_bufs[e->n_bufs++] = buf;
+    return HALO_OK;
+}
+
+void halo_engine_stream_gpu_free(halo_engine *e) {
+    halo_expert_device_free(halo_expert_device_of(&e->w));
+}

@@ -1,0 +1,78 @@
+/* Tiled matrix products (src/quant/gemm.h): every (row, token) pair of a tile, at every level,
+ * bit-identical to that level's single-row dot product, which test_quant_dot holds to the
+ * double-precision reference. Row and token counts cover whole tiles and remainders; lengths
+ * cover rows whose block count is a multiple of the kernels' 4-block step and rows that leave
+ * the AVX-512 kernels' AVX2 tail. */
+#include "check.h"
+#include "quant/gemm.h"
+#include "quant_testutil.h"
+
+#include <stdlib.h>
+
+enum { ROWS = 5, MAXT = HALO_GEMM_MAX_TOK };
+
+static void gemm_pairs_match_the_single_row_dot_bitwise(void) {
+    halo_quant_level best = halo_quant_level_best();
+    for (size_t k = 0; k < 2 * N_QUANT_TEST_TYPES; k++) {
+        uint32_t t = quant_test_types[k / 2];
+        const halo_type_info *info = halo_type_info_get(t);
+        int64_t n = info->block_size * (k % 2 ? (info->block_size == 256 ? 17 : 131) : 256);
+        uint64_t row_bytes = 0, act_bytes = 0;
+        halo_type_bytes(t, (uint64_t)n, &row_bytes);
+        uint32_t at = (uint32_t)halo_quant_act_type(t);
+        halo_type_bytes(at, (uint64_t)n, &act_bytes);
+        uint8_t *w = malloc(row_bytes * ROWS), *acts = malloc(act_bytes * MAXT);
+        float *x = malloc((size_t)n * 4), out[MAXT][ROWS];
+        for (int r = 0; r < ROWS; r++)
+            for (int64_t b = 0; b < n / info->block_size; b++)
+                random_block(t, w + r * row_bytes + b * info->block_bytes, SCALE_TYPICAL);
+        const void *act[MAXT];
+        float *y[MAXT];
+        for (int j = 0; j < MAXT; j++) {
+            for (int64_t i = 0; i < n; i++)
+                x[i] = rng_normal() * (j % 2 ? 1.0f : 30.0f);
+            halo_error err = {0};
+            CHECK_INT(halo_quant_quantize_row(at, x, acts + j * act_bytes, n, &err), HALO_OK);
+            act[j] = acts + j * act_bytes;
+            y[j] = out[j];
+        }
+        int mismatches = 0;
+        for (int lvl = 0; lvl <= (int)best; lvl++)
+            for (int nt = 1; nt <= MAXT; nt++)
+                for (int nr = 1; nr <= ROWS; nr += 2) {
+                    memset(out, 0xff, sizeof out);
+                    halo_quant_gemm_at((halo_quant_level)lvl, t, n, w, row_bytes, nr, act, nt, y);
+                    for (int j = 0; j < nt; j++)
+                        for (int r = 0; r < nr; r++) {
+                            float want = halo_quant_vec_dot_at((halo_quant_level)lvl, t, n,
+                                                               w + r * row_bytes, act[j]);
+                            if (memcmp(&want, &out[j][r], 4) != 0 && mismatches++ < 3)
+                                fprintf(stderr, "%s %s nt %d: row %d token %d: %.9g, dot %.9g\n",
+                                        info->name, halo_quant_level_name((halo_quant_level)lvl),
+                                        nt, r, j, out[j][r], want);
+                        }
+                }
+        CHECK_INT(mismatches, 0);
+        free(w);
+        free(acts);
+        free(x);
+    }
+}
+
+/* The quantized types of DeepSeek V4's mixes (q2: Q8_0, IQ2_XXS, Q2_K; q2q4: Q4_K; mxfp4) have
+ * tiled kernels where the CPU has AVX-512, so the test above compares them (not only the
+ * per-pair fallback). */
+static void gemm_has_tiled_kernels_for_the_dsv4_mixes(void) {
+    int want = halo_quant_level_best() == HALO_QUANT_AVX512;
+    CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_Q8_0), want);
+    CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_Q2_K), want);
+    CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_IQ2_XXS), want);
+    CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_Q4_K), want);
+    CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_MXFP4), want);
+}
+
+int main(void) {
+    RUN(gemm_pairs_match_the_single_row_dot_bitwise);
+    RUN(gemm_has_tiled_kernels_for_the_dsv4_mixes);
+    return check_report();
+}

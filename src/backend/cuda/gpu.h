@@ -69,6 +69,12 @@ static __device__ __forceinline__ float gpu_shfl(float v, int l) {
 static __device__ __forceinline__ int gpu_shfl_up_i(int v, int d) {
     return __shfl_up(v, d, 32);
 }
+/* Orders a wavefront's shared-memory accesses (its lanes run in lockstep). */
+static __device__ __forceinline__ void gpu_syncwarp(void) {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+    __builtin_amdgcn_wave_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
 #else
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -85,6 +91,9 @@ static __device__ __forceinline__ float gpu_shfl(float v, int l) {
 }
 static __device__ __forceinline__ int gpu_shfl_up_i(int v, int d) {
     return __shfl_up_sync(0xffffffffu, v, d);
+}
+static __device__ __forceinline__ void gpu_syncwarp(void) {
+    __syncwarp();
 }
 #endif
 

@@ -206,10 +206,13 @@ int main(int argc, char **argv) {
         double misses = (double)(b.misses - a.misses) / tg,
                waited = (double)(b.waited - a.waited) / tg;
         printf("prefetch %s: misses %.2f per token, waited on %.2f per token (%.0f%%), "
-               "%.1f ms waiting per token; prefetched %llu, used %llu\n",
+               "%.1f ms waiting per token; prefetched %llu, used %llu; of those predicted %llu, "
+               "used %llu\n",
                pf && *pf ? pf : "all", misses, waited, misses > 0 ? 100.0 * waited / misses : 0,
                1e3 * rs / tg, (unsigned long long)(b.prefetched - a.prefetched),
-               (unsigned long long)(b.prefetch_used - a.prefetch_used));
+               (unsigned long long)(b.prefetch_used - a.prefetch_used),
+               (unsigned long long)(b.predicted - a.predicted),
+               (unsigned long long)(b.predicted_used - a.predicted_used));
         struct stat fs;
         double bw = stat(argv[1], &fs) ? 0 : disk_rate(argv[1], (uint64_t)fs.st_size),
                per_tok = (double)bytes / tg;

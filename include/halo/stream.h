@@ -30,6 +30,7 @@ typedef struct halo_stream_stats {
      * them (the rest were read while something else computed), experts read ahead of their
      * layer, and of those the ones their layer then asked for. */
     uint64_t waited, prefetched, prefetch_used;
+    uint64_t predicted, predicted_used; /* of the prefetched, those read on a guess (predict) */
 } halo_stream_stats;
 
 /* False when the engine's experts are resident (nothing streams). */

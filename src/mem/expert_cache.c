@@ -54,7 +54,7 @@ static void add_jobs(halo_expert_cache *c, int32_t slot, uint32_t layer, uint32_
 
 /* Puts (layer, expert) in slot (a victim, emptied) and starts its reads without waiting. */
 static void start_load(halo_expert_cache *c, int32_t slot, uint32_t layer, uint32_t expert,
-                       bool prefetch) {
+                       bool prefetch, bool spec) {
     halo_expert_slots_assign(&c->slots, slot, layer, expert);
     slot_load *L = &c->ld[slot];
     L->n_jobs = 0;
@@ -63,11 +63,13 @@ static void start_load(halo_expert_cache *c, int32_t slot, uint32_t layer, uint3
     atomic_store(&L->pending, L->n_jobs);
     L->loading = L->miss = true;
     L->reserved = L->prefetch = prefetch;
+    L->spec = spec;
     L->waited = false;
     L->bad = -1;
     halo_expert_slots_hold(&c->slots, slot, true);
     c->loading[c->n_loading++] = slot;
     if (prefetch) c->st.prefetched++;
+    if (spec) c->st.predicted++;
     halo_xc_queue_slot(c, slot);
 }
 
@@ -76,7 +78,7 @@ static void drop_slot(halo_expert_cache *c, int32_t slot) {
     halo_expert_slots_drop(&c->slots, slot);
     halo_expert_slots_hold(&c->slots, slot, false);
     slot_load *L = &c->ld[slot];
-    L->reserved = L->miss = L->prefetch = L->waited = false;
+    L->reserved = L->miss = L->prefetch = L->spec = L->waited = false;
     L->bad = -1;
 }
 
@@ -201,7 +203,7 @@ static halo_status resolve(const halo_expert_source *src, int32_t *ids, uint32_t
     for (; started < na; started++) {
         int32_t slot = victim(c, layer, nr + nl == 0);
         if (slot < 0) break;
-        start_load(c, slot, layer, (uint32_t)absent[started], false);
+        start_load(c, slot, layer, (uint32_t)absent[started], false, false);
         loading[nl++] = absent[started];
     }
     /* Two rounds at most: what is ready, then all the rest. Each round costs the backend's
@@ -236,7 +238,8 @@ static halo_status resolve(const halo_expert_source *src, int32_t *ids, uint32_t
             c->st.hits++;
         c->st.waited += L->waited;
         c->st.prefetch_used += L->prefetch;
-        L->miss = L->prefetch = L->waited = false;
+        c->st.predicted_used += L->spec;
+        L->miss = L->prefetch = L->spec = L->waited = false;
         views[i].gate = view_of(c, slot, layer, (uint32_t)ids[i], 0);
         views[i].up = view_of(c, slot, layer, (uint32_t)ids[i], 1);
         views[i].down = view_of(c, slot, layer, (uint32_t)ids[i], 2);
@@ -267,7 +270,7 @@ void halo_expert_cache_step(halo_expert_cache *c) {
         if (reserved) halo_expert_slots_hold(&c->slots, (int32_t)slot, false);
         if (L->prefetch) c->st.prefetch_unused++; /* cached now: a later ask is a hit */
         if (L->prefetch) L->miss = false;
-        L->prefetch = false;
+        L->prefetch = L->spec = false;
     }
 }
 
@@ -277,8 +280,8 @@ void halo_expert_cache_drain(halo_expert_cache *c) {
     c->st.read_seconds += now() - t0;
 }
 
-uint32_t halo_expert_cache_prefetch(halo_expert_cache *c, uint32_t layer, const int32_t *ids,
-                                    uint32_t n) {
+static uint32_t prefetch(halo_expert_cache *c, uint32_t layer, const int32_t *ids, uint32_t n,
+                         bool spec) {
     if (layer >= c->n_layer || !c->layers[layer].gate) return 0;
     halo_xc_settle(c);
     /* At most a layer's share of the slots, so prefetches never crowd out the layers that
@@ -299,11 +302,21 @@ uint32_t halo_expert_cache_prefetch(halo_expert_cache *c, uint32_t layer, const 
         }
         slot = halo_expert_slots_victim(&c->slots, layer);
         if (slot < 0) break;
-        start_load(c, slot, layer, (uint32_t)ids[i], true);
+        start_load(c, slot, layer, (uint32_t)ids[i], true, spec);
         taken++;
         started++;
     }
     return started;
+}
+
+uint32_t halo_expert_cache_prefetch(halo_expert_cache *c, uint32_t layer, const int32_t *ids,
+                                    uint32_t n) {
+    return prefetch(c, layer, ids, n, false);
+}
+
+uint32_t halo_expert_cache_predict(halo_expert_cache *c, uint32_t layer, const int32_t *ids,
+                                   uint32_t n) {
+    return prefetch(c, layer, ids, n, true);
 }
 
 /* ---- setup -------------------------------------------------------------------------------- */

@@ -44,6 +44,8 @@ typedef struct halo_expert_stats {
     uint64_t prefetched;             /* experts read by a prefetch */
     uint64_t prefetch_used;          /* of those, asked for by their layer */
     uint64_t prefetch_unused;        /* of those, not asked for in their step */
+    uint64_t predicted;              /* of the prefetched, read on a prediction */
+    uint64_t predicted_used;         /* of those, asked for by their layer */
     uint64_t bytes_allocated;        /* the cache's memory (the plan's admitted size) */
     uint64_t slot_bytes;
     uint32_t slots;
@@ -77,6 +79,10 @@ void halo_expert_cache_step(halo_expert_cache *c);
  * the expert (an expert never asked for is read again when it is). */
 uint32_t halo_expert_cache_prefetch(halo_expert_cache *c, uint32_t layer, const int32_t *ids,
                                     uint32_t n);
+/* The same for experts a prediction names (they may not be asked for): counted apart, as
+ * predicted and predicted_used. */
+uint32_t halo_expert_cache_predict(halo_expert_cache *c, uint32_t layer, const int32_t *ids,
+                                   uint32_t n);
 /* Waits until no read is in flight (counted as time waiting for reads). */
 void halo_expert_cache_drain(halo_expert_cache *c);
 

@@ -45,6 +45,7 @@ typedef struct slot_load {
     bool reserved; /* a prefetch asked for it this step and no resolve has yet */
     bool miss;     /* read for a request or a prefetch; counted as a miss when resolved */
     bool prefetch; /* read by a prefetch (counted as used when resolved) */
+    bool spec;     /* read on a prediction (halo_expert_cache_predict) */
     bool waited;   /* a resolve blocked on its reads */
     int32_t bad;   /* the first failed job once settled, or -1 */
 } slot_load;

@@ -13,6 +13,7 @@ typedef struct hash_layer {
 
 struct halo_prefetch {
     halo_expert_cache *cache;
+    const halo_weights *w;
     hash_layer *layers;
     uint32_t n_layers, n_used, n_vocab;
     int32_t *ids; /* a layer's experts for the step, in first-use order */
@@ -37,6 +38,7 @@ halo_status halo_prefetch_create(const halo_gguf *g, const halo_weights *w, halo
         return halo_fail(err, HALO_E_NOMEM, "expert prefetch: out of memory");
     }
     p->cache = c;
+    p->w = w;
     for (uint32_t l = 0; l < w->n_layer; l++) {
         const halo_layer_weights *L = &w->layer[l];
         if (!L->tid2eid.src || !L->experts) continue;
@@ -86,6 +88,9 @@ void halo_prefetch_step(halo_prefetch *p, const int32_t *tokens, uint32_t n) {
     }
     for (uint32_t i = 0; i < p->n_layers; i++) {
         const hash_layer *h = &p->layers[i];
+        /* A cache above this one (the GPU's, src/mem/expert_device.c) asks this one only for
+         * what it lacks: prefetching here would read experts it already holds. */
+        if (p->w->layer[h->layer].experts != halo_expert_cache_source(p->cache, h->layer)) continue;
         uint32_t k = 0;
         for (uint32_t t = 0; t < n; t++) {
             if (tokens[t] < 0 || (uint32_t)tokens[t] >= p->n_vocab) continue;

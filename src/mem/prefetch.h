@@ -13,7 +13,8 @@ typedef struct halo_prefetch halo_prefetch;
 
 /* Reads the hash tables of w's streamed layers from g into host memory (n_used·n_vocab·4 bytes
  * each: 3 MiB a layer for DeepSeek V4 Flash). *out is NULL when no streamed layer routes by
- * hash. The tables were validated at open (src/model/validate.c): ids are in range. */
+ * hash. The tables were validated at open (src/model/validate.c): ids are in range. Layers whose
+ * source is no longer this cache (a GPU cache above it) are not prefetched. */
 halo_status halo_prefetch_create(const halo_gguf *g, const halo_weights *w, halo_expert_cache *c,
                                  halo_prefetch **out, halo_error *err);
 void halo_prefetch_free(halo_prefetch *p);

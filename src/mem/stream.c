@@ -9,17 +9,20 @@
 #include "core/error.h"
 #include "halo/stream.h"
 #include "mem/expert_cache.h"
+#include "mem/predict.h"
 #include "mem/prefetch.h"
 #include "model/engine_internal.h"
 
 struct halo_engine_stream {
-    /* The backend's ops with embed wrapped to start the step's prefetch: the forward pass
-     * (src/model/forward.c) has no per-step hook, and embed is its first op, called once per
-     * step with the step's token ids. be->ops points here while the stream lives. */
+    /* The backend's ops with embed wrapped to start the step's prefetch, and moe to predict
+     * the next layer's experts: the forward pass (src/model/forward.c) has no per-step or
+     * per-layer hook; embed is its first op, called once per step with the step's token ids.
+     * be->ops points here while the stream lives. */
     halo_backend_ops ops;
     const halo_backend_ops *inner;
     halo_backend *be;
     halo_prefetch *prefetch;
+    halo_predict *predict;
     halo_expert_cache *cache;
     halo_buf *buf;
     uint64_t requested, admitted, expert_bytes;
@@ -32,23 +35,38 @@ bool halo_stream_planned(const halo_plan *plan) {
     return false;
 }
 
-/* HALO_STREAM_PREFETCH: "none" (reads only when a layer asks, all of them before any expert
- * computes), "overlap" (cached experts and the shared expert compute while the misses read),
- * "hash" (the hash-routed layers' experts read from the step's start), "all" (default). */
-static void prefetch_from_env(bool *overlap, bool *hash) {
+/* HALO_STREAM_PREFETCH, words joined by commas: "overlap" (cached experts and the shared
+ * expert compute while the misses read), "hash" (the hash-routed layers' experts read from the
+ * step's start), "predict" (the next score-routed layer's experts guessed, predict.h), "all"
+ * (overlap and hash: the default), "none" (reads only when a layer asks, all of them before any
+ * of its experts computes). */
+static void prefetch_from_env(bool *overlap, bool *hash, bool *predict) {
     const char *p = getenv("HALO_STREAM_PREFETCH");
-    *overlap = *hash = true;
-    if (!p || !*p || !strcmp(p, "all")) return;
-    *overlap = !strcmp(p, "overlap");
-    *hash = !strcmp(p, "hash");
+    if (!p || !*p) p = "all";
+    bool all = strstr(p, "all") != NULL;
+    *overlap = all || strstr(p, "overlap");
+    *hash = all || strstr(p, "hash");
+    *predict = strstr(p, "predict") != NULL;
+}
+
+static halo_engine_stream *stream_of(halo_backend *be) {
+    return (halo_engine_stream *)(void *)((char *)be->ops - offsetof(halo_engine_stream, ops));
 }
 
 static void embed_and_prefetch(halo_backend *be, const halo_tensor *table, const int32_t *tokens,
                                halo_tensor *out) {
-    halo_engine_stream *s =
-        (halo_engine_stream *)(void *)((char *)be->ops - offsetof(halo_engine_stream, ops));
-    halo_prefetch_step(s->prefetch, tokens, (uint32_t)out->ne[1]);
+    halo_engine_stream *s = stream_of(be);
+    if (s->prefetch)
+        halo_prefetch_step(s->prefetch, tokens, (uint32_t)out->ne[1]);
+    else
+        halo_expert_cache_step(s->cache);
     s->inner->embed(be, table, tokens, out);
+}
+
+static void moe_and_predict(halo_backend *be, const halo_moe_args *a) {
+    halo_engine_stream *s = stream_of(be);
+    s->inner->moe(be, a);
+    if (a->experts) halo_predict_after_moe(s->predict, be, a);
 }
 
 static halo_expert_policy policy_from_env(void) {
@@ -88,8 +106,8 @@ halo_status halo_stream_create(const halo_gguf *g, halo_weights *w, const halo_p
         s->expert_bytes +=
             L->gate_exps.src->n_bytes + L->up_exps.src->n_bytes + L->down_exps.src->n_bytes;
     }
-    bool overlap, hash;
-    prefetch_from_env(&overlap, &hash);
+    bool overlap, hash, predict;
+    prefetch_from_env(&overlap, &hash, &predict);
     halo_expert_cache_options o = {
         .bytes = s->admitted, .policy = policy_from_env(), .no_overlap = !overlap};
     halo_status st = halo_expert_cache_create(g, layers, w->n_layer, &o, &s->cache, err);
@@ -107,15 +125,17 @@ halo_status halo_stream_create(const halo_gguf *g, halo_weights *w, const halo_p
     for (uint32_t l = 0; l < w->n_layer; l++)
         w->layer[l].experts = halo_expert_cache_source(s->cache, l);
     if (hash) st = halo_prefetch_create(g, w, s->cache, &s->prefetch, err);
+    if (!st && predict) st = halo_predict_create(g, w, be, s->cache, &s->predict, err);
     if (st) {
         halo_stream_free(s, be);
         return st;
     }
-    if (s->prefetch) {
+    if (s->prefetch || s->predict) {
         s->be = be;
         s->inner = be->ops;
         s->ops = *be->ops;
         s->ops.embed = embed_and_prefetch;
+        if (s->predict) s->ops.moe = moe_and_predict;
         be->ops = &s->ops;
     }
     *out = s;
@@ -126,6 +146,7 @@ void halo_stream_free(halo_engine_stream *s, halo_backend *be) {
     if (!s) return;
     if (s->be && s->be->ops == &s->ops) s->be->ops = s->inner;
     halo_prefetch_free(s->prefetch);
+    halo_predict_free(s->predict, be);
     if (s->buf) be->ops->buf_free(be, s->buf);
     halo_expert_cache_free(s->cache);
     free(s);
@@ -153,6 +174,8 @@ bool halo_engine_stream_stats(const halo_engine *e, halo_stream_stats *out) {
     out->waited = cs.waited;
     out->prefetched = cs.prefetched;
     out->prefetch_used = cs.prefetch_used;
+    out->predicted = cs.predicted;
+    out->predicted_used = cs.predicted_used;
     out->direct = cs.direct;
     out->reader = cs.reader;
     return true;

@@ -309,6 +309,30 @@ static void test_plan_pools(halo_backend *vk) {
 
 static halo_backend *vk, *copy, *staged, *discrete;
 
+/* The planner's view of the device, read without creating it, agrees with what the backend
+ * does (lavapipe: one 2 GiB heap, device-local and host-visible, import and integer dots). */
+static void test_probe_reads_the_heaps(void) {
+    halo_vk_probe p;
+    halo_error err = {0};
+    CHECK_INT(halo_backend_vulkan_probe(-1, &p, &err), HALO_OK);
+    CHECK_STR(p.name, halo_backend_vulkan_device_name(vk));
+    CHECK(p.device_local > 0 && p.max_alloc > 0);
+    halo_buf *b = NULL;
+    CHECK_INT(vk->ops->buf_alloc_pool(vk, HALO_POOL_DEVICE, 64, &b, &err), HALO_OK);
+    CHECK(p.device_mapped ==
+          (halo_backend_vulkan_buf_memory(b, NULL) == HALO_VK_MEM_DEVICE_MAPPED));
+    vk->ops->buf_free(vk, b);
+    if (is_lavapipe(vk)) {
+        CHECK(!p.discrete && p.device_mapped && p.host_import && p.int_dot);
+        CHECK(p.host_visible == 0); /* its one heap is device-local */
+        CHECK(p.device_local >= (1ull << 30));
+    }
+    setenv("HALO_VK_DEVICE", "99", 1);
+    CHECK_INT(halo_backend_vulkan_probe(-1, &p, &err), HALO_E_INVALID_ARG);
+    CHECK_CONTAINS(err.message, "device 99");
+    unsetenv("HALO_VK_DEVICE");
+}
+
 static void test_pools_map_to_memory(void) {
     test_pools_map_to_memory_kinds(vk);
 }
@@ -345,6 +369,7 @@ int main(void) {
         return 1;
     }
     printf("device: %s\n", halo_backend_vulkan_device_name(vk));
+    RUN(test_probe_reads_the_heaps);
     RUN(test_pools_map_to_memory);
     RUN(test_wrap_host_imports_the_callers_pages);
     RUN(test_wrap_host_copies_with_import_off);

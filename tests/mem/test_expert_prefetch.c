@@ -4,8 +4,8 @@
  * end (overlap) and every expert's bytes are the file's; a prefetch takes at most its layer's
  * share of the slots and lets go of what was not asked for when the next step begins; a failed
  * prefetch read is reported by the resolve that asks for the expert, naming tensor and expert,
- * and the expert is read again on the next ask. The oracle is the file itself, read with
- * halo_gguf_read_tensor (pread). Both readers (io_uring, threads). */
+ * and the expert is read again on the next ask; guesses (predict) are counted apart. The oracle is
+ * the file itself, read with halo_gguf_read_tensor (pread). Both readers (io_uring, threads). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,6 +113,22 @@ static void prefetched_experts_hold_the_files_bytes(void) {
         CHECK_INT(s.prefetch_used, 2);
         CHECK_INT(s.misses, 2);
         CHECK_INT(s.hits, 0);
+        CHECK_INT(s.predicted, 0);
+        /* Guesses (predict): counted apart; one asked for, one not. */
+        halo_expert_cache_step(c);
+        int32_t guess[2] = {0, 2};
+        CHECK_INT(halo_expert_cache_predict(c, 0, guess, 2), 2);
+        int32_t asked[1] = {2};
+        resolve_all(c, 0, asked, 1, &st, &err);
+        CHECK_INT(st, HALO_OK);
+        halo_expert_cache_drain(c);
+        halo_expert_cache_step(c);
+        halo_expert_cache_stats(c, &s);
+        CHECK_INT(s.predicted, 2);
+        CHECK_INT(s.predicted_used, 1);
+        CHECK_INT(s.prefetched, 4);
+        CHECK_INT(s.prefetch_used, 3);
+        CHECK_INT(s.prefetch_unused, 1);
         halo_expert_cache_free(c);
     }
 }

@@ -68,7 +68,8 @@ static float *run(halo_engine *e, const int32_t *tok, halo_error *err) {
     return out;
 }
 
-static const char *prefetch_modes[] = {"all", "none", "overlap", "hash"};
+static const char *prefetch_modes[] = {"all", "none", "overlap", "hash", "all,predict"};
+#define N_MODES (int)(sizeof prefetch_modes / sizeof *prefetch_modes)
 
 static void streaming_logits_are_bitwise_resident_ones(void) {
     for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
@@ -99,7 +100,7 @@ static void streaming_logits_are_bitwise_resident_ones(void) {
         for (int k = 0; k < 12; k++) {
             uint64_t want = k ? all >> (k - 1) : 0;
             /* Each mode on every model and at large and small caches. */
-            const char *mode = prefetch_modes[(k + m) % 4];
+            const char *mode = prefetch_modes[(k + m) % N_MODES];
             setenv("HALO_STREAM_PREFETCH", mode, 1);
             e = open_engine(models[m], "stream", want, &err);
             unsetenv("HALO_STREAM_PREFETCH");
@@ -120,9 +121,12 @@ static void streaming_logits_are_bitwise_resident_ones(void) {
             CHECK(ss.misses > 0 && ss.bytes_read > 0);
             /* Every golden model routes its first layers by hash: "all" and "hash" read those
              * experts ahead, and every one of them is asked for in its step. */
-            bool hash = !strcmp(mode, "all") || !strcmp(mode, "hash");
+            bool hash = strstr(mode, "all") || !strcmp(mode, "hash");
             CHECK(hash ? ss.prefetched > 0 : ss.prefetched == 0);
-            CHECK_INT(ss.prefetch_used, ss.prefetched);
+            /* Exact prefetches are all used; guesses (predict) may not be. */
+            CHECK_INT(ss.prefetch_used - ss.predicted_used, ss.prefetched - ss.predicted);
+            CHECK(ss.predicted_used <= ss.predicted);
+            CHECK(strstr(mode, "predict") || ss.predicted == 0);
             CHECK(ss.waited <= ss.misses && ss.prefetch_used <= ss.misses);
             printf("  %s: cache %llu of %llu bytes, %u slots, prefetch %s: hit rate %.1f%% (%llu "
                    "of %llu), %llu prefetched, %llu waited on\n",
@@ -131,6 +135,9 @@ static void streaming_logits_are_bitwise_resident_ones(void) {
                    100.0 * (double)ss.hits / (double)(ss.requests ? ss.requests : 1),
                    (unsigned long long)ss.hits, (unsigned long long)ss.requests,
                    (unsigned long long)ss.prefetched, (unsigned long long)ss.waited);
+            if (ss.predicted)
+                printf("    predicted %llu, used %llu\n", (unsigned long long)ss.predicted,
+                       (unsigned long long)ss.predicted_used);
             free(got);
             halo_engine_close(e);
             sizes++;
@@ -236,8 +243,9 @@ static void read_errors_are_named_and_the_session_recovers(void) {
         char at[32];
         snprintf(at, sizeof at, "%llu", (unsigned long long)(1 + (x >> 33) % 90));
         setenv("HALO_TEST_FAIL_READ", at, 1);
-        if (trial % 2) setenv("HALO_STREAM_READER", "threads", 1);    /* both ways of reading */
-        setenv("HALO_STREAM_PREFETCH", prefetch_modes[trial % 3], 1); /* failed prefetches too */
+        if (trial % 2) setenv("HALO_STREAM_READER", "threads", 1); /* both ways of reading */
+        /* failed prefetches and guesses too */
+        setenv("HALO_STREAM_PREFETCH", prefetch_modes[trial % 3 ? trial % 3 : 4], 1);
         e = open_engine(model, "stream", small, &err);
         unsetenv("HALO_TEST_FAIL_READ");
         unsetenv("HALO_STREAM_READER");
@@ -268,7 +276,11 @@ static void read_errors_are_named_and_the_session_recovers(void) {
             memcpy(got + (size_t)i * V, l, (size_t)rows * V * sizeof *l);
             i += (int)n;
         }
-        CHECK_INT(failures, 1);
+        /* A failed guess nobody asks for is never reported (it is read again if asked). */
+        if (trial % 3)
+            CHECK_INT(failures, 1);
+        else
+            CHECK(failures <= 1);
         CHECK(ref && memcmp(got, ref, (size_t)N_TOK * V * sizeof *got) == 0);
         free(got);
         halo_session_free(s);

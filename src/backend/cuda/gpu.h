@@ -69,7 +69,8 @@ static __device__ __forceinline__ float gpu_shfl(float v, int l) {
 static __device__ __forceinline__ int gpu_shfl_up_i(int v, int d) {
     return __shfl_up(v, d, 32);
 }
-/* Orders a wavefront's shared-memory accesses (its lanes run in lockstep). */
+/* ROCm 5.2's HIP has no __syncwarp. A wavefront runs in lockstep; the wave barrier keeps the
+ * compiler from moving shared-memory accesses across it, which is what the kernels need. */
 static __device__ __forceinline__ void gpu_syncwarp(void) {
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
     __builtin_amdgcn_wave_barrier();

@@ -1,4 +1,6 @@
 /* The Vulkan backend's constructor in a build without it (-DHALO_VULKAN=OFF). */
+#include <string.h>
+
 #include "backend/vulkan/vulkan.h"
 #include "core/error.h"
 
@@ -28,4 +30,11 @@ halo_vk_memory halo_backend_vulkan_buf_memory(const halo_buf *b, const void **ho
 uint64_t halo_backend_vulkan_submissions(const halo_backend *be) {
     (void)be;
     return 0;
+}
+
+halo_status halo_backend_vulkan_probe(int device, halo_vk_probe *out, halo_error *err) {
+    (void)device;
+    memset(out, 0, sizeof *out);
+    return halo_fail(err, HALO_E_UNSUPPORTED,
+                     "backend 'vulkan' is not built (configure with -DHALO_VULKAN=ON)");
 }

@@ -68,6 +68,13 @@ static halo_status sync(halo_backend *be, halo_error *err) {
     return st;
 }
 
+/* After each layer: a failure already recorded is reported (submitting what was recorded, as
+ * sync does); otherwise nothing waits. Submissions are bounded in time by vk_submit.c, so the
+ * queue need not drain 43 times a token. */
+static halo_status check(halo_backend *be, halo_error *err) {
+    return vk_of(be)->failed ? sync(be, err) : HALO_OK;
+}
+
 static void destroy(halo_backend *be) {
     if (!be) return;
     vk_backend *vb = vk_of(be);
@@ -116,7 +123,7 @@ static const halo_backend_ops vk_ops = {
     .moe = vk_moe,
     .copy = vk_copy,
     .sync = sync,
-    .check = sync, /* submits the recorded layer: keeps each submission short */
+    .check = check,
 };
 
 /* ---- creation ----------------------------------------------------------------------------- */
@@ -248,7 +255,8 @@ static halo_status pick_device(vk_backend *vb, int want, halo_error *err) {
     return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: no usable device: %s", why);
 }
 
-static halo_status make_device(vk_backend *vb, halo_error *err) {
+/* Properties, limits, extensions and memory types of the chosen physical device. */
+static halo_status read_device(vk_backend *vb, halo_error *err) {
     vb->fn.vkGetPhysicalDeviceProperties(vb->phys, &vb->props);
     vb->fn.vkGetPhysicalDeviceMemoryProperties(vb->phys, &vb->mem_props);
     VkPhysicalDeviceMaintenance3Properties m3 = {
@@ -300,6 +308,12 @@ static halo_status make_device(vk_backend *vb, halo_error *err) {
                          vb->props.deviceName);
     vk_memory_choose(vb);
 
+    return HALO_OK;
+}
+
+static halo_status make_device(vk_backend *vb, halo_error *err) {
+    halo_status st = read_device(vb, err);
+    if (st) return st;
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                   .queueFamilyIndex = vb->queue_family,
@@ -402,6 +416,33 @@ halo_status halo_backend_vulkan_create(int device, halo_backend **out, halo_erro
     }
     *out = &vb->base;
     return HALO_OK;
+}
+
+halo_status halo_backend_vulkan_probe(int device, halo_vk_probe *out, halo_error *err) {
+    memset(out, 0, sizeof *out);
+    vk_backend *vb = calloc(1, sizeof *vb);
+    if (!vb) return halo_fail(err, HALO_E_NOMEM, "out of memory");
+    vb->base.ops = &vk_ops;
+    const char *env = getenv("HALO_VK_DEVICE");
+    if (device < 0 && env && *env) device = atoi(env);
+    halo_status st = open_instance(vb, err);
+    if (!st) st = pick_device(vb, device, err);
+    if (!st) st = read_device(vb, err);
+    if (!st) {
+        const VkPhysicalDeviceMemoryProperties *mp = &vb->mem_props;
+        snprintf(out->name, sizeof out->name, "%s", vb->props.deviceName);
+        out->discrete = vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+        out->device_local = mp->memoryHeaps[mp->memoryTypes[vb->type_device].heapIndex].size;
+        out->device_mapped = vb->device_mapped;
+        uint32_t host_heap = mp->memoryTypes[vb->type_host].heapIndex;
+        if (!(mp->memoryHeaps[host_heap].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT))
+            out->host_visible = mp->memoryHeaps[host_heap].size;
+        out->max_alloc = vb->max_alloc;
+        out->host_import = vb->has_host_import;
+        out->int_dot = vb->has_int_dot;
+    }
+    destroy(&vb->base);
+    return st;
 }
 
 const char *halo_backend_vulkan_device_name(const halo_backend *be) {

@@ -10,6 +10,21 @@
  * subgroup arithmetic, or a buffer feature the shaders need. */
 halo_status halo_backend_vulkan_create(int device, halo_backend **out, halo_error *err);
 
+/* What the planner needs from a Vulkan device, read without creating it (no pipelines, no
+ * memory): its memory heaps as this backend would use them. For `halo plan --backend vulkan`
+ * and the machine probe (lavapipe and GPUs the sysfs probe does not know). */
+typedef struct halo_vk_probe {
+    char name[256];
+    bool discrete;         /* a discrete GPU: device memory is not the host's */
+    uint64_t device_local; /* the heap the device pool is allocated from */
+    bool device_mapped;    /* that heap is host-visible too (APU, resizable BAR, lavapipe) */
+    uint64_t host_visible; /* the gpu-host pool's heap when it is system RAM (0: none apart) */
+    uint64_t max_alloc;    /* largest buffer (maxMemoryAllocationSize, capped at 8 GiB) */
+    bool host_import;      /* VK_EXT_external_memory_host: the loader's arena used in place */
+    bool int_dot;          /* VK_KHR_shader_integer_dot_product offered */
+} halo_vk_probe;
+halo_status halo_backend_vulkan_probe(int device, halo_vk_probe *out, halo_error *err);
+
 /* The device's name (a Vulkan backend only). */
 const char *halo_backend_vulkan_device_name(const halo_backend *be);
 

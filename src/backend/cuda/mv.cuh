@@ -400,7 +400,7 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
         }
         for (int64_t c = 0; c < nch; c++) {
             cp_async_wait<MV_STAGES - 2>(); /* this lane's copies of chunk c have landed */
-            gpu_syncwarp();                   /* and every lane's */
+            __syncwarp();                   /* and every lane's */
             if (c + MV_STAGES - 1 < nch) issue(c + MV_STAGES - 1); /* the slot read at c - 1 */
             cp_async_commit();
             const int64_t kc = k0 + c * MV_CH;
@@ -413,7 +413,7 @@ static __device__ __forceinline__ void mv_row(const char *wrow, int64_t k0, int6
                 for (int u = lane; u < n / 32; u += WARP)
                     mv_unit<T, NT>(slot, u, xs, kc + 32 * u, nt, acc, g);
             }
-            gpu_syncwarp(); /* slot c is free for the copies issued at c + 1 */
+            __syncwarp(); /* slot c is free for the copies issued at c + 1 */
         }
         (void)NV;
 #else
@@ -497,7 +497,7 @@ static __device__ __forceinline__ void mv_stream(P &p, int64_t first, int64_t st
             acc[k] = 0.0f;
         for (int64_t kc = 0; kc < k1; kc += CH, j++) {
             cp_async_wait<MV_STAGES - 2>();
-            gpu_syncwarp();
+            __syncwarp();
             issue(); /* into the slot read one step ago */
             const uint8_t *slot = stage + (j % MV_STAGES) * MV_STAGE;
             const int n = (int)(k1 - kc < CH ? k1 - kc : CH);
@@ -508,7 +508,7 @@ static __device__ __forceinline__ void mv_stream(P &p, int64_t first, int64_t st
                 for (int u = lane; u < n / 32; u += WARP)
                     mv_unit<T, NT>(slot, u, xs, kc + 32 * u, nt, acc, g);
             }
-            gpu_syncwarp();
+            __syncwarp();
         }
 #pragma unroll
         for (int k = 0; k < NT; k++)

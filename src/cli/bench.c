@@ -681,9 +681,14 @@ static void measure_bandwidth(const opts *o, uint32_t threads, backend_bw *bws) 
     uint64_t llc = bench_llc_bytes("/");
     uint64_t buffer = bench_bw_buffer_bytes(llc);
     /* never more than a quarter of what is free: a bench must not push the machine to swap */
-    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0 && buffer > (uint64_t)pages * (uint64_t)page / 4)
-        buffer = (uint64_t)pages * (uint64_t)page / 4;
+    uint64_t avail = bench_mem_available();
+    if (avail && buffer > avail / 4) {
+        buffer = avail / 4;
+        fprintf(stderr,
+                "halo bench: the bandwidth buffer is capped at a quarter of the available memory "
+                "(%.2f GiB): part of it may be served from cache, so the figure may be high\n",
+                (double)buffer / (1u << 30));
+    }
     fprintf(stderr, "halo bench: measuring host memory read bandwidth (%u threads, %.2f GiB) ...\n",
             threads, (double)buffer / (1u << 30));
     bench_bw h;

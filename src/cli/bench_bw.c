@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/bench_bw.h"
 
@@ -89,6 +90,19 @@ uint64_t bench_llc_bytes(const char *root) {
 uint64_t bench_bw_buffer_bytes(uint64_t llc) {
     uint64_t floor = (uint64_t)1 << 30;
     return 8 * llc > floor ? 8 * llc : floor;
+}
+
+uint64_t bench_mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
+    if (f) fclose(f);
+    if (found) return (uint64_t)kb * 1024;
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
 /* ---- the measurement ---------------------------------------------------------------------- */

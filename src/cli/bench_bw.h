@@ -25,6 +25,10 @@ uint64_t bench_llc_bytes(const char *root);
  * no pass is served from cache (the decode reads weights far larger than any cache). */
 uint64_t bench_bw_buffer_bytes(uint64_t llc);
 
+/* MemAvailable from /proc/meminfo in bytes (free memory plus what the kernel can reclaim, such
+ * as page cache), else the free pages; 0 when neither is known. */
+uint64_t bench_mem_available(void);
+
 /* Streams `buffer` bytes with `threads` threads, each reading its own slice (first touched by
  * the thread that reads it, so pages sit on its NUMA node), `repeat` times per pass, for `passes`
  * timed passes started and stopped at a barrier. Fills out; false when the buffer or a thread

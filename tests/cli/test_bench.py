@@ -98,10 +98,12 @@ def test_csv_parses_and_carries_the_tests():
                       float(r["roofline_ts"])) < 1e-3, "roofline fraction = t/s / roofline")
         check(r["placement"].startswith("host "), f"placement: {r['placement']}")
     check("progress" not in p.stdout and "run 3/3" in p.stderr, "progress on stderr only")
-    # measured in the run over a buffer of at least 1 GiB, with the run's thread count
-    check(re.search(r"host read bandwidth [0-9.]+ GB/s \(best of 5 passes, slowest [0-9.]+; "
-                    r"1 threads over [1-9][0-9.]* GiB", p.stderr) is not None,
-          f"bandwidth line: {p.stderr[:400]}")
+    # measured in the run with the run's thread count, over 1 GiB or more unless free memory is
+    # short (then a quarter of it, and the line says so)
+    m = re.search(r"host read bandwidth [0-9.]+ GB/s \(best of 5 passes, slowest [0-9.]+; "
+                  r"1 threads over ([0-9.]+) GiB", p.stderr)
+    check(m is not None and (float(m.group(1)) >= 1 or "capped" in p.stderr),
+          f"bandwidth line: {p.stderr[:500]}")
 
 
 def test_json_parses_with_samples():

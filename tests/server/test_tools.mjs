@@ -127,7 +127,7 @@ await run(
     ['long_tool_arguments_stream_in_many_pieces_in_every_api', async () => {
       // A long argument streams as the model writes it: many deltas, which the SDKs' own stream
       // accumulators add up to exactly the arguments of the same reply not streamed.
-      const text = 'Chapter 1.\nIn the beginning "God" created the heaven and the earth. '.repeat(12);
+      const text = 'Chapter 1.\nIn the beginning "God" created the heaven and the earth. '.repeat(5);
       const reply = `I will write it.\n\n<${D}tool_calls>\n<${D}invoke name="write_file">\n` +
         `<${D}parameter name="path" string="true">notes/gen.txt</${D}parameter>\n` +
         `<${D}parameter name="content" string="true">${text}</${D}parameter>\n` +

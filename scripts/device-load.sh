@@ -14,7 +14,7 @@ mkdir -p "$dir"
 source build-gpu/env.sh
 df -hT "$dir" | tail -1
 model=$dir/dsv4-flash-q2-$layers.gguf
-build-gpu/halo bench --synthetic "dsv4-flash-q2:$layers" --write-gguf "$model" \
+build-gpu/src/cli/halo bench --synthetic "dsv4-flash-q2:$layers" --write-gguf "$model" \
     -t "$(nproc)" 2>"$dir/write.log" || { tail -3 "$dir/write.log"; exit 1; }
 ls -l "$model"
 sync

@@ -46,7 +46,8 @@ int main(int argc, char **argv) {
     printf("load %.2f s\n", now() - t0);
     uint32_t V = halo_engine_n_vocab(e);
     int32_t *tok = malloc((pp + tg + 1) * sizeof *tok);
-    for (uint32_t i = 0; i < pp + tg; i++) tok[i] = (int32_t)((i * 2654435761u) % V);
+    for (uint32_t i = 0; i < pp + tg; i++)
+        tok[i] = (int32_t)((i * 2654435761u) % V);
     for (int r = 0; r < reps; r++) {
         halo_session *s = NULL;
         for (uint32_t k = 0; k < n_pp; k++) {

@@ -12,12 +12,18 @@ typedef void (*gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t nr,
 static gemm_fn avx512_kernel(uint32_t type) {
 #ifdef HALO_HAVE_X86
     switch (type) {
-    case HALO_TYPE_Q8_0: return halo_gemm_q8_0_avx512;
-    case HALO_TYPE_Q2_K: return halo_gemm_q2_K_avx512;
-    case HALO_TYPE_IQ2_XXS: return halo_gemm_iq2_xxs_avx512;
-    case HALO_TYPE_Q4_K: return halo_gemm_q4_K_avx512;
-    case HALO_TYPE_MXFP4: return halo_gemm_mxfp4_avx512;
-    default: return NULL;
+    case HALO_TYPE_Q8_0:
+        return halo_gemm_q8_0_avx512;
+    case HALO_TYPE_Q2_K:
+        return halo_gemm_q2_K_avx512;
+    case HALO_TYPE_IQ2_XXS:
+        return halo_gemm_iq2_xxs_avx512;
+    case HALO_TYPE_Q4_K:
+        return halo_gemm_q4_K_avx512;
+    case HALO_TYPE_MXFP4:
+        return halo_gemm_mxfp4_avx512;
+    default:
+        return NULL;
     }
 #else
     (void)type;

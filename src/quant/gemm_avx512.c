@@ -18,8 +18,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#define AVX512                                                                                     \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,bmi2")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,bmi2")))
 #define INLINE AVX512 static inline __attribute__((always_inline))
 
 INLINE float f16(uint16_t h) {
@@ -152,9 +151,9 @@ INLINE void q8_0_tile_prep(const int R, const int T, int64_t nb, const block_q8_
 }
 
 #define Q8_0_TILE(R, T)                                                                            \
-    AVX512 static void q8_0_tile_##R##_##T(int64_t nb, const block_q8_0 *const *x,              \
-                                            const block_q8_0 *const *a,                          \
-                                            const q8_0_prep *const *p, float *res) {             \
+    AVX512 static void q8_0_tile_##R##_##T(int64_t nb, const block_q8_0 *const *x,                 \
+                                           const block_q8_0 *const *a, const q8_0_prep *const *p,  \
+                                           float *res) {                                           \
         if (p)                                                                                     \
             q8_0_tile_prep(R, T, nb, x, a, p, res);                                                \
         else                                                                                       \
@@ -226,7 +225,7 @@ INLINE __mmask64 iq_sign_mask(uint32_t lo, uint32_t hi) {
  * scaled by 2s+1 (madd) into the 8 int32 lanes of a 32-byte register; here two sub-blocks fill
  * one 64-byte register and its halves are added at the end (exact integers: the same lanes). */
 INLINE void iq2_xxs_tiled_row(const int T, int64_t nsb, const block_iq2_xxs *x,
-                        const block_q8_K *const *a, float *const *y, int64_t r) {
+                              const block_q8_K *const *a, float *const *y, int64_t r) {
     __m256 acc[HALO_GEMM_MAX_TOK];
     for (int t = 0; t < T; t++)
         acc[t] = _mm256_setzero_ps();
@@ -256,11 +255,13 @@ INLINE void iq2_xxs_tiled_row(const int T, int64_t nsb, const block_iq2_xxs *x,
             for (int j = 0; j < 4; j++) {
                 __m512i v = _mm512_loadu_si512((const void *)(a[t][i].qs + 64 * j));
                 v = _mm512_mask_sub_epi8(v, neg[j], _mm512_setzero_si512(), v);
-                sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g[j], v), sc[j]));
+                sum =
+                    _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(g[j], v), sc[j]));
             }
             __m256i s8 =
                 _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(a[t][i].d * dw), _mm256_cvtepi32_ps(s8), acc[t]);
+            acc[t] =
+                _mm256_fmadd_ps(_mm256_set1_ps(a[t][i].d * dw), _mm256_cvtepi32_ps(s8), acc[t]);
         }
     }
     for (int t = 0; t < T; t++)
@@ -307,17 +308,17 @@ INLINE void q2_K_row(const int T, int64_t nsb, const block_q2_K *x, const block_
         for (int t = 0; t < T; t++) {
             const block_q8_K *b = a[t] + i;
             __m256i msum = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)b->bsums));
-            accm[t] = _mm256_fmadd_ps(_mm256_set1_ps(b->d * dmin), _mm256_cvtepi32_ps(msum),
-                                      accm[t]);
+            accm[t] =
+                _mm256_fmadd_ps(_mm256_set1_ps(b->d * dmin), _mm256_cvtepi32_ps(msum), accm[t]);
             __m512i sumi0 = _mm512_setzero_si512(), sumi1 = _mm512_setzero_si512();
 #pragma GCC unroll 2
             for (int c = 0; c < 2; c++) {
                 __m512i y01 = _mm512_loadu_si512((const void *)(b->qs + 128 * c));
                 __m512i y23 = _mm512_loadu_si512((const void *)(b->qs + 128 * c + 64));
-                sumi0 = _mm512_add_epi32(sumi0,
-                                         _mm512_madd_epi16(_mm512_maddubs_epi16(q01[c], y01), s01[c]));
-                sumi1 = _mm512_add_epi32(sumi1,
-                                         _mm512_madd_epi16(_mm512_maddubs_epi16(q23[c], y23), s23[c]));
+                sumi0 = _mm512_add_epi32(
+                    sumi0, _mm512_madd_epi16(_mm512_maddubs_epi16(q01[c], y01), s01[c]));
+                sumi1 = _mm512_add_epi32(
+                    sumi1, _mm512_madd_epi16(_mm512_maddubs_epi16(q23[c], y23), s23[c]));
             }
             acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(b->d * d),
                                      _mm512_cvtepi32_ps(_mm512_add_epi32(sumi0, sumi1)), acc[t]);
@@ -451,20 +452,36 @@ INLINE void q4_K_row(const int T, int64_t nsb, const block_q4_K *x, const block_
 }
 
 /* One function per token count so each row kernel keeps its accumulators in registers. */
-#define ROW_KERNEL(name, block_t, act_t, qk)                                                                  \
-    AVX512 static void name##_rows(int T, int64_t nsb, const void *w, size_t w_stride,           \
-                                   int64_t nr, const act_t *const *a, float *const *y) {           \
+#define ROW_KERNEL(name, block_t, act_t, qk)                                                       \
+    AVX512 static void name##_rows(int T, int64_t nsb, const void *w, size_t w_stride, int64_t nr, \
+                                   const act_t *const *a, float *const *y) {                       \
         for (int64_t r = 0; r < nr; r++) {                                                         \
             const block_t *x = (const block_t *)((const unsigned char *)w + (size_t)r * w_stride); \
             switch (T) {                                                                           \
-            case 1: name##_row(1, nsb, x, a, y, r); break;                                         \
-            case 2: name##_row(2, nsb, x, a, y, r); break;                                         \
-            case 3: name##_row(3, nsb, x, a, y, r); break;                                         \
-            case 4: name##_row(4, nsb, x, a, y, r); break;                                         \
-            case 5: name##_row(5, nsb, x, a, y, r); break;                                         \
-            case 6: name##_row(6, nsb, x, a, y, r); break;                                         \
-            case 7: name##_row(7, nsb, x, a, y, r); break;                                         \
-            default: name##_row(8, nsb, x, a, y, r); break;                                        \
+            case 1:                                                                                \
+                name##_row(1, nsb, x, a, y, r);                                                    \
+                break;                                                                             \
+            case 2:                                                                                \
+                name##_row(2, nsb, x, a, y, r);                                                    \
+                break;                                                                             \
+            case 3:                                                                                \
+                name##_row(3, nsb, x, a, y, r);                                                    \
+                break;                                                                             \
+            case 4:                                                                                \
+                name##_row(4, nsb, x, a, y, r);                                                    \
+                break;                                                                             \
+            case 5:                                                                                \
+                name##_row(5, nsb, x, a, y, r);                                                    \
+                break;                                                                             \
+            case 6:                                                                                \
+                name##_row(6, nsb, x, a, y, r);                                                    \
+                break;                                                                             \
+            case 7:                                                                                \
+                name##_row(7, nsb, x, a, y, r);                                                    \
+                break;                                                                             \
+            default:                                                                               \
+                name##_row(8, nsb, x, a, y, r);                                                    \
+                break;                                                                             \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
@@ -518,9 +535,9 @@ AVX512 void halo_gemm_iq2_xxs_avx512(int64_t n, const void *w, size_t w_stride, 
         return;
     }
     for (int64_t r = 0; r < nr; r++)
-        y[0][r] = iq2_xxs_dot1(n / QK_K,
-                               (const block_iq2_xxs *)((const unsigned char *)w + (size_t)r * w_stride),
-                               act[0]);
+        y[0][r] = iq2_xxs_dot1(
+            n / QK_K, (const block_iq2_xxs *)((const unsigned char *)w + (size_t)r * w_stride),
+            act[0]);
 }
 ROW_KERNEL(q2_K, block_q2_K, block_q8_K, QK_K)
 ROW_KERNEL(q4_K, block_q4_K, block_q8_K, QK_K)

@@ -91,7 +91,7 @@ float halo_dot_f16_avx512(int64_t n, const void *w, const void *act);
 float halo_dot_bf16_avx512(int64_t n, const void *w, const void *act);
 /* gemm_avx512.c: tiled products (gemm.h), bit-identical to the level's dot per pair */
 #define HALO_DECLARE_GEMM(name)                                                                    \
-    void halo_gemm_##name##_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,         \
+    void halo_gemm_##name##_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,          \
                                    const void *const *act, int nt, float *const *y)
 HALO_DECLARE_GEMM(q8_0);
 HALO_DECLARE_GEMM(q2_K);

@@ -207,7 +207,8 @@ static void failed_prefetch_read_is_named_by_the_resolve_that_needs_it(void) {
         halo_error err = {0};
         resolve_all(c, 1, ids, 1, &st, &err);
         CHECK_INT(st, HALO_E_IO);
-        CHECK_CONTAINS(err.message, "blk.1.ffn_gate_exps.weight, expert 2");
+        /* which of the expert's three reads is "first" depends on the reader's completion order */
+        CHECK(strstr(err.message, "blk.1.ffn_") && strstr(err.message, "_exps.weight, expert 2"));
         CHECK_CONTAINS(err.message, "Input/output error");
         /* Asked again, it is read again, right. */
         resolve_all(c, 1, ids, 1, &st, &err);

@@ -384,7 +384,8 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
             halo_quant_dequantize_row(a->probs_bias->type, cpu_ptr(a->probs_bias), c.bias,
                                       a->probs_bias->ne[0]);
     }
-    bool ok = c.r_act && c.score && c.sel && c.weight && c.x_act && c.xs_act && c.h && c.h_act && c.y && c.first &&
+    bool ok = c.r_act && c.score && c.sel && c.weight && c.x_act && c.xs_act && c.h && c.h_act &&
+              c.y && c.first &&
               c.pairs && c.tasks && c.in_round && c.round_pairs && (c.view || !a->experts) &&
               (c.bias || !a->probs_bias);
     if (ok) {

@@ -662,7 +662,8 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     float *h = (float *)carve(&at, sizes[7]);
     float *y = (float *)carve(&at, sizes[8]);
     int32_t *act = (int32_t *)carve(&at, sizes[9]);
-    float *hu = (float *)carve(&at, sizes[10]);
+    float *hu = (float *)carve(&at, sizes[10]); /* up projections (CUDA's expert streams) */
+    (void)hu;
 
     uint64_t mark[2];
     cudaEvent_t ev = NULL;

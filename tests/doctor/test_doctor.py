@@ -113,7 +113,7 @@ def expected(root, w):
 EXPECT = {"strix-halo-stock": ("warn", "warn"), "strix-halo-gtt120": ("ok", "ok"),
           "strix-halo-gtt124": ("ok", "ok"), "dgx-spark": ("ok", "ok"),
           "pc-64-nogpu": ("FAIL", "FAIL"), "rtx4090": ("warn", "warn"),
-          "vm-2core-nogpu": ("FAIL", "FAIL")}
+          "vm-2core-nogpu": ("FAIL", "FAIL"), "h200": ("ok", "ok")}
 # Trees recorded on real machines by scripts/record-doctor.sh (they carry RECORDED.txt): each is
 # also checked by test_recorded_machines, with or without an entry above.
 RECORDED = sorted(d for d in os.listdir(DATA)

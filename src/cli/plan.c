@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/vulkan/vulkan.h"
 #include "cli/cli.h"
 #include "halo/gguf.h"
 #include "halo/plan.h"
@@ -187,6 +188,7 @@ int cli_plan(int argc, char **argv) {
     if (json) fputc('\n', stdout);
     const char *gpu = halo_backend_cuda_flavor(); /* the GPU backend this halo has, if any */
     bool built = p->options.backend == HALO_BACKEND_CPU ||
+                 (p->options.backend == HALO_BACKEND_VULKAN && halo_backend_vulkan_built()) ||
                  (gpu && !strcmp(gpu, halo_backend_name(p->options.backend)));
     if (!json && !built)
         printf("(this halo has no %s backend: this is the plan that backend will carry out)\n",

@@ -34,7 +34,7 @@ static void usage(FILE *out) {
         "  --queue N             requests waiting for a slot before 429 (default 64)\n"
         "  --max-body BYTES      largest request body (default 33554432)\n"
         "  --max-conn N          concurrent connections (default 256)\n"
-        "  --keepalive S         SSE comment after S idle seconds (default 5)\n"
+        "  --keepalive S         SSE comment after S idle seconds, 0.1 or more (default 5)\n"
         "  --alias NAME          the model id /v1/models lists (default: file name)\n"
         "  --cache-ram SIZE      prefix cache in RAM: ended requests' states, for any slot\n"
         "  --kv-dir DIR [--kv-dir-size SIZE]  prefix cache on disk (kept across restarts)\n"
@@ -43,6 +43,16 @@ static void usage(FILE *out) {
         "  --tokenizer GGUF      take the tokenizer and chat format from another GGUF (for\n"
         "                        synthetic models without a vocabulary, in benchmarks)\n"
         "  --test-hooks          accept \"halo_test_reply\" in requests (tests only)\n");
+}
+
+/* The stream loop wakes every 100 ms, so a shorter interval would not be kept. */
+static bool parse_seconds(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = s && *s ? strtod(s, &end) : 0;
+    if (!s || !*s || *end || errno || !(v >= 0.1 && v <= 86400)) return false;
+    *out = v;
+    return true;
 }
 
 static bool parse_size(const char *s, size_t *out) {
@@ -89,7 +99,7 @@ int cli_serve(int argc, char **argv) {
                             .max_body = 32u << 20,
                             .max_conn = 256,
                             .keepalive_s = 5};
-    uint32_t n_slots = 1, queue = 64, port = 8080, conns = 256, keepalive = 5;
+    uint32_t n_slots = 1, queue = 64, port = 8080, conns = 256;
     cli_cache cc = {0};
     const char *key_file = NULL, *alias = NULL, *tokenizer = NULL;
     char *key = NULL;
@@ -134,7 +144,7 @@ int cli_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-conn"))
             ok = cli_parse_u32(v, &conns) && conns > 0;
         else if (!strcmp(a, "--keepalive"))
-            ok = cli_parse_u32(v, &keepalive) && keepalive > 0;
+            ok = parse_seconds(v, &hp.keepalive_s);
         else if (!strcmp(a, "--alias"))
             ok = (alias = v) != NULL;
         else if (!strcmp(a, "--tokenizer"))
@@ -162,7 +172,6 @@ int cli_serve(int argc, char **argv) {
     hp.api_key = key;
     hp.port = (uint16_t)port;
     hp.max_conn = conns;
-    hp.keepalive_s = keepalive;
 
     /* Signals are taken by sigwait below; block them before any thread starts. */
     sigset_t sigs;

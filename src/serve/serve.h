@@ -17,7 +17,7 @@ typedef struct serve_http_params {
     const char *cors;     /* allowed origin, or NULL */
     size_t max_body;      /* bytes */
     uint32_t max_conn;    /* concurrent connections */
-    unsigned keepalive_s; /* SSE comment after this many idle seconds */
+    double keepalive_s;   /* SSE comment after this many idle seconds */
     serve_model_info mi;  /* tok may be set before the model loads */
 } serve_http_params;
 

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { startServer, openai, metrics, sleep, assert, eq, run, HALO, MODEL } from './lib.mjs';
 
 const wide = await startServer(['-np', '8']);
-const narrow = await startServer(['-np', '1', '--queue', '1', '--keepalive', '1']);
+const narrow = await startServer(['-np', '1', '--queue', '1', '--keepalive', '0.2']);
 const client = openai(wide);
 
 const PROMPTS = ['In the beginning', 'And God said', 'The LORD is my shepherd', 'Blessed is the man',
@@ -122,7 +122,9 @@ await run(
     }],
     ['a_long_prefill_sends_keepalives_and_stops_when_the_client_leaves', async () => {
       const before = await metrics(narrow);
-      const s = await openStream(narrow, { max_tokens: 10, messages: longMsg(90) });
+      // ~2000 prompt tokens take seconds to prefill; the keep-alive comes after 0.2 s, so the
+      // abort lands well inside the prefill even on a fast machine (at 90 and 1 s it raced).
+      const s = await openStream(narrow, { max_tokens: 10, messages: longMsg(180) });
       eq(s.r.status, 200, 'headers at once');
       const dec = new TextDecoder();
       let text = '';

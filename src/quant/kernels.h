@@ -98,6 +98,11 @@ HALO_DECLARE_GEMM(q2_K);
 HALO_DECLARE_GEMM(iq2_xxs);
 HALO_DECLARE_GEMM(q4_K);
 HALO_DECLARE_GEMM(mxfp4);
+/* f32rows_avx512.c (f32rows.h) */
+void halo_f32_dots_avx512(int64_t n, const float *q, const float *const *rows, int64_t nr,
+                          float *out);
+void halo_f32_axpys_avx512(int64_t n, float *y, const float *const *rows, const float *w,
+                           int64_t nr);
 #endif
 
 #endif

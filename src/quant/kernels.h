@@ -98,6 +98,10 @@ HALO_DECLARE_GEMM(q2_K);
 HALO_DECLARE_GEMM(iq2_xxs);
 HALO_DECLARE_GEMM(q4_K);
 HALO_DECLARE_GEMM(mxfp4);
+/* quantize_avx512.c: bit-identical to halo_quantize_q8_0 / _q8_K (finite inputs) */
+void halo_quantize_q8_0_avx512(const float *x, void *dst, int64_t n);
+void halo_quantize_q8_K_avx512(const float *x, void *dst, int64_t n);
+int halo_all_finite_avx512(const float *x, int64_t n);
 /* f32rows_avx512.c (f32rows.h) */
 void halo_f32_dots_avx512(int64_t n, const float *q, const float *const *rows, int64_t nr,
                           float *out);

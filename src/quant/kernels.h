@@ -4,6 +4,7 @@
 #ifndef HALO_QUANT_KERNELS_H
 #define HALO_QUANT_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -98,6 +99,12 @@ HALO_DECLARE_GEMM(q2_K);
 HALO_DECLARE_GEMM(iq2_xxs);
 HALO_DECLARE_GEMM(q4_K);
 HALO_DECLARE_GEMM(mxfp4);
+/* Whether the AVX-512 VBMI kernels serve (quant.c: the CPU has VBMI, their tables are built). */
+bool halo_quant_vbmi(void);
+/* gemm_iq2_vbmi.c: IQ2_XXS with AVX-512 VBMI (init builds its code table; false: unusable) */
+bool halo_iq2_xxs_vbmi_init(void);
+void halo_gemm_iq2_xxs_vbmi(int64_t n, const void *w, size_t w_stride, int64_t nr,
+                            const void *const *act, int nt, float *const *y);
 /* quantize_avx512.c: bit-identical to halo_quantize_q8_0 / _q8_K (finite inputs) */
 void halo_quantize_q8_0_avx512(const float *x, void *dst, int64_t n);
 void halo_quantize_q8_K_avx512(const float *x, void *dst, int64_t n);

@@ -12,6 +12,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct kernel_set {
@@ -114,9 +115,22 @@ static halo_quant_level detect_level(void) {
 static halo_quant_level best_level = HALO_QUANT_SCALAR;
 static pthread_once_t level_once = PTHREAD_ONCE_INIT;
 
+static bool vbmi_kernels;
+
 static void init_level(void) {
     add_avx512_kernels();
     best_level = detect_level();
+#ifdef HALO_HAVE_X86
+    /* HALO_QUANT_NO_VBMI=1 keeps the plain AVX-512 kernels (A/B benchmarks). */
+    const char *off = getenv("HALO_QUANT_NO_VBMI");
+    vbmi_kernels = best_level == HALO_QUANT_AVX512 && __builtin_cpu_supports("avx512vbmi") &&
+                   !(off && *off && *off != '0') && halo_iq2_xxs_vbmi_init();
+#endif
+}
+
+bool halo_quant_vbmi(void) {
+    pthread_once(&level_once, init_level);
+    return vbmi_kernels;
 }
 
 halo_quant_level halo_quant_level_best(void) {

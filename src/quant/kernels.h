@@ -99,6 +99,7 @@ HALO_DECLARE_GEMM(q2_K);
 HALO_DECLARE_GEMM(iq2_xxs);
 HALO_DECLARE_GEMM(q4_K);
 HALO_DECLARE_GEMM(mxfp4);
+HALO_DECLARE_GEMM(f16);
 /* Whether the AVX-512 VBMI kernels serve (quant.c: the CPU has VBMI, their tables are built). */
 bool halo_quant_vbmi(void);
 /* gemm_iq2_vbmi.c: IQ2_XXS with AVX-512 VBMI (init builds its code table; false: unusable) */

@@ -547,8 +547,7 @@ ROW_KERNEL(mxfp4, block_mxfp4, block_q8_0, QK32)
 
 /* halo_dot_f16_avx512's arithmetic per pair: 64 products a step into four accumulators,
  * ((a0 + a1) + (a2 + a3)) reduced, the AVX2 kernel for a tail. */
-INLINE void f16_tile(const int T, int64_t n, const uint16_t *x, const float *const *a,
-                     float *out) {
+INLINE void f16_tile(const int T, int64_t n, const uint16_t *x, const float *const *a, float *out) {
     __m512 acc[4][4];
     for (int t = 0; t < T; t++)
         for (int k = 0; k < 4; k++)
@@ -582,8 +581,8 @@ F16_TILE(4)
 
 AVX512 void halo_gemm_f16_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,
                                  const void *const *act, int nt, float *const *y) {
-    static void (*const tile[4])(int64_t, const uint16_t *, const float *const *, float *) = {
-        f16_tile_1, f16_tile_2, f16_tile_3, f16_tile_4};
+    static void (*const tile[4])(int64_t, const uint16_t *, const float *const *,
+                                 float *) = {f16_tile_1, f16_tile_2, f16_tile_3, f16_tile_4};
     for (int64_t r = 0; r < nr; r++) {
         const uint16_t *x = (const uint16_t *)((const unsigned char *)w + (size_t)r * w_stride);
         for (int t0 = 0; t0 < nt; t0 += 4) {

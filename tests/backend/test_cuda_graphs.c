@@ -16,8 +16,9 @@
  * model at DeepSeek V4 Flash's real shapes (4 layers: window-only, ratio 4 with the indexer,
  * ratio 128, hash-routed; q2 mix; vocabulary cut to 8,192) decoded across position 127, where
  * the ratio-128 window closes and the 128-row raw window wraps, so pieces change shape and are
- * re-instantiated mid-decode. Skipped (exit 77) without a GPU; HIP builds (which run eagerly)
- * skip too. */
+ * re-instantiated mid-decode. And a failure injected into a captured decode step (an op's
+ * scratch request, HALO_TEST_FAIL_SCRATCH) fails that step only, with the op's error. Skipped (exit
+ * 77) without a GPU; HIP builds (which run eagerly) skip too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,119 @@ static void graph_replay_equals_eager_at_full_width(void) {
     replay_equals_eager(&c);
 }
 
+/* ---- a failure inside a captured step ------------------------------------------------------ */
+
+#define FAULT_MODEL "models/kjv-tiny.gguf"
+#define FAULT_PROMPT 40
+#define FAULT_DECODE 16
+
+typedef struct fault_out {
+    float *rows; /* [FAULT_DECODE][V]: each decode step's logits */
+    uint32_t V;
+    uint64_t req_prefill, req_all; /* scratch requests after the prompt, after everything */
+    int failed_at;                 /* the decode step that failed (-1: none) */
+    halo_status fail_status;
+    halo_error fail; /* its error */
+    halo_cuda_graph_stats st;
+} fault_out;
+
+/* The prompt then FAULT_DECODE fixed ids; the N-th scratch request fails (fail_at). A failed
+ * step leaves the session where it was and is evaluated again. */
+static bool fault_run(bool graphs, const char *fail_at, fault_out *o) {
+    setenv("HALO_CUDA_GRAPHS", graphs ? "1" : "0", 1);
+    setenv("HALO_TEST_FAIL_SCRATCH", fail_at, 1);
+    halo_engine *e = NULL;
+    halo_session *s = NULL;
+    halo_error err = {0};
+    halo_engine_params p = {.model_path = FAULT_MODEL,
+                            .backend = "cuda",
+                            .precise = true,
+                            .n_ctx = FAULT_PROMPT + FAULT_DECODE};
+    halo_status st = halo_engine_open(&p, &e, &err);
+    unsetenv("HALO_TEST_FAIL_SCRATCH");
+    if (!st) st = halo_session_create(e, FAULT_PROMPT + FAULT_DECODE, &s, &err);
+    o->failed_at = -1;
+    o->V = st ? 0 : halo_engine_n_vocab(e);
+    if (!st && !(o->rows = calloc((size_t)FAULT_DECODE * o->V, sizeof(float)))) st = HALO_E_NOMEM;
+    int32_t ids[FAULT_PROMPT + FAULT_DECODE];
+    uint32_t seed = 4242u;
+    for (int i = 0; i < FAULT_PROMPT + FAULT_DECODE; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        ids[i] = o->V ? (int32_t)((seed >> 8) % o->V) : 0;
+    }
+    if (!st) st = halo_session_eval(s, ids, FAULT_PROMPT - CHUNK, false, &err);
+    if (!st) st = halo_session_eval(s, ids + FAULT_PROMPT - CHUNK, CHUNK, false, &err);
+    halo_cuda_graph_stats gs;
+    if (!st && !halo_backend_cuda_graph_stats(e->be, &gs)) st = HALO_E_UNSUPPORTED;
+    if (!st) o->req_prefill = gs.scratch_requests;
+    for (int i = 0; !st && i < FAULT_DECODE; i++) {
+        st = halo_session_eval(s, ids + FAULT_PROMPT + i, 1, false, &err);
+        if (st && o->failed_at < 0) {
+            o->failed_at = i;
+            o->fail_status = st;
+            o->fail = err;
+            printf("  step %d failed as injected: %s\n", i, err.message);
+            CHECK_INT(halo_session_n_past(s), FAULT_PROMPT + i);               /* where it was */
+            st = halo_session_eval(s, ids + FAULT_PROMPT + i, 1, false, &err); /* again */
+        }
+        if (!st)
+            memcpy(o->rows + (size_t)i * o->V, halo_session_logits(s, NULL), o->V * sizeof(float));
+    }
+    if (!st && !halo_backend_cuda_graph_stats(e->be, &o->st)) st = HALO_E_UNSUPPORTED;
+    if (!st) o->req_all = o->st.scratch_requests;
+    if (st) fprintf(stderr, "  fault run, graphs %s: %s\n", graphs ? "on" : "off", err.message);
+    CHECK_INT(st, HALO_OK);
+    halo_session_free(s);
+    halo_engine_close(e);
+    return st == HALO_OK;
+}
+
+/* A failing op inside a captured decode step fails that step with the op's error (never a
+ * crash, never logits): the session stays where it was, the step evaluated again succeeds, the
+ * steps before it are bitwise the eager ones and those after within rounding of them (the
+ * session rebuilt its state by evaluating its tokens again, in other chunks). */
+static void a_failure_inside_a_captured_step_fails_only_that_step(void) {
+    fault_out ref = {0}, got = {0};
+    /* Count the scratch requests (a fail_at never reached), then aim at mid-decode. */
+    if (fault_run(false, "1000000000000", &ref)) {
+        CHECK_INT(ref.failed_at, -1);
+        char at[32];
+        snprintf(at, sizeof at, "%llu",
+                 (unsigned long long)(ref.req_prefill + (ref.req_all - ref.req_prefill) / 2 + 1));
+        if (fault_run(true, at, &got)) {
+            CHECK(got.failed_at > 0);
+            CHECK_INT(got.fail_status, HALO_E_NOMEM);
+            CHECK_CONTAINS(got.fail.message, "out of memory for");
+            /* the steps before it ran as graphs, so the failure hit a captured step */
+            CHECK(got.st.graph_steps >= (uint64_t)got.failed_at);
+            double worst = 0;
+            for (int i = 0; got.failed_at >= 0 && i < FAULT_DECODE; i++) {
+                const float *a = ref.rows + (size_t)i * ref.V, *b = got.rows + (size_t)i * ref.V;
+                if (i < got.failed_at) {
+                    CHECK(!memcmp(a, b, ref.V * sizeof(float)));
+                    continue;
+                }
+                float lo = a[0], hi = a[0];
+                double md = 0;
+                for (uint32_t j = 0; j < ref.V; j++) {
+                    lo = a[j] < lo ? a[j] : lo;
+                    hi = a[j] > hi ? a[j] : hi;
+                    double d = a[j] > b[j] ? (double)a[j] - b[j] : (double)b[j] - a[j];
+                    md = d > md ? d : md;
+                }
+                double rel = md / (hi - lo > 0 ? hi - lo : 1);
+                worst = rel > worst ? rel : worst;
+            }
+            printf("  failed at decode step %d (scratch request %s); after it: max rel %.2e "
+                   "against eager\n",
+                   got.failed_at, at, worst);
+            CHECK(worst <= 1e-3);
+        }
+    }
+    free(ref.rows);
+    free(got.rows);
+}
+
 int main(void) {
     halo_backend *probe = NULL;
     halo_error err = {0};
@@ -205,6 +319,7 @@ int main(void) {
     RUN(graph_replay_equals_eager_on_the_embedded_model);
     RUN(graph_replay_equals_eager_with_two_sequences_per_step);
     RUN(graph_replay_equals_eager_at_full_width);
+    RUN(a_failure_inside_a_captured_step_fails_only_that_step);
     return check_report();
 }
 

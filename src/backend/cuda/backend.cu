@@ -767,6 +767,7 @@ extern "C" bool halo_backend_cuda_graph_stats(halo_backend *hbe, halo_cuda_graph
     memset(out, 0, sizeof *out);
     if (!hbe || hbe->ops != &cu_ops) return false;
     cu_graph_stats(cu_of(hbe), out);
+    out->scratch_requests = (uint64_t)cu_of(hbe)->n_scratch;
     return true;
 }
 

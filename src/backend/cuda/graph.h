@@ -27,6 +27,9 @@ typedef struct halo_cuda_graph_stats {
                               rest of that step ran eagerly */
     uint64_t kernel_nodes; /* kernel nodes launched by graph steps, all together */
     uint64_t last_step_kernels; /* kernel nodes of the last graph step (its kernel launches) */
+    /* Not about graphs: op scratch requests so far, counted only while HALO_TEST_FAIL_SCRATCH
+     * is set (its N-th request fails), so a test can aim a failure at a given step. */
+    uint64_t scratch_requests;
 } halo_cuda_graph_stats;
 
 /* The counters of a backend made by halo_backend_cuda_create; false (and *out zeroed) for any

@@ -61,7 +61,8 @@ static halo_status sync(halo_backend *be, halo_error *err) {
     halo_status st = vk_flush(vb, err);
     if (st) return st;
     if (vb->failed) {
-        st = halo_fail(err, vb->failed, "vulkan backend: %s", vb->failed_msg);
+        bool named = !strncmp(vb->failed_msg, "vulkan backend: ", 16); /* from vk_flush */
+        st = halo_fail(err, vb->failed, "%s%s", named ? "" : "vulkan backend: ", vb->failed_msg);
         vb->failed = HALO_OK;
         vb->failed_msg[0] = 0;
     }

@@ -210,7 +210,11 @@ int cli_serve(int argc, char **argv) {
     uint16_t bound = 0;
     rc = 1;
     halo_engine_params ep = {
-        .model_path = c.model, .threads = c.threads, .n_ctx = m.n_ctx, .backend = c.backend};
+        .model_path = c.model,
+        .threads = c.threads,
+        .n_ctx = m.n_ctx,
+        .n_seq = n_slots,
+        .backend = c.backend};
     cli_stream_params(&c.stream, &ep);
     /* Every slot's context planned before anything listens or loads. */
     char planned[256];

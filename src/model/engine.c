@@ -36,6 +36,7 @@ static halo_status admit(const halo_engine_params *params, const halo_gguf *g,
     uint32_t n_ctx = params->n_ctx ? params->n_ctx : 4096;
     if (!params->n_ctx && hp->n_ctx_train && n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
     halo_plan_options o = {.n_ctx = n_ctx,
+                           .n_seq = params->n_seq ? params->n_seq : 1,
                            .backend = backend,
                            .weights = HALO_WEIGHTS_AUTO,
                            .expert_cache = params->expert_cache_bytes};

@@ -2,7 +2,7 @@
  * profile (1,100 MiB available, of which the planner keeps 1 GiB for the OS) the embedded model
  * with one slot of 4,096 tokens is admitted, as the engine's own one-context admission admits it,
  * while 64 slots are refused up front with the planner's reason and the largest -np that fits;
- * that -np is admitted and one more is not. */
+ * that -np is admitted and one more is not, by serve_admit and by the engine given n_seq. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +58,16 @@ static void slots_that_do_not_fit_are_refused_with_the_most_that_do(void) {
     CHECK(most > 1 && most < 64);
     CHECK_INT(admit(most, summary, &err), HALO_OK);
     CHECK_INT(admit(most + 1, summary, &err), HALO_E_NOMEM);
+    /* The engine plans the same slots itself when told how many (halo_engine_params.n_seq). */
+    halo_engine_params ep = {.model_path = MODEL, .n_ctx = 4096, .n_seq = most};
+    halo_engine *e = NULL;
+    if (halo_engine_open(&ep, &e, &err)) printf("  %s\n", err.message);
+    CHECK(e != NULL);
+    halo_engine_close(e);
+    ep.n_seq = most + 1; /* the slots' state fits only if the experts stream: refused */
+    CHECK(halo_engine_open(&ep, &e, &err) != HALO_OK);
+    printf("  the engine with n_seq %u: %s\n", most + 1, err.message);
+    CHECK_CONTAINS(err.message, "stream");
 }
 
 int main(void) {

@@ -48,6 +48,7 @@ static float *prefill(halo_engine *e, halo_error *err) {
 
 static float *cpu_logits; /* the CPU backend's, precise */
 static uint32_t n_vocab;
+static bool has_import; /* the device offers VK_EXT_external_memory_host */
 
 static double rel_diff(const float *a, const float *b) {
     double d = 0, r = 0;
@@ -77,6 +78,10 @@ static float *vulkan_logits(const char *weights, uint64_t cap, halo_vk_memory wa
     uint32_t n_weight_bufs = 0;
     for (uint32_t i = 0; i < e->n_bufs; i++) {
         halo_vk_memory m = halo_backend_vulkan_buf_memory(e->tensor_bufs[i], NULL);
+        /* Device memory is staged where the host cannot map it (a discrete GPU without
+         * resizable BAR); without the import extension wrapped memory is copied once. */
+        if (m == HALO_VK_MEM_DEVICE_STAGED && want == HALO_VK_MEM_DEVICE_MAPPED) m = want;
+        if (m == HALO_VK_MEM_HOST && want == HALO_VK_MEM_IMPORTED && !has_import) m = want;
         CHECK_INT(m, want);
         n_weight_bufs++;
     }
@@ -306,6 +311,9 @@ int main(void) {
     }
     printf("device: %s\n", halo_backend_vulkan_device_name(be));
     be->ops->destroy(be);
+    halo_vk_probe p;
+    if (halo_backend_vulkan_probe(-1, &p, &err)) return 1;
+    has_import = p.host_import;
     halo_engine *cpu = open_engine("cpu", NULL, true, &err);
     if (!cpu) {
         fprintf(stderr, "cpu: %s\n", err.message);

@@ -31,6 +31,9 @@ typedef struct halo_engine_params {
      * (src/mem), and a model that does not fit is refused with the reason. 0: 4096, or the
      * model's trained context if smaller. */
     uint32_t n_ctx;
+    /* How many sessions of n_ctx will live at once (a server's slots): the admission plans
+     * that much state, so the weights' placement leaves room for it. 0: 1. */
+    uint32_t n_seq;
     /* Where the weights go (as `halo plan --weights`): "auto" (fastest pool that fits; routed
      * experts stream from disk when the plan says they do not fit), "device" (GPU memory, or
      * refuse before loading), "host" (GPU-visible host memory: the loader's arena pinned and

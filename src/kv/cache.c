@@ -463,6 +463,12 @@ static halo_kv_image *load_disk(halo_cache *c, halo_session *s, const char *name
     return img;
 }
 
+static bool was_tried(char *const *tried, uint32_t n, const char *name) {
+    for (uint32_t i = 0; i < n; i++)
+        if (!strcmp(tried[i], name)) return true;
+    return false;
+}
+
 halo_status halo_cache_restore(halo_cache *c, halo_session *s, const int32_t *tokens,
                                uint32_t max_len, uint32_t *n_restored, halo_error *err) {
     *n_restored = 0;
@@ -484,14 +490,18 @@ halo_status halo_cache_restore(halo_cache *c, halo_session *s, const int32_t *to
     }
     halo_kv_image *from_disk = NULL;
     if (c->dir) {
-        /* Disk candidates by shared prefix, longest first, until none can beat the best. */
+        /* Disk candidates by shared prefix, longest first, until none can beat the best. A
+         * file whose checkpoints do not beat the best is passed over, not the end: a shorter
+         * prefix can hold a later checkpoint. */
+        char **tried = NULL;
+        uint32_t n_tried = 0;
         for (;;) {
             pthread_mutex_lock(&c->mu);
             int pick = -1;
             uint32_t pick_len = 0;
             for (uint32_t i = 0; i < c->n_disk; i++) {
                 uint32_t m = common_prefix(c->disk[i].tokens, c->disk[i].n_tokens, tokens, max_len);
-                if (m > best_start && m > pick_len) {
+                if (m > best_start && m > pick_len && !was_tried(tried, n_tried, c->disk[i].name)) {
                     pick = (int)i;
                     pick_len = m;
                 }
@@ -512,15 +522,21 @@ halo_status halo_cache_restore(halo_cache *c, halo_session *s, const int32_t *to
                 int i = find_disk(c, name);
                 if (i >= 0) c->disk[i].tick = ++c->tick;
                 pthread_mutex_unlock(&c->mu);
+                free(name);
             } else {
-                halo_kv_image_free(img);
-                if (img) { /* usable no further than best: stop considering it */
+                halo_kv_image_free(img); /* a bad file was dropped from the index already */
+                char **t = realloc(tried, (n_tried + 1) * sizeof *tried);
+                if (!t) {
                     free(name);
                     break;
                 }
+                tried = t;
+                tried[n_tried++] = name;
             }
-            free(name);
         }
+        for (uint32_t i = 0; i < n_tried; i++)
+            free(tried[i]);
+        free(tried);
     }
     halo_status st = HALO_OK;
     if (from_disk) {

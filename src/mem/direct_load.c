@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "mem/shard_files.h"
 
 #define BLOCK 4096u
 #define DEFAULT_STAGING ((uint64_t)64 << 20) /* large reads keep an NVMe's queue busy */
@@ -125,8 +126,7 @@ typedef struct loader {
     staging buf[MAX_BUFFERS];
     uint32_t n_buf;
     uint64_t staging_bytes;
-    int *fd_direct, *fd_buf; /* per shard */
-    bool direct_failed;
+    halo_shard_files files;
     pthread_mutex_t lock;
     pthread_cond_t changed; /* a buffer changed state, or the load failed */
     uint64_t next_chunk;    /* the next chunk a reader takes */
@@ -178,31 +178,12 @@ static const char *tensor_at(const loader *L, const halo_direct_chunk *c, uint64
 /* One chunk into one staging buffer: O_DIRECT, buffered if the filesystem refuses it. */
 static bool read_chunk(loader *L, const halo_direct_chunk *c, uint8_t *dst) {
     const char *path = halo_gguf_shard_path(L->g, c->shard);
-    pthread_mutex_lock(&L->lock);
-    bool direct = L->fd_direct[c->shard] >= 0 && !L->direct_failed;
-    pthread_mutex_unlock(&L->lock);
-    int fd = direct ? L->fd_direct[c->shard] : L->fd_buf[c->shard];
     uint64_t got = 0;
-    while (got < c->len) {
-        ssize_t n = pread(fd, dst + got, c->len - got, (off_t)(c->off + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EINVAL && direct) {
-            /* The filesystem took O_DIRECT at open but not these reads: go buffered. */
-            pthread_mutex_lock(&L->lock);
-            L->direct_failed = true;
-            pthread_mutex_unlock(&L->lock);
-            direct = false;
-            fd = L->fd_buf[c->shard];
-            continue;
-        }
-        if (n < 0) {
-            int e = errno;
-            fail(L, HALO_E_IO, "%s: reading tensor %s at offset %llu: %s", path,
-                 tensor_at(L, c, c->off + got), (unsigned long long)(c->off + got), strerror(e));
-            return false;
-        }
-        if (n == 0) break; /* end of file */
-        got += (uint64_t)n;
+    int e = halo_shard_files_read(&L->files, c->shard, c->off, c->len, dst, &got);
+    if (e) {
+        fail(L, HALO_E_IO, "%s: reading tensor %s at offset %llu: %s", path,
+             tensor_at(L, c, c->off + got), (unsigned long long)(c->off + got), strerror(e));
+        return false;
     }
     if (c->off + got < c->need) {
         fail(L, HALO_E_TRUNCATED,
@@ -212,9 +193,6 @@ static bool read_chunk(loader *L, const halo_direct_chunk *c, uint8_t *dst) {
              (unsigned long long)c->need);
         return false;
     }
-    /* Buffered reads leave pages behind, and the file may have been cached before (just
-     * written): drop them, so the page cache never holds the model next to its real place. */
-    posix_fadvise(L->fd_buf[c->shard], (off_t)c->off, (off_t)c->len, POSIX_FADV_DONTNEED);
     return true;
 }
 
@@ -300,39 +278,8 @@ static void consume(loader *L) {
     }
 }
 
-static halo_status open_shards(loader *L, bool no_direct, halo_error *err) {
-    uint32_t n = halo_gguf_shard_count(L->g);
-    L->fd_direct = malloc((n ? n : 1) * sizeof(int));
-    L->fd_buf = malloc((n ? n : 1) * sizeof(int));
-    if (!L->fd_direct || !L->fd_buf) return halo_fail(err, HALO_E_NOMEM, "out of memory");
-    for (uint32_t s = 0; s < n; s++)
-        L->fd_direct[s] = L->fd_buf[s] = -1;
-    for (uint32_t s = 0; s < n; s++) {
-        const char *path = halo_gguf_shard_path(L->g, s);
-        L->fd_buf[s] = open(path, O_RDONLY | O_CLOEXEC);
-        if (L->fd_buf[s] < 0)
-            return halo_fail(err, HALO_E_IO, "%s: cannot open: %s", path, strerror(errno));
-        struct stat sb;
-        if (fstat(L->fd_buf[s], &sb) == 0 && !S_ISREG(sb.st_mode))
-            return halo_fail(err, HALO_E_IO, "%s: not a regular file", path);
-        posix_fadvise(L->fd_buf[s], 0, 0, POSIX_FADV_SEQUENTIAL);
-        /* tmpfs and some FUSE filesystems refuse O_DIRECT at open: those read buffered. */
-        if (!no_direct) L->fd_direct[s] = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-        if (L->fd_direct[s] < 0) L->direct_failed = true;
-    }
-    return HALO_OK;
-}
-
 static void loader_free(loader *L) {
-    uint32_t n = halo_gguf_shard_count(L->g);
-    for (uint32_t s = 0; L->fd_buf && s < n; s++) {
-        /* Buffered reads read ahead past a chunk, into tensors not wanted: drop those too. */
-        if (L->fd_buf[s] >= 0) posix_fadvise(L->fd_buf[s], 0, 0, POSIX_FADV_DONTNEED);
-        if (L->fd_buf[s] >= 0) close(L->fd_buf[s]);
-        if (L->fd_direct[s] >= 0) close(L->fd_direct[s]);
-    }
-    free(L->fd_buf);
-    free(L->fd_direct);
+    halo_shard_files_close(&L->files, true);
     for (uint32_t b = 0; b < L->n_buf; b++) {
         if (L->buf[b].pin_handle && L->sink->unpin)
             L->sink->unpin(L->sink->user, L->buf[b].pin_handle);
@@ -369,7 +316,7 @@ halo_status halo_direct_load(const halo_gguf *g, const bool *want, const halo_di
     /* No more buffers than chunks: a small load pins little. */
     if (plan.n_chunks < n_buf) n_buf = plan.n_chunks < 2 ? 2 : (uint32_t)plan.n_chunks;
     uint64_t buf_bytes = plan.n_chunks == 1 ? plan.chunks[0].len : L.staging_bytes;
-    st = open_shards(&L, o && o->no_direct, err);
+    st = halo_shard_files_open(&L.files, g, o && o->no_direct, err);
     for (uint32_t b = 0; !st && plan.n_chunks && b < n_buf; b++) {
         void *mem = NULL;
         if (posix_memalign(&mem, BLOCK, buf_bytes)) {
@@ -410,34 +357,8 @@ halo_status halo_direct_load(const halo_gguf *g, const bool *want, const halo_di
     stats->bytes_read = plan.read_bytes;
     stats->tensor_bytes = L.done;
     stats->chunks = plan.n_chunks;
-    stats->direct = plan.n_chunks && !L.direct_failed;
+    stats->direct = plan.n_chunks && halo_shard_files_all_direct(&L.files);
     loader_free(&L);
     halo_direct_plan_free(&plan);
     return st;
-}
-
-uint64_t halo_direct_cached_bytes(const char *path, uint64_t *file_bytes) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    struct stat sb;
-    uint64_t cached = 0;
-    const uint64_t window = (uint64_t)1 << 30; /* mincore's vector stays small */
-    long page = sysconf(_SC_PAGESIZE);
-    unsigned char *vec = malloc((size_t)(window / (uint64_t)page));
-    if (fstat(fd, &sb) == 0 && vec) {
-        if (file_bytes) *file_bytes = (uint64_t)sb.st_size;
-        for (uint64_t off = 0; off < (uint64_t)sb.st_size; off += window) {
-            size_t len =
-                (size_t)((uint64_t)sb.st_size - off < window ? (uint64_t)sb.st_size - off : window);
-            void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
-            if (m == MAP_FAILED) break;
-            if (mincore(m, len, vec) == 0)
-                for (size_t i = 0; i < (len + (size_t)page - 1) / (size_t)page; i++)
-                    if (vec[i] & 1) cached += (uint64_t)page;
-            munmap(m, len);
-        }
-    }
-    free(vec);
-    close(fd);
-    return cached;
 }

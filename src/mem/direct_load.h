@@ -77,7 +77,4 @@ halo_status halo_direct_plan_make(const halo_gguf *g, const bool *want, uint64_t
                                   halo_direct_plan *out, halo_error *err);
 void halo_direct_plan_free(halo_direct_plan *p);
 
-/* Bytes of the file at path resident in the page cache now (mincore), and its size. */
-uint64_t halo_direct_cached_bytes(const char *path, uint64_t *file_bytes);
-
 #endif

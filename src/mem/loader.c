@@ -23,6 +23,7 @@
 
 #include "core/error.h"
 #include "halo/plan.h"
+#include "mem/shard_files.h"
 
 #define BLOCK 4096u
 #define CHUNK ((uint64_t)64 << 20) /* per read: large enough for NVMe queue depth */
@@ -57,10 +58,9 @@ typedef struct loader {
     uint64_t *order; /* tensor indices sorted by (shard, offset) */
     chunk *chunks;
     size_t n_chunks;
-    int *fd_direct, *fd_buf; /* per shard */
+    halo_shard_files files;
     atomic_size_t next;
     atomic_uint_fast64_t done;
-    atomic_bool direct_failed;
     pthread_mutex_t lock;
     halo_status st;
     halo_error err;
@@ -124,29 +124,13 @@ static bool failed(loader *L) {
 static void read_chunk(loader *L, const chunk *c) {
     const run *r = &L->runs[c->run];
     uint8_t *dst = L->a->base + r->arena_off + (c->off - r->file_start);
-    int fd = L->fd_direct[r->shard] >= 0 && !atomic_load(&L->direct_failed) ? L->fd_direct[r->shard]
-                                                                            : L->fd_buf[r->shard];
     const char *path = halo_gguf_shard_path(L->g, r->shard);
     uint64_t got = 0;
-    while (got < c->len) {
-        ssize_t n = pread(fd, dst + got, c->len - got, (off_t)(c->off + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EINVAL && fd == L->fd_direct[r->shard]) {
-            /* The filesystem takes O_DIRECT at open but not these reads: go buffered. */
-            atomic_store(&L->direct_failed, true);
-            fd = L->fd_buf[r->shard];
-            continue;
-        }
-        if (n < 0) {
-            int e = errno;
-            fail(L, HALO_E_IO, "%s: reading tensor %s at offset %llu: %s", path,
-                 tensor_cut_at(L, r, c->off + got), (unsigned long long)(c->off + got),
-                 strerror(e));
-            return;
-        }
-        if (n == 0) break; /* end of file */
-        got += (uint64_t)n;
-        /* An O_DIRECT read may end early only at EOF; a buffered one may end anywhere. */
+    int e = halo_shard_files_read(&L->files, r->shard, c->off, c->len, dst, &got);
+    if (e) {
+        fail(L, HALO_E_IO, "%s: reading tensor %s at offset %llu: %s", path,
+             tensor_cut_at(L, r, c->off + got), (unsigned long long)(c->off + got), strerror(e));
+        return;
     }
     uint64_t need = c->off + c->len < r->need_end ? c->off + c->len : r->need_end;
     if (c->off + got < need) {
@@ -157,9 +141,6 @@ static void read_chunk(loader *L, const chunk *c) {
              (unsigned long long)r->need_end);
         return;
     }
-    /* Drop what was just read from the page cache (a no-op for O_DIRECT reads, but the file
-     * may have been cached before, e.g. right after it was written). */
-    posix_fadvise(L->fd_buf[r->shard], (off_t)c->off, (off_t)c->len, POSIX_FADV_DONTNEED);
     atomic_fetch_add(&L->done, got < c->len ? got : c->len);
 }
 
@@ -247,69 +228,8 @@ static halo_status plan_runs(loader *L, const uint8_t *tensor_pool, uint64_t *n_
     return HALO_OK;
 }
 
-static halo_status open_shards(loader *L, const halo_load_options *o, bool *direct,
-                               halo_error *err) {
-    uint32_t n = halo_gguf_shard_count(L->g);
-    L->fd_direct = malloc(n * sizeof(int));
-    L->fd_buf = malloc(n * sizeof(int));
-    if (!L->fd_direct || !L->fd_buf) return halo_fail(err, HALO_E_NOMEM, "loader: out of memory");
-    for (uint32_t s = 0; s < n; s++)
-        L->fd_direct[s] = L->fd_buf[s] = -1;
-    *direct = !(o && o->no_direct);
-    for (uint32_t s = 0; s < n; s++) {
-        const char *path = halo_gguf_shard_path(L->g, s);
-        L->fd_buf[s] = open(path, O_RDONLY | O_CLOEXEC);
-        if (L->fd_buf[s] < 0)
-            return halo_fail(err, HALO_E_IO, "%s: cannot open: %s", path, strerror(errno));
-        struct stat st;
-        if (fstat(L->fd_buf[s], &st) == 0 && !S_ISREG(st.st_mode))
-            return halo_fail(err, HALO_E_IO, "%s: not a regular file", path);
-        posix_fadvise(L->fd_buf[s], 0, 0, POSIX_FADV_SEQUENTIAL);
-        if (!(o && o->no_direct)) L->fd_direct[s] = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-        if (L->fd_direct[s] < 0) *direct = false; /* tmpfs and some FUSE filesystems refuse */
-    }
-    return HALO_OK;
-}
-
-static void close_shards(loader *L) {
-    uint32_t n = halo_gguf_shard_count(L->g);
-    for (uint32_t s = 0; L->fd_buf && s < n; s++) {
-        if (L->fd_buf[s] >= 0) close(L->fd_buf[s]);
-        if (L->fd_direct[s] >= 0) close(L->fd_direct[s]);
-    }
-    free(L->fd_buf);
-    free(L->fd_direct);
-}
-
-/* Bytes of the file still in the page cache, in 1 GiB windows so the vector stays small. */
-static uint64_t cached_bytes(const char *path, uint64_t *file_size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    struct stat st;
-    uint64_t cached = 0;
-    long page = sysconf(_SC_PAGESIZE);
-    unsigned char *vec = malloc(((size_t)1 << 30) / (size_t)page);
-    if (fstat(fd, &st) == 0 && vec) {
-        *file_size += (uint64_t)st.st_size;
-        for (uint64_t off = 0; off < (uint64_t)st.st_size; off += (uint64_t)1 << 30) {
-            size_t len = (size_t)((uint64_t)st.st_size - off < ((uint64_t)1 << 30)
-                                      ? (uint64_t)st.st_size - off
-                                      : (uint64_t)1 << 30);
-            void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
-            if (m == MAP_FAILED) break;
-            if (mincore(m, len, vec) == 0)
-                for (size_t i = 0; i < (len + (size_t)page - 1) / (size_t)page; i++)
-                    if (vec[i] & 1) cached += (uint64_t)page;
-            munmap(m, len);
-        }
-    }
-    free(vec);
-    close(fd);
-    return cached;
-}
-
 static void loader_free(loader *L) {
-    close_shards(L);
+    halo_shard_files_close(&L->files, false);
     free(L->order);
     free(L->runs);
     free(L->chunks);
@@ -339,9 +259,8 @@ halo_status halo_mem_arena_load(const halo_gguf *g, const uint8_t *tensor_pool,
     }
     a->n_tensors = n;
     L.a = a;
-    bool direct = false;
     halo_status st = plan_runs(&L, tensor_pool, &resident, err);
-    if (st == HALO_OK) st = open_shards(&L, o, &direct, err);
+    if (st == HALO_OK) st = halo_shard_files_open(&L.files, g, o && o->no_direct, err);
     if (st == HALO_OK && a->size) {
         a->base = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (a->base == MAP_FAILED) {
@@ -386,9 +305,12 @@ halo_status halo_mem_arena_load(const halo_gguf *g, const uint8_t *tensor_pool,
         }
     stats->bytes_read = L.total;
     stats->arena_bytes = a->size;
-    stats->direct = direct && !atomic_load(&L.direct_failed);
-    for (uint32_t s = 0; s < halo_gguf_shard_count(g); s++)
-        stats->cached_after += cached_bytes(halo_gguf_shard_path(g, s), &stats->file_bytes);
+    stats->direct = halo_shard_files_all_direct(&L.files);
+    for (uint32_t s = 0; s < halo_gguf_shard_count(g); s++) {
+        uint64_t size = 0;
+        stats->cached_after += halo_file_cached_bytes(halo_gguf_shard_path(g, s), &size);
+        stats->file_bytes += size;
+    }
     (void)resident;
     loader_free(&L);
     *out = a;

@@ -3,7 +3,8 @@
  * prefilling a fraction of the tokens; the disk cache serves a prefix to a second process; bad
  * files in the cache directory (flipped bytes, truncated, another model's, another version's,
  * unfinished writes) are removed with a log line and never loaded; RAM and disk stay within
- * their budgets, oldest entries first out. */
+ * their budgets, oldest entries first out; a file that cannot serve the longest prefix does not
+ * hide a shorter one that can. */
 #include <dirent.h>
 #include <errno.h>
 #include <spawn.h>
@@ -360,6 +361,51 @@ static void disk_cache_stays_within_its_budget(void) {
     halo_engine_close(e);
 }
 
+/* Two files on disk: A shares 200 tokens with the request but holds its only state at 300, past
+ * the shared prefix; B shares 150 and holds a state at 150. A is tried first (the longer
+ * prefix), cannot be used, and B must still be found. */
+static void disk_cache_passes_over_a_longer_prefix_it_cannot_use(void) {
+    halo_engine *e = fixture_engine("tiny-a", "f32");
+    const halo_golden_seq *a = fixture_seq("L1100"), *b = fixture_seq("L520");
+    if (!e || !a || !b) return;
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/skip", dir);
+    halo_error err = {0};
+    halo_cache *c = NULL;
+    halo_cache_params p = {.dir = sub, .dir_bytes = 1ull << 30};
+    CHECK_INT(halo_cache_open(e, &p, &c, &err), HALO_OK);
+    const halo_checkpoint_policy none = {.interval = UINT32_MAX};
+    for (uint32_t len = 300; len >= 150 && c; len -= 150) {
+        halo_session *s = NULL;
+        CHECK_INT(halo_session_create(e, 1100, &s, &err), HALO_OK);
+        CHECK_INT(halo_session_set_checkpoints(s, &none, &err), HALO_OK);
+        CHECK_INT(halo_session_eval(s, a->tokens, len, false, &err), HALO_OK);
+        CHECK_INT(halo_cache_insert(c, s, &err), HALO_OK);
+        halo_session_free(s);
+    }
+    halo_cache_close(c); /* the files are written; a new cache knows them from the directory */
+    CHECK_INT(halo_cache_open(e, &p, &c, &err), HALO_OK);
+    uint32_t n = 260, got = 0;
+    int32_t prompt[260];
+    memcpy(prompt, a->tokens, 200 * sizeof *prompt);
+    memcpy(prompt + 200, b->tokens, 60 * sizeof *prompt); /* the request leaves A at 200 */
+    halo_session *t = NULL;
+    CHECK_INT(halo_session_create(e, 1100, &t, &err), HALO_OK);
+    if (c) CHECK_INT(halo_cache_restore(c, t, prompt, n - 1, &got, &err), HALO_OK);
+    CHECK_INT(got, 150);
+    float *want = fixture_uninterrupted(e, prompt, n);
+    CHECK_INT(halo_session_eval(t, prompt + got, n - got, false, &err), HALO_OK);
+    if (want)
+        CHECK(fixture_same(halo_session_logits(t, NULL), want + (size_t)(n - 1) *
+                           halo_engine_n_vocab(e), halo_engine_n_vocab(e), "last logits"));
+    printf("  a longer prefix whose state lies beyond it was passed over: %u tokens restored\n",
+           got);
+    free(want);
+    halo_session_free(t);
+    halo_cache_close(c);
+    halo_engine_close(e);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--child") == 0) {
         snprintf(dir, sizeof dir, "%s", argv[2]);
@@ -371,6 +417,7 @@ int main(int argc, char **argv) {
     ram_cache_evicts_least_recently_used();
     disk_cache_serves_another_process_and_drops_bad_files(argv[0]);
     disk_cache_stays_within_its_budget();
+    disk_cache_passes_over_a_longer_prefix_it_cannot_use();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) check_failures++;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "gguf/gguf_test_util.h"
 #include "mem/direct_load.h"
+#include "mem/shard_files.h"
 
 enum { N_TENSORS = 12 };
 
@@ -217,7 +218,7 @@ static void direct_load_delivers_each_byte_once_and_drops_page_cache(void) {
             halo_direct_stats st;
             const bool *want = sel ? some : all;
             CHECK_INT(halo_direct_load(g, want, &sink, &o, &st, &err), HALO_OK);
-            uint64_t file = 0, cached = halo_direct_cached_bytes(path, &file);
+            uint64_t file = 0, cached = halo_file_cached_bytes(path, &file);
             CHECK(file > 0 && cached * 50 < file);
             if (cached * 50 >= file)
                 fprintf(stderr, "  run %zu/%d: %llu of %llu bytes cached after\n", k, sel,

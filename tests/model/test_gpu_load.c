@@ -25,6 +25,7 @@
 #include "halo/load.h"
 #include "halo/stream.h"
 #include "mem/direct_load.h"
+#include "mem/shard_files.h"
 #include "model/synthetic.h"
 
 #define MODEL_SPEC "dsv4-flash-q2:1/e8/v1024"
@@ -141,7 +142,7 @@ static void gpu_load_reads_the_file_once_into_device_memory(void) {
     }
     uint64_t peak = status_kb("VmHWM:"), rss1 = status_kb("VmRSS:");
     uint64_t cached1 = meminfo_kb("Cached:"), size = 0;
-    uint64_t in_cache = halo_direct_cached_bytes(path, &size);
+    uint64_t in_cache = halo_file_cached_bytes(path, &size);
     printf("loaded %s (%.2f GiB) with weights %s in %.2f s (%.2f GB/s): page cache holds %.3f %% "
            "of the file after (mincore), /proc/meminfo Cached %+.1f MiB; RSS %+.1f MiB "
            "(peak %+.1f MiB%s)\n",

@@ -338,7 +338,8 @@ static void run_streamed(moe_ctx *c) {
 static void sum_task(void *p, int64_t task) {
     moe_ctx *c = p;
     int64_t chunks = (c->n_embd + SUM_CHUNK - 1) / SUM_CHUNK, t = task / chunks;
-    int64_t d0 = task % chunks * SUM_CHUNK, d1 = d0 + SUM_CHUNK < c->n_embd ? d0 + SUM_CHUNK : c->n_embd;
+    int64_t d0 = task % chunks * SUM_CHUNK;
+    int64_t d1 = d0 + SUM_CHUNK < c->n_embd ? d0 + SUM_CHUNK : c->n_embd;
     float *out = cpu_f32(c->a->out) + t * c->n_embd;
     const float *w = c->weight + t * c->slots;
     memset(out + d0, 0, (size_t)(d1 - d0) * sizeof *out);

@@ -69,6 +69,8 @@ void cpu_rope_row(float *head_tail, uint32_t n_rot, const float *inv_freq, float
 /* Activation rows: in the fast mode an f32 row is converted to the format the weight type's
  * dot product pairs with (Q8_0, Q8_K), as ggml does; in the precise mode it stays f32 and each
  * weight row is dequantized before an f32 dot. */
+/* The format activations take for a weight type: f32 when precise, else ggml's vec_dot type. */
+uint32_t cpu_act_type(bool precise, uint32_t wtype);
 uint64_t cpu_act_bytes(bool precise, uint32_t wtype, int64_t n);
 void cpu_make_act(bool precise, uint32_t wtype, const float *x, int64_t n, void *buf);
 /* y[o] = Σ_i w[i, o]·x[i] for rows [o0, o1) of a weight matrix (at byte offset w_offset of the

@@ -7,18 +7,18 @@
 #include "halo/types.h"
 #include "quant/gemm.h"
 
-static uint32_t act_type(bool precise, uint32_t wtype) {
+uint32_t cpu_act_type(bool precise, uint32_t wtype) {
     return precise ? HALO_TYPE_F32 : (uint32_t)halo_quant_act_type(wtype);
 }
 
 uint64_t cpu_act_bytes(bool precise, uint32_t wtype, int64_t n) {
     uint64_t bytes = 0;
-    halo_type_bytes(act_type(precise, wtype), (uint64_t)n, &bytes);
+    halo_type_bytes(cpu_act_type(precise, wtype), (uint64_t)n, &bytes);
     return bytes;
 }
 
 void cpu_make_act(bool precise, uint32_t wtype, const float *x, int64_t n, void *buf) {
-    uint32_t act = act_type(precise, wtype);
+    uint32_t act = cpu_act_type(precise, wtype);
     if (act == HALO_TYPE_F32) {
         memcpy(buf, x, (size_t)n * sizeof(float));
         return;

@@ -31,9 +31,11 @@ typedef struct moe_ctx {
     uint32_t k, slots;    /* experts per token; slots = k (+1 with a shared expert) */
     int32_t *sel;         /* [n_tok][k] chosen experts */
     float *weight;        /* [n_tok][slots] mixing weights (1 for the shared expert) */
-    unsigned char *x_act; /* [n_tok] activation rows for the expert matrices */
-    unsigned char *xs_act;/* [n_tok] activation rows for the shared expert (its own type) */
-    uint64_t x_act_bytes, xs_act_bytes;
+    /* [n_tok] activation rows of x for the routed experts' gate [0] and up [1] matrices, and
+     * for the shared expert's (xs). A file may give gate and up types whose activations
+     * differ; when they agree, [1] is [0]. */
+    unsigned char *x_act[2], *xs_act[2];
+    uint64_t x_act_bytes[2], xs_act_bytes[2];
     unsigned char *r_act; /* [n_tok] activation rows for the router */
     uint64_t r_act_bytes;
     float *score;         /* [n_tok][n_expert] router logits, then scores */
@@ -70,9 +72,15 @@ static void route_act_task(void *p, int64_t t) {
     const halo_moe_args *a = c->a;
     const float *x = cpu_f32(a->x) + t * c->n_embd;
     cpu_make_act(c->precise, a->gate_inp->type, x, c->n_embd, c->r_act + t * c->r_act_bytes);
-    cpu_make_act(c->precise, a->gate_exps->type, x, c->n_embd, c->x_act + t * c->x_act_bytes);
-    if (a->gate_sh)
-        cpu_make_act(c->precise, a->gate_sh->type, x, c->n_embd, c->xs_act + t * c->xs_act_bytes);
+    const halo_tensor *w[2] = {a->gate_exps, a->up_exps}, *ws[2] = {a->gate_sh, a->up_sh};
+    for (int i = 0; i < 2; i++) {
+        if (i == 0 || c->x_act[1] != c->x_act[0])
+            cpu_make_act(c->precise, w[i]->type, x, c->n_embd,
+                         c->x_act[i] + t * c->x_act_bytes[i]);
+        if (a->gate_sh && (i == 0 || c->xs_act[1] != c->xs_act[0]))
+            cpu_make_act(c->precise, ws[i]->type, x, c->n_embd,
+                         c->xs_act[i] + t * c->xs_act_bytes[i]);
+    }
 }
 
 /* Phase 1b: router logits for a block of experts and up to HALO_GEMM_MAX_TOK tokens, so a
@@ -138,29 +146,39 @@ static void route_task(void *p, int64_t t) {
     if (c->slots > c->k) w[c->k] = 1.0f;
 }
 
-/* The matrices and byte offsets of slot s of token t (a routed expert or the shared one). */
-static void slot_mats(const moe_ctx *c, int64_t t, uint32_t s, const halo_tensor **g,
-                      const halo_tensor **u, const halo_tensor **d, uint64_t *off_gu,
-                      uint64_t *off_d, const void **x_act, float *clamp) {
+/* What a (token, slot) pair multiplies: its gate, up and down matrices (a routed expert or the
+ * shared one), their byte offsets (types may differ, so each has its own), the activation rows
+ * of x for gate and up, and the clamp. */
+typedef struct {
+    const halo_tensor *w[3]; /* gate, up, down */
+    uint64_t off[3];
+    const void *x_act[2];
+    float clamp;
+} slot_mats;
+
+static slot_mats slot_of(const moe_ctx *c, int64_t pair) {
     const halo_moe_args *a = c->a;
+    int64_t t = pair / c->slots;
+    uint32_t s = (uint32_t)(pair % c->slots);
+    slot_mats m = {{a->gate_sh, a->up_sh, a->down_sh}, {0, 0, 0}, {0}, a->clamp_shexp};
+    unsigned char *const *act = c->xs_act;
+    const uint64_t *act_bytes = c->xs_act_bytes;
     if (s < c->k) {
         int64_t e = c->sel[t * c->k + s];
         if (c->view && c->view[e]) {
-            *g = &c->view[e]->gate, *u = &c->view[e]->up, *d = &c->view[e]->down;
-            *off_gu = *off_d = 0;
+            m = (slot_mats){.w = {&c->view[e]->gate, &c->view[e]->up, &c->view[e]->down}};
         } else {
-            *g = a->gate_exps, *u = a->up_exps, *d = a->down_exps;
-            *off_gu = (uint64_t)e * (uint64_t)c->n_ff * cpu_row_bytes(a->gate_exps);
-            *off_d = (uint64_t)e * (uint64_t)c->n_embd * cpu_row_bytes(a->down_exps);
+            m = (slot_mats){.w = {a->gate_exps, a->up_exps, a->down_exps}};
+            for (int i = 0; i < 3; i++) /* expert e's block of rows */
+                m.off[i] = (uint64_t)e * (uint64_t)m.w[i]->ne[1] * cpu_row_bytes(m.w[i]);
         }
-        *x_act = c->x_act + t * c->x_act_bytes;
-        *clamp = a->clamp_exp;
-    } else {
-        *g = a->gate_sh, *u = a->up_sh, *d = a->down_sh;
-        *off_gu = *off_d = 0;
-        *x_act = c->xs_act + t * c->xs_act_bytes;
-        *clamp = a->clamp_shexp;
+        m.clamp = a->clamp_exp;
+        act = c->x_act;
+        act_bytes = c->x_act_bytes;
     }
+    for (int i = 0; i < 2; i++)
+        m.x_act[i] = act[i] + t * act_bytes[i];
+    return m;
 }
 
 /* Phase 2: h = silu(min(gate·x, c)) · clamp(up·x, ±c) for one block of rows of one expert,
@@ -178,18 +196,17 @@ static void gate_up_task(void *p, int64_t task) {
         int nt = c->first[e + 1] - i0 < HALO_GEMM_MAX_TOK ? (int)(c->first[e + 1] - i0)
                                                           : HALO_GEMM_MAX_TOK;
         /* every pair of a group has the same matrices (one expert, or the shared one) */
-        const halo_tensor *g = NULL, *u = NULL, *d;
-        uint64_t off_gu = 0, off_d;
-        float clamp = 0;
-        const void *act[HALO_GEMM_MAX_TOK];
+        slot_mats m = {0};
+        const void *g_act[HALO_GEMM_MAX_TOK], *u_act[HALO_GEMM_MAX_TOK];
         for (int j = 0; j < nt; j++) {
-            int64_t pair = c->pairs[i0 + j];
-            slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu,
-                      &off_d, &act[j], &clamp);
+            m = slot_of(c, c->pairs[i0 + j]);
+            g_act[j] = m.x_act[0];
+            u_act[j] = m.x_act[1];
         }
-        int64_t r1 = r0 + ROW_BLOCK < g->ne[1] ? r0 + ROW_BLOCK : g->ne[1];
-        cpu_dot_rows_tok(c->precise, g, r0, r1, act, nt, gy, off_gu);
-        cpu_dot_rows_tok(c->precise, u, r0, r1, act, nt, uy, off_gu);
+        float clamp = m.clamp;
+        int64_t r1 = r0 + ROW_BLOCK < m.w[0]->ne[1] ? r0 + ROW_BLOCK : m.w[0]->ne[1];
+        cpu_dot_rows_tok(c->precise, m.w[0], r0, r1, g_act, nt, gy, m.off[0]);
+        cpu_dot_rows_tok(c->precise, m.w[1], r0, r1, u_act, nt, uy, m.off[1]);
         for (int j = 0; j < nt; j++) {
             float *h = c->h + c->pairs[i0 + j] * c->n_h;
             for (int64_t r = 0; r < r1 - r0; r++) {
@@ -207,13 +224,8 @@ static void gate_up_task(void *p, int64_t task) {
 static void h_act_task(void *p, int64_t i) {
     moe_ctx *c = p;
     int64_t pair = c->round_pairs[i];
-    const halo_tensor *g, *u, *d;
-    uint64_t off_gu, off_d;
-    const void *x_act;
-    float clamp;
-    slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu, &off_d,
-              &x_act, &clamp);
-    cpu_make_act(c->precise, d->type, c->h + pair * c->n_h, g->ne[1],
+    slot_mats m = slot_of(c, pair);
+    cpu_make_act(c->precise, m.w[2]->type, c->h + pair * c->n_h, m.w[0]->ne[1],
                  c->h_act + pair * c->h_act_bytes);
 }
 
@@ -226,18 +238,16 @@ static void down_task(void *p, int64_t task) {
     for (int64_t i0 = c->first[e]; i0 < c->first[e + 1]; i0 += HALO_GEMM_MAX_TOK) {
         int nt = c->first[e + 1] - i0 < HALO_GEMM_MAX_TOK ? (int)(c->first[e + 1] - i0)
                                                           : HALO_GEMM_MAX_TOK;
-        const halo_tensor *g, *u, *d = NULL;
-        uint64_t off_gu, off_d = 0;
-        const void *x_act, *act[HALO_GEMM_MAX_TOK];
-        float clamp, *y[HALO_GEMM_MAX_TOK];
+        slot_mats m = {0};
+        const void *act[HALO_GEMM_MAX_TOK];
+        float *y[HALO_GEMM_MAX_TOK];
         for (int j = 0; j < nt; j++) {
             int64_t pair = c->pairs[i0 + j];
-            slot_mats(c, pair / c->slots, (uint32_t)(pair % c->slots), &g, &u, &d, &off_gu,
-                      &off_d, &x_act, &clamp);
+            m = slot_of(c, pair);
             act[j] = c->h_act + pair * c->h_act_bytes;
             y[j] = c->y + pair * c->n_embd + r0;
         }
-        cpu_dot_rows_tok(c->precise, d, r0, r1, act, nt, y, off_d);
+        cpu_dot_rows_tok(c->precise, m.w[2], r0, r1, act, nt, y, m.off[2]);
     }
 }
 
@@ -349,6 +359,19 @@ static void sum_task(void *p, int64_t task) {
     }
 }
 
+/* Activation buffers of x for a gate/up pair w (NULL: none, a 1-byte stand-in): the up
+ * matrix gets its own only when its activation format differs from the gate's. */
+static bool act_rows(moe_ctx *c, const halo_tensor *const *w, unsigned char *buf[2],
+                     uint64_t bytes[2]) {
+    for (int i = 0; i < 2; i++) {
+        bytes[i] = w ? cpu_act_bytes(c->precise, w[i]->type, c->n_embd) : 0;
+        bool shared = i == 1 && (!w || cpu_act_type(c->precise, w[1]->type) ==
+                                           cpu_act_type(c->precise, w[0]->type));
+        buf[i] = shared ? buf[0] : cpu_scratch(c->be, (size_t)(c->n_tok * bytes[i]) + 1, "moe");
+    }
+    return buf[0] && buf[1];
+}
+
 void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     moe_ctx c = {.be = cpu_of(be), .precise = cpu_of(be)->precise, .a = a};
     c.n_tok = a->x->ne[1];
@@ -360,8 +383,7 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     c.k = a->n_used;
     c.slots = c.k + (a->gate_sh ? 1 : 0);
     int64_t pairs = c.n_tok * c.slots;
-    c.x_act_bytes = cpu_act_bytes(c.precise, a->gate_exps->type, c.n_embd);
-    c.xs_act_bytes = a->gate_sh ? cpu_act_bytes(c.precise, a->gate_sh->type, c.n_embd) : 0;
+
     c.r_act_bytes = cpu_act_bytes(c.precise, a->gate_inp->type, c.n_embd);
     /* No activation format is wider than f32. */
     c.h_act_bytes = (uint64_t)c.n_h * sizeof(float);
@@ -370,8 +392,9 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     c.score = cpu_scratch(cb, (size_t)(c.n_tok * c.n_expert) * sizeof *c.score, "moe");
     c.sel = cpu_scratch(cb, (size_t)(c.n_tok * c.k) * sizeof *c.sel, "moe");
     c.weight = cpu_scratch(cb, (size_t)pairs * sizeof *c.weight, "moe");
-    c.x_act = cpu_scratch(cb, (size_t)(c.n_tok * c.x_act_bytes), "moe");
-    c.xs_act = cpu_scratch(cb, (size_t)(c.n_tok * c.xs_act_bytes) + 1, "moe");
+    const halo_tensor *xw[2] = {a->gate_exps, a->up_exps}, *xsw[2] = {a->gate_sh, a->up_sh};
+    bool acts_ok = act_rows(&c, xw, c.x_act, c.x_act_bytes) &&
+                   act_rows(&c, a->gate_sh ? xsw : NULL, c.xs_act, c.xs_act_bytes);
     c.h = cpu_scratch(cb, (size_t)(pairs * c.n_h) * sizeof *c.h, "moe");
     c.h_act = cpu_scratch(cb, (size_t)(pairs * c.h_act_bytes), "moe");
     c.y = cpu_scratch(cb, (size_t)(pairs * c.n_embd) * sizeof *c.y, "moe");
@@ -389,7 +412,7 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
             halo_quant_dequantize_row(a->probs_bias->type, cpu_ptr(a->probs_bias), c.bias,
                                       a->probs_bias->ne[0]);
     }
-    bool ok = c.r_act && c.score && c.sel && c.weight && c.x_act && c.xs_act && c.h && c.h_act &&
+    bool ok = c.r_act && c.score && c.sel && c.weight && acts_ok && c.h && c.h_act &&
               c.y && c.first &&
               c.pairs && c.tasks && c.in_round && c.round_pairs && (c.view || !a->experts) &&
               (c.bias || !a->probs_bias);
@@ -422,8 +445,10 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     free(c.score);
     free(c.sel);
     free(c.weight);
-    free(c.x_act);
-    free(c.xs_act);
+    for (int i = 1; i >= 0; i--) { /* [1] may be [0] */
+        if (i == 0 || c.x_act[1] != c.x_act[0]) free(c.x_act[i]);
+        if (i == 0 || c.xs_act[1] != c.xs_act[0]) free(c.xs_act[i]);
+    }
     free(c.h);
     free(c.h_act);
     free(c.y);

@@ -9,8 +9,9 @@
 # shapes, and every golden model and sequence through the whole forward.
 #
 #   scripts/device-vulkan.sh fetch [DIR]   on a machine with apt: download the .deb files to DIR
-#                                           (default .carry/vulkan/debs, ~12 MB; spirv-headers is
-#                                           for llama.cpp's Vulkan build, bench/vulkan/run.sh)
+#                                           (default .carry/vulkan/debs, ~12 MB; with
+#                                           spirv-headers, for llama.cpp's Vulkan build:
+#                                           bench/vulkan/run.sh)
 #   scripts/device-vulkan.sh [DIR]         on the GPU machine: unpack, build, test; logs in $OUT
 #                                           (or /tmp/halo-out)
 #
@@ -18,7 +19,9 @@
 #   echo /.carry/ >> .git/info/exclude; scripts/device-vulkan.sh fetch
 #   run(command="scripts/device-vulkan.sh", carry=[".carry/vulkan"], timeout_s=600)
 # Env: HALO_VK_TEST_ALL=1 (default here: the GPU is fast) runs every golden sequence;
-# VK_DRIVER_FILES overrides the ICD; CTEST_REGEX (default vulkan) picks the tests.
+# VK_DRIVER_FILES overrides the ICD; CTEST_REGEX (default vulkan) picks the tests; VK_BENCH="ARGS"
+# then runs `halo bench ARGS --backend vulkan` once (e.g. VK_BENCH="--synthetic dsv4-flash-q2:4
+# -p 512 -n 64 -r 2 -o md").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root_pkgs=(libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
@@ -89,6 +92,14 @@ mkdir -p "$out"
     export HALO_VK_TEST_ALL=${HALO_VK_TEST_ALL:-1}
     cd build-vk-dev
     ctest --output-on-failure -R "${CTEST_REGEX:-vulkan}" -V
+    tests=$?
+    # One halo bench on the GPU after the tests (VK_BENCH: its arguments, --backend vulkan added).
+    if [ -n "${VK_BENCH:-}" ]; then
+        echo "== halo bench $VK_BENCH --backend vulkan"
+        # shellcheck disable=SC2086
+        src/cli/halo bench $VK_BENCH --backend vulkan 2>&1 | grep -vE "^(loading|\[)" | tail -40
+    fi
+    exit "$tests"
 } 2>&1 | tee "$out/vulkan.log"
 rc=${PIPESTATUS[0]}
 # A test that finds no usable device skips (exit 77), which ctest counts as passing: not here.

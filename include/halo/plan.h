@@ -51,6 +51,7 @@ typedef enum halo_gpu_vendor {
     HALO_GPU_AMD,
     HALO_GPU_NVIDIA,
     HALO_GPU_APPLE,
+    HALO_GPU_OTHER, /* known only through Vulkan: Intel, lavapipe (the Vulkan backend's) */
 } halo_gpu_vendor;
 
 /* A machine's memory, from the probe or a profile. Sizes in bytes; 0 = absent or unknown. */

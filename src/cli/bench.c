@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/vulkan/vulkan.h"
 #include "cli/bench.h"
 #include "cli/bench_bw.h"
 #include "cli/cli.h"
@@ -310,6 +311,10 @@ static void placement(const halo_gguf *g, const char *path, const char *backend,
     const char *profile = getenv("HALO_PROFILE");
     if ((profile && *profile ? halo_machine_load_profile(profile, &m, &err)
                              : halo_machine_probe("/", path, &m, &err)) != HALO_OK)
+        return;
+    /* As the engine plans it: a Vulkan device the probes do not know, from its heaps. */
+    if (!(profile && *profile) && !strcmp(backend, "vulkan") &&
+        halo_backend_vulkan_machine(-1, &m, &err) != HALO_OK)
         return;
     if (strcmp(backend, "cpu")) snprintf(pi->gpu, sizeof pi->gpu, "%s", m.gpu_name);
     halo_plan_options o = {.n_ctx = n_ctx, .n_batch = n_batch};

@@ -18,7 +18,7 @@ static void usage(FILE *out) {
                  "  --chunk N    evaluate N tokens per step (default: all at once)\n"
                  "  --threads N  CPU threads (default: one per core)\n"
                  "  --precise    f32 activations for quantized weights (no integer dots)\n"
-                 "  --backend B  cpu|cuda|auto (default cpu)\n" CLI_STREAM_USAGE);
+                 "  --backend B  cpu|cuda|vulkan|auto (default cpu)\n" CLI_STREAM_USAGE);
 }
 
 /* Strict unsigned parse: digits only, no overflow. */

@@ -169,6 +169,10 @@ int cli_plan(int argc, char **argv) {
     halo_status st = profile ? halo_machine_load_profile(profile, &m, &err)
                              : halo_machine_probe(root ? root : "/", model, &m, &err);
     if (st == HALO_OK && measure && !profile) st = halo_machine_measure_disk(model, &m, &err);
+    /* The Vulkan device's own heaps where the probes do not know it (lavapipe, Intel). */
+    if (st == HALO_OK && !profile && !root && o.backend == HALO_BACKEND_VULKAN &&
+        halo_backend_vulkan_built())
+        st = halo_backend_vulkan_machine(-1, &m, &err);
     if (st != HALO_OK) {
         halo_gguf_close(g);
         return bad("", &err);

@@ -48,7 +48,7 @@ static void usage(FILE *out) {
             "  --ignore-eos         keep generating past the end-of-turn token\n"
             "  --ctx N              context size (default: %d or the model's, if smaller)\n"
             "  --threads N          CPU threads (default and most: the cores available)\n"
-            "  --backend B          cpu|cuda|auto (default cpu; auto: the GPU when usable)\n"
+            "  --backend B          cpu|cuda|vulkan|auto (default cpu; auto: the GPU when usable)\n"
             "  --prompt-cache FILE  reuse the prompt's state saved in FILE, save it there\n"
             "  --kv-dir DIR [--kv-dir-size SIZE]   prefix cache on disk (default size 16G)\n"
             CLI_STREAM_USAGE,

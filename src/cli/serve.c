@@ -40,7 +40,8 @@ static void usage(FILE *out) {
         "  --cache-ram SIZE      prefix cache in RAM: ended requests' states, for any slot\n"
         "  --kv-dir DIR [--kv-dir-size SIZE]  prefix cache on disk (kept across restarts)\n"
         "  --threads N           CPU threads (default: one per core)\n"
-        "  --backend B           cpu|cuda|auto, as for halo run (default cpu)\n" CLI_STREAM_USAGE
+        "  --backend B           cpu|cuda|vulkan|auto, as for halo run (default cpu)\n"
+        CLI_STREAM_USAGE
         "  --tokenizer GGUF      take the tokenizer and chat format from another GGUF (for\n"
         "                        synthetic models without a vocabulary, in benchmarks)\n"
         "  --test-hooks          accept \"halo_test_reply\" in requests (tests only)\n");

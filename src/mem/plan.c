@@ -127,7 +127,8 @@ static halo_status summarize(const halo_gguf *g, model_sum *s, halo_error *err) 
 static halo_status resolve_backend(const halo_machine *m, halo_plan_options *o, halo_error *err) {
     if (o->backend == HALO_BACKEND_AUTO) {
         static const halo_backend_kind natural[] = {HALO_BACKEND_CPU, HALO_BACKEND_HIP,
-                                                    HALO_BACKEND_CUDA, HALO_BACKEND_METAL};
+                                                    HALO_BACKEND_CUDA, HALO_BACKEND_METAL,
+                                                    HALO_BACKEND_VULKAN};
         o->backend = natural[m->gpu_vendor];
     }
     bool ok = o->backend == HALO_BACKEND_CPU ||
@@ -135,7 +136,8 @@ static halo_status resolve_backend(const halo_machine *m, halo_plan_options *o, 
               (o->backend == HALO_BACKEND_CUDA && m->gpu_vendor == HALO_GPU_NVIDIA) ||
               (o->backend == HALO_BACKEND_METAL && m->gpu_vendor == HALO_GPU_APPLE) ||
               (o->backend == HALO_BACKEND_VULKAN &&
-               (m->gpu_vendor == HALO_GPU_AMD || m->gpu_vendor == HALO_GPU_NVIDIA));
+               (m->gpu_vendor == HALO_GPU_AMD || m->gpu_vendor == HALO_GPU_NVIDIA ||
+                m->gpu_vendor == HALO_GPU_OTHER));
     if (!ok)
         return halo_fail(err, HALO_E_UNSUPPORTED, "plan: backend %s: machine %s has %s",
                          halo_backend_name(o->backend), m->name,
@@ -188,6 +190,8 @@ static void setup_pools(const halo_machine *m, const halo_plan_options *o, halo_
             snprintf(dev->limit, sizeof dev->limit, "%s",
                      m->gpu_vendor == HALO_GPU_APPLE
                          ? "GPU working-set limit (iogpu.wired_limit_mb)"
+                     : m->gpu_vendor == HALO_GPU_OTHER
+                         ? "the Vulkan device-local heap"
                          : "unified memory the GPU reports (cudaMemGetInfo)");
         } else {
             dev->capacity = m->vram_total;

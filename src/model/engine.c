@@ -29,6 +29,9 @@ static halo_status admit(const halo_engine_params *params, const halo_gguf *g,
     const char *profile = getenv("HALO_PROFILE");
     halo_status st = profile && *profile ? halo_machine_load_profile(profile, &m, err)
                                          : halo_machine_probe("/", params->model_path, &m, err);
+    /* A Vulkan device the probes do not know (lavapipe, Intel) is planned from its heaps. */
+    if (!st && !(profile && *profile) && backend == HALO_BACKEND_VULKAN)
+        st = halo_backend_vulkan_machine(-1, &m, err);
     if (st) return halo_error_prefix(err, "cannot check memory before loading: ");
     uint32_t n_ctx = params->n_ctx ? params->n_ctx : 4096;
     if (!params->n_ctx && hp->n_ctx_train && n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
@@ -100,11 +103,11 @@ static halo_status pick_backend(const halo_engine_params *params, halo_backend *
                                 halo_backend_kind *kind, halo_error *err) {
     const char *name = backend_name(params), *gpu = halo_backend_cuda_flavor();
     bool want_gpu = gpu && !strcmp(name, gpu), is_auto = !strcmp(name, "auto");
-    /* Vulkan (src/backend/vulkan): weights are placed as for the CPU, one buffer per tensor that
-     * the backend fills from the arena (docs/vulkan.md); the plan does not know its heaps yet. */
+    /* Vulkan (src/backend/vulkan) is placed by the plan as the GPU backends are. */
+    const halo_vk_mode vk_mode = params->precise ? HALO_VK_PRECISE : HALO_VK_FAST;
     if (!strcmp(name, "vulkan")) {
-        *kind = HALO_BACKEND_CPU;
-        return halo_backend_vulkan_create(-1, be, err);
+        *kind = HALO_BACKEND_VULKAN;
+        return halo_backend_vulkan_create_mode(-1, vk_mode, be, err);
     }
     if (want_gpu || is_auto) {
         halo_error why = {0};
@@ -116,7 +119,15 @@ static halo_status pick_backend(const halo_engine_params *params, halo_backend *
             *err = why;
             return halo_error_prefix(err, "backend %s: ", name);
         }
-        fprintf(stderr, "halo: running on the CPU: %s\n", why.message);
+        /* No CUDA device: a Vulkan GPU (never a CPU implementation such as lavapipe). */
+        halo_error vk_why = {0};
+        if (halo_backend_vulkan_built() &&
+            halo_backend_vulkan_create_gpu(vk_mode, be, &vk_why) == HALO_OK) {
+            *kind = HALO_BACKEND_VULKAN;
+            return HALO_OK;
+        }
+        fprintf(stderr, "halo: running on the CPU: %s%s%s\n", why.message,
+                vk_why.message[0] ? "; " : "", vk_why.message);
     }
     *kind = HALO_BACKEND_CPU;
     return halo_backend_cpu_create(params->threads, params->precise, be, err);

@@ -34,10 +34,25 @@ uint8_t *halo_engine_arena_pools(const halo_gguf *g, const halo_plan *plan, uint
 /* Tensor bytes the plan puts in device or managed memory. */
 uint64_t halo_engine_gpu_bytes(const halo_gguf *g, const halo_plan *plan);
 
-/* Allocates the device and managed pools' buffers, reads their tensors straight from the file
- * into them (the direct loader: pinned staging, no host copy) or copies them from the arena when
- * it holds them (a synthetic model), maps the arena for the gpu-host tensors, binds every weight,
- * and frees the arena when nothing stays in host memory. */
+/* A GPU backend's weight buffers: each pool's tensors, in file order, in buffers of at most the
+ * backend's largest (Vulkan: maxMemoryAllocationSize), no tensor straddling two. */
+typedef struct halo_gpu_layout {
+    uint32_t n_bufs;
+    uint32_t *buf_of; /* per tensor: its buffer (UINT32_MAX: none) */
+    uint64_t *off;    /* per tensor: its offset in that buffer (256-byte aligned) */
+    uint64_t *size;   /* per buffer: its bytes (at most cap) */
+    uint8_t *pool;    /* per buffer: its pool */
+} halo_gpu_layout;
+/* Lays out n tensors of bytes[i] (0: not placed) in pool[i] in buffers of at most cap bytes (0:
+ * no limit); the caller's arrays hold n entries each. HALO_E_NOMEM with *too_big set when a
+ * tensor is larger than cap. */
+halo_status halo_engine_layout(const uint64_t *bytes, const uint8_t *pool, uint64_t n, uint64_t cap,
+                               halo_gpu_layout *l, uint64_t *too_big);
+
+/* Allocates the device and managed pools' buffers (split at the backend's largest buffer), reads
+ * their tensors straight from the file into them (the direct loader: pinned staging, no host copy)
+ * or copies them from the arena when it holds them (a synthetic model), maps the arena for the
+ * gpu-host tensors, binds every weight, and frees the arena when nothing stays in host memory. */
 halo_status halo_engine_place_gpu(halo_engine *e, const halo_plan *plan, halo_load_meter *meter,
                                   halo_error *err);
 

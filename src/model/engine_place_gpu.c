@@ -7,6 +7,7 @@
  * with none, the arena is freed. */
 #include <stdlib.h>
 
+#include "backend/vulkan/vulkan.h"
 #include "core/error.h"
 #include "mem/direct_load.h"
 #include "mem/expert_device.h"
@@ -100,61 +101,145 @@ static void sink_unpin(void *user, void *handle) {
     g->e->be->ops->buf_free(g->e->be, handle);
 }
 
+/* ---- layout: pools split into buffers the backend can make ------------------------------- */
+
+halo_status halo_engine_layout(const uint64_t *bytes, const uint8_t *pool, uint64_t n, uint64_t cap,
+                               halo_gpu_layout *l, uint64_t *too_big) {
+    int64_t open[HALO_POOL_COUNT];
+    for (int k = 0; k < HALO_POOL_COUNT; k++)
+        open[k] = -1;
+    l->n_bufs = 0;
+    if (!cap) cap = UINT64_MAX;
+    for (uint64_t i = 0; i < n; i++) {
+        l->buf_of[i] = UINT32_MAX;
+        if (!bytes[i]) continue;
+        uint8_t k = pool[i];
+        /* 256-byte aligned starts: every backend's offset alignment (Vulkan's
+         * minStorageBufferOffsetAlignment is at most 256). */
+        uint64_t need = (bytes[i] + 255) & ~255ull;
+        if (bytes[i] > cap) {
+            *too_big = i;
+            return HALO_E_NOMEM;
+        }
+        if (open[k] < 0 || l->size[open[k]] > cap - bytes[i]) {
+            open[k] = (int64_t)l->n_bufs++;
+            l->size[open[k]] = 0;
+            l->pool[open[k]] = k;
+        }
+        l->buf_of[i] = (uint32_t)open[k];
+        l->off[i] = l->size[open[k]];
+        l->size[open[k]] += need;
+        if (l->size[open[k]] > cap) l->size[open[k]] = cap; /* the last tensor's padding */
+    }
+    return HALO_OK;
+}
+
+/* The gpu-host tensors where the arena loader read them, wrapped in as few ranges as the
+ * backend's largest buffer allows (an import is page-aligned outward: ranges stay 64 KiB under
+ * the cap), each range whole tensors in address order. */
+typedef struct host_span {
+    const unsigned char *p;
+    uint64_t n, i;
+} host_span;
+
+static int by_address(const void *a, const void *b) {
+    const host_span *x = a, *y = b;
+    return x->p < y->p ? -1 : x->p > y->p;
+}
+
+#define WRAP_SLACK (64ull << 10)
+
+static halo_status wrap_arena(gpu_place *g, host_span *sp, uint64_t n_sp, uint64_t cap,
+                              halo_error *err) {
+    halo_engine *e = g->e;
+    qsort(sp, n_sp, sizeof *sp, by_address);
+    uint64_t limit = cap > 4 * WRAP_SLACK ? cap - WRAP_SLACK : cap;
+    for (uint64_t a = 0; a < n_sp;) {
+        const unsigned char *lo = sp[a].p, *hi = sp[a].p + sp[a].n;
+        uint64_t b = a + 1;
+        while (b < n_sp) {
+            const unsigned char *end = sp[b].p + sp[b].n > hi ? sp[b].p + sp[b].n : hi;
+            if ((uint64_t)(end - lo) > limit) break;
+            hi = end;
+            b++;
+        }
+        halo_buf *buf = NULL;
+        halo_status st =
+            e->be->ops->buf_wrap_host(e->be, (void *)lo, (uint64_t)(hi - lo), &buf, err);
+        if (st)
+            return halo_error_prefix(err,
+                                     "weights in GPU-visible host memory (%.2f GiB from '%s'): ",
+                                     (double)(hi - lo) / (double)(1ull << 30),
+                                     halo_gguf_tensor_at(e->gguf, sp[a].i)->name);
+        e->tensor_bufs[e->n_bufs++] = buf;
+        for (uint64_t k = a; k < b; k++) {
+            g->buf[sp[k].i] = buf;
+            g->off[sp[k].i] = (uint64_t)(sp[k].p - lo);
+        }
+        a = b;
+    }
+    return HALO_OK;
+}
+
+/* The largest buffer the backend makes in one piece; 0: no limit (CUDA, HIP). Only Vulkan has
+ * one today (maxMemoryAllocationSize); a backend.h query would serve every backend. */
+static uint64_t buffer_cap(const halo_backend *be) {
+    return halo_backend_vulkan_max_buffer(be);
+}
+
 halo_status halo_engine_place_gpu(halo_engine *e, const halo_plan *plan, halo_load_meter *meter,
                                   halo_error *err) {
     const halo_backend_ops *op = e->be->ops;
-    uint64_t n = halo_gguf_tensor_count(e->gguf), used[HALO_POOL_COUNT] = {0};
+    uint64_t n = halo_gguf_tensor_count(e->gguf), n_sp = 0, bad = 0, cap = buffer_cap(e->be);
     gpu_place g = {.e = e,
                    .plan = plan,
                    .buf = calloc(n + 1, sizeof *g.buf),
                    .off = calloc(n + 1, sizeof *g.off)};
     bool *want = calloc(n + 1, sizeof *want), direct = false;
-    halo_buf *pool_buf[HALO_POOL_COUNT] = {0};
-    const unsigned char *lo = NULL, *hi = NULL; /* the gpu-host tensors' range in the arena */
-    halo_status st =
-        g.buf && g.off && want ? HALO_OK : halo_fail(err, HALO_E_NOMEM, "out of memory");
+    uint64_t *bytes = calloc(n + 1, sizeof *bytes), *size = calloc(n + 1, sizeof *size);
+    uint32_t *buf_of = calloc(n + 1, sizeof *buf_of);
+    uint8_t *buf_pool = calloc(n + 1, 1);
+    host_span *sp = calloc(n + 1, sizeof *sp);
+    halo_gpu_layout l = {.buf_of = buf_of, .off = g.off, .size = size, .pool = buf_pool};
+    halo_status st = g.buf && g.off && want && bytes && size && buf_of && buf_pool && sp
+                         ? HALO_OK
+                         : halo_fail(err, HALO_E_NOMEM, "out of memory");
     for (uint64_t i = 0; !st && i < n; i++) {
         const halo_gguf_tensor *t = halo_gguf_tensor_at(e->gguf, i);
         const unsigned char *p = halo_mem_arena_tensor(e->arena, i);
         uint8_t pool = plan->tensor_pool[i];
         if (in_host(pool) && p) {
-            lo = !lo || p < lo ? p : lo;
-            hi = !hi || p + t->n_bytes > hi ? p + t->n_bytes : hi;
+            sp[n_sp++] = (host_span){p, t->n_bytes, i};
         } else if (in_gpu(pool) && t->n_bytes) {
-            g.off[i] = used[pool];
-            used[pool] += (t->n_bytes + 255) & ~255ull;
+            bytes[i] = t->n_bytes;
             want[i] = !p; /* not in the arena: straight from the file */
             direct = direct || want[i];
         }
     }
-    for (int k = 0; !st && k < HALO_POOL_COUNT; k++) {
-        if (!used[k]) continue;
-        st = op->buf_alloc_pool(e->be, (uint32_t)k, used[k], &pool_buf[k], err);
+    if (!st && halo_engine_layout(bytes, plan->tensor_pool, n, cap, &l, &bad))
+        st = halo_fail(err, HALO_E_NOMEM,
+                       "tensor '%s' (%llu bytes) is larger than the largest buffer the %s backend "
+                       "can make (%llu bytes)",
+                       halo_gguf_tensor_at(e->gguf, bad)->name, (unsigned long long)bytes[bad],
+                       op->name, (unsigned long long)cap);
+    for (uint32_t k = 0; !st && k < l.n_bufs; k++) {
+        halo_buf *pb = NULL;
+        st = op->buf_alloc_pool(e->be, buf_pool[k], size[k], &pb, err);
         if (st)
-            halo_error_prefix(
-                err, "weights in the %s pool (%.2f GiB): ", halo_pool_name((halo_pool_kind)k),
-                (double)used[k] / (double)(1ull << 30));
+            halo_error_prefix(err, "weights in the %s pool (buffer %u, %.2f GiB): ",
+                              halo_pool_name((halo_pool_kind)buf_pool[k]), k,
+                              (double)size[k] / (double)(1ull << 30));
         else
-            e->tensor_bufs[e->n_bufs++] = pool_buf[k];
+            e->tensor_bufs[e->n_bufs++] = pb;
+        for (uint64_t i = 0; !st && i < n; i++)
+            if (buf_of[i] == k) g.buf[i] = pb;
     }
-    halo_buf *arena_buf = NULL;
-    if (!st && lo) {
-        st = op->buf_wrap_host(e->be, (void *)lo, (uint64_t)(hi - lo), &arena_buf, err);
-        if (st)
-            halo_error_prefix(err, "weights in GPU-visible host memory: ");
-        else
-            e->tensor_bufs[e->n_bufs++] = arena_buf;
-    }
+    if (!st && n_sp) st = wrap_arena(&g, sp, n_sp, cap ? cap : UINT64_MAX, err);
     for (uint64_t i = 0; !st && i < n; i++) {
         const halo_gguf_tensor *t = halo_gguf_tensor_at(e->gguf, i);
         const unsigned char *p = halo_mem_arena_tensor(e->arena, i);
-        uint8_t pool = plan->tensor_pool[i];
-        if (in_host(pool) && p) {
-            g.buf[i] = arena_buf;
-            g.off[i] = (uint64_t)(p - lo);
-        } else if (in_gpu(pool) && t->n_bytes) {
-            g.buf[i] = pool_buf[pool];
-            if (p) st = op->buf_write(e->be, pool_buf[pool], g.off[i], p, t->n_bytes, err);
+        if (bytes[i] && p) {
+            st = op->buf_write(e->be, g.buf[i], g.off[i], p, t->n_bytes, err);
             if (st) halo_error_prefix(err, "tensor '%s': ", t->name);
         }
     }
@@ -165,11 +250,16 @@ halo_status halo_engine_place_gpu(halo_engine *e, const halo_plan *plan, halo_lo
     }
     if (!st) st = halo_weights_for_each(&e->w, bind_one, &g, err);
     /* Nothing stays in the arena: give its host memory back. */
-    if (!st && !lo) {
+    if (!st && !n_sp) {
         halo_mem_arena_free(e->arena);
         e->arena = NULL;
     }
     free(want);
+    free(bytes);
+    free(size);
+    free(buf_of);
+    free(buf_pool);
+    free(sp);
     free(g.buf);
     free(g.off);
     return st;

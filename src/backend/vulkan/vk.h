@@ -160,13 +160,13 @@ typedef struct vk_backend {
     uint32_t type_device, type_host;
     bool device_mapped;
     bool has_host_import;  /* VK_EXT_external_memory_host enabled and not turned off */
-    bool wrap_to_device;   /* buf_wrap_host copies into device memory (a discrete GPU) */
+    bool wrap_to_device;   /* buf_wrap_host copies into device memory (HALO_VK_IMPORT=device) */
     uint64_t import_align; /* minImportedHostPointerAlignment */
     halo_buf *staging;     /* host-visible bounce buffer for staged device memory */
     uint64_t max_range, max_alloc, max_buffer, align;
     uint32_t subgroup_size;
     bool has_int_dot; /* VK_KHR_shader_integer_dot_product offered */
-    bool int_dot;     /* fast mode (HALO_VK_FAST=1): Q8_0 projections by integer dot products */
+    bool int_dot;     /* fast mode on a device that has them: Q8_0 projections by integer dots */
 
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout pipe_layout;
@@ -187,6 +187,10 @@ typedef struct vk_backend {
      * per unit of work as measured, the recorded work and the next dispatch's estimate. */
     double submit_s, split_work, rate, queued_work, next_work;
     uint64_t n_submits;
+    /* A lost device stays lost: every later submission fails naming it. HALO_VK_TEST_LOSE=N
+     * treats the N-th submission (1-based) as if the device was lost there (tests). */
+    bool lost;
+    uint64_t lose_at;
 
     halo_buf *deferred; /* freed after the next wait */
     vk_upload upload;
@@ -232,6 +236,8 @@ halo_status vk_buf_read(halo_backend *be, const halo_buf *b, uint64_t offset, vo
 
 /* vk_device.c */
 const char *vk_result_name(VkResult r);
+/* Whether HALO_VK_TEST_HIDE names `feature` (the device is treated as lacking it: tests). */
+bool vk_test_hides(const char *feature);
 
 /* vk_submit.c: submission and its time bound. */
 void vk_submit_init(vk_backend *vb);

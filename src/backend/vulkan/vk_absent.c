@@ -38,3 +38,23 @@ halo_status halo_backend_vulkan_probe(int device, halo_vk_probe *out, halo_error
     return halo_fail(err, HALO_E_UNSUPPORTED,
                      "backend 'vulkan' is not built (configure with -DHALO_VULKAN=ON)");
 }
+
+halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_backend **out,
+                                            halo_error *err) {
+    (void)mode;
+    return halo_backend_vulkan_create(device, out, err);
+}
+
+bool halo_backend_vulkan_fast(const halo_backend *be) {
+    (void)be;
+    return false;
+}
+
+uint64_t halo_backend_vulkan_max_buffer(const halo_backend *be) {
+    (void)be;
+    return 0;
+}
+
+halo_status halo_backend_vulkan_create_gpu(halo_vk_mode mode, halo_backend **out, halo_error *err) {
+    return halo_backend_vulkan_create_mode(-1, mode, out, err);
+}

@@ -61,7 +61,8 @@ static halo_status sync(halo_backend *be, halo_error *err) {
     halo_status st = vk_flush(vb, err);
     if (st) return st;
     if (vb->failed) {
-        st = halo_fail(err, vb->failed, "vulkan backend: %s", vb->failed_msg);
+        bool named = !strncmp(vb->failed_msg, "vulkan backend: ", 16); /* from vk_flush */
+        st = halo_fail(err, vb->failed, "%s%s", named ? "" : "vulkan backend: ", vb->failed_msg);
         vb->failed = HALO_OK;
         vb->failed_msg[0] = 0;
     }
@@ -229,6 +230,14 @@ static bool device_suits(vk_backend *vb, VkPhysicalDevice pd, char *why, size_t 
     return false;
 }
 
+static bool is_cpu(vk_backend *vb, VkPhysicalDevice pd) {
+    VkPhysicalDeviceProperties p;
+    vb->fn.vkGetPhysicalDeviceProperties(pd, &p);
+    return p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
+
+/* Device `want`, or (want < 0) the first suitable GPU, else the first suitable device: with a
+ * GPU's driver and lavapipe both installed, the loader's order must not put halo on the CPU. */
 static halo_status pick_device(vk_backend *vb, int want, halo_error *err) {
     uint32_t n = 0;
     vb->fn.vkEnumeratePhysicalDevices(vb->instance, &n, NULL);
@@ -245,13 +254,17 @@ static halo_status pick_device(vk_backend *vb, int want, halo_error *err) {
                          "present",
                          want, n);
     char why[512] = "";
-    for (uint32_t i = 0; i < n; i++) {
-        if (want >= 0 && (int)i != want) continue;
-        if (device_suits(vb, devs[i], why, sizeof why, &vb->queue_family)) {
-            vb->phys = devs[i];
-            return HALO_OK;
+    for (int pass = want >= 0 ? 1 : 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < n; i++) {
+            if (want >= 0 && (int)i != want) continue;
+            if (pass == 0 && is_cpu(vb, devs[i])) continue;
+            char w[512];
+            if (device_suits(vb, devs[i], w, sizeof w, &vb->queue_family)) {
+                vb->phys = devs[i];
+                return HALO_OK;
+            }
+            if (!why[0]) snprintf(why, sizeof why, "%s", w);
         }
-    }
     return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: no usable device: %s", why);
 }
 
@@ -285,7 +298,8 @@ static halo_status read_device(vk_backend *vb, halo_error *err) {
     vb->fn.vkEnumerateDeviceExtensionProperties(vb->phys, NULL, &n_ext, ext);
     vb->has_int_dot = has_ext(ext, n_ext, "VK_KHR_shader_integer_dot_product");
     /* Host-memory import: the loader's arena used in place (buf_wrap_host). */
-    vb->has_host_import = has_ext(ext, n_ext, "VK_EXT_external_memory_host");
+    vb->has_host_import =
+        has_ext(ext, n_ext, "VK_EXT_external_memory_host") && !vk_test_hides("import");
     free(ext);
     if (vb->has_host_import) {
         VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp = {
@@ -311,7 +325,7 @@ static halo_status read_device(vk_backend *vb, halo_error *err) {
     return HALO_OK;
 }
 
-static halo_status make_device(vk_backend *vb, halo_error *err) {
+static halo_status make_device(vk_backend *vb, halo_vk_mode mode, halo_error *err) {
     halo_status st = read_device(vb, err);
     if (st) return st;
     float prio = 1.0f;
@@ -319,20 +333,20 @@ static halo_status make_device(vk_backend *vb, halo_error *err) {
                                   .queueFamilyIndex = vb->queue_family,
                                   .queueCount = 1,
                                   .pQueuePriorities = &prio};
-    /* Fast mode (HALO_VK_FAST=1): Q8_0 projections by packed 4x8-bit integer dot products. */
+    /* Fast mode: Q8_0 projections by packed 4x8-bit integer dot products. */
     VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idf = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
-    const char *fast = getenv("HALO_VK_FAST");
-    if (fast && !strcmp(fast, "1")) {
+    if (mode != HALO_VK_PRECISE) {
         VkPhysicalDeviceFeatures2 qf = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                         .pNext = &idf};
         if (vb->has_int_dot) vb->fn.vkGetPhysicalDeviceFeatures2(vb->phys, &qf);
-        if (!vb->has_int_dot || !idf.shaderIntegerDotProduct)
+        bool have = vb->has_int_dot && idf.shaderIntegerDotProduct && !vk_test_hides("intdot");
+        if (!have && mode == HALO_VK_FAST_ONLY)
             return halo_fail(err, HALO_E_UNSUPPORTED,
-                             "vulkan backend: HALO_VK_FAST=1 needs integer dot products "
-                             "(VK_KHR_shader_integer_dot_product), which %s lacks",
+                             "vulkan backend: fast mode (HALO_VK_FAST=1) needs integer dot "
+                             "products (VK_KHR_shader_integer_dot_product), which %s lacks",
                              vb->props.deviceName);
-        vb->int_dot = true;
+        vb->int_dot = have;
         idf.pNext = NULL;
     }
     VkPhysicalDeviceVulkan11Features f11 = {
@@ -394,7 +408,15 @@ static halo_status make_device(vk_backend *vb, halo_error *err) {
 }
 
 halo_status halo_backend_vulkan_create(int device, halo_backend **out, halo_error *err) {
+    return halo_backend_vulkan_create_mode(device, HALO_VK_PRECISE, out, err);
+}
+
+halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_backend **out,
+                                            halo_error *err) {
     *out = NULL;
+    const char *fast = getenv("HALO_VK_FAST");
+    if (fast && !strcmp(fast, "1")) mode = HALO_VK_FAST_ONLY;
+    if (fast && !strcmp(fast, "0")) mode = HALO_VK_PRECISE;
     vk_backend *vb = calloc(1, sizeof *vb);
     if (!vb) return halo_fail(err, HALO_E_NOMEM, "out of memory");
     vb->base.ops = &vk_ops;
@@ -404,7 +426,7 @@ halo_status halo_backend_vulkan_create(int device, halo_backend **out, halo_erro
     vb->profile = getenv("HALO_VK_PROFILE") && atoi(getenv("HALO_VK_PROFILE")) > 0;
     halo_status st = open_instance(vb, err);
     if (!st) st = pick_device(vb, device, err);
-    if (!st) st = make_device(vb, err);
+    if (!st) st = make_device(vb, mode, err);
     if (!st) st = vk_pipelines_create(vb, err);
     if (!st) st = vk_buf_create_in(vb, VK_MEM_HOST, 1u << 20, &vb->upload.buf, err);
     if (!st) st = vk_buf_create(vb, sizeof halo_iq2xxs_grid, &vb->grid, err);
@@ -440,6 +462,8 @@ halo_status halo_backend_vulkan_probe(int device, halo_vk_probe *out, halo_error
         out->max_alloc = vb->max_alloc;
         out->host_import = vb->has_host_import;
         out->int_dot = vb->has_int_dot;
+        out->cpu = vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+        out->vendor_id = vb->props.vendorID;
     }
     destroy(&vb->base);
     return st;
@@ -447,4 +471,42 @@ halo_status halo_backend_vulkan_probe(int device, halo_vk_probe *out, halo_error
 
 const char *halo_backend_vulkan_device_name(const halo_backend *be) {
     return ((const vk_backend *)be)->props.deviceName;
+}
+
+bool halo_backend_vulkan_fast(const halo_backend *be) {
+    return be && be->ops == &vk_ops && ((const vk_backend *)be)->int_dot;
+}
+
+uint64_t halo_backend_vulkan_max_buffer(const halo_backend *be) {
+    if (!be || be->ops != &vk_ops) return 0;
+    const vk_backend *vb = (const vk_backend *)be;
+    uint64_t cap = vb->max_alloc < vb->max_buffer ? vb->max_alloc : vb->max_buffer;
+    const char *env = getenv("HALO_VK_MAX_BUFFER");
+    uint64_t forced = env && *env ? strtoull(env, NULL, 0) : 0;
+    return forced && forced < cap ? forced : cap;
+}
+
+/* HALO_VK_TEST_HIDE=a,b,...: the backend acts as if the device lacked these (tests of the
+ * errors on devices without a feature, on lavapipe which has them all): "intdot" (integer dot
+ * products), "import" (VK_EXT_external_memory_host). */
+bool vk_test_hides(const char *feature) {
+    const char *env = getenv("HALO_VK_TEST_HIDE");
+    if (!env) return false;
+    size_t n = strlen(feature);
+    for (const char *p = strstr(env, feature); p; p = strstr(p + 1, feature))
+        if ((p == env || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return true;
+    return false;
+}
+
+halo_status halo_backend_vulkan_create_gpu(halo_vk_mode mode, halo_backend **out, halo_error *err) {
+    *out = NULL;
+    halo_vk_probe p;
+    halo_status st = halo_backend_vulkan_probe(-1, &p, err);
+    if (st) return st;
+    if (p.cpu)
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         "vulkan backend: %s is a CPU implementation, not a GPU (--backend vulkan "
+                         "uses it anyway)",
+                         p.name);
+    return halo_backend_vulkan_create_mode(-1, mode, out, err);
 }

@@ -10,15 +10,13 @@
  *   wrapped  host memory the caller owns (the loader's arena) imported with
  *            VK_EXT_external_memory_host: the GPU reads it where it lies, nothing is copied.
  *            Without the extension, or when the driver refuses the range, it is copied once
- *            into gpu-host memory. On a discrete GPU wrapped memory is copied into device
- *            memory instead: the engine still opens Vulkan as a CPU-kind backend and wraps
- *            every weight (docs/vulkan.md), and weights read over PCIe would be slower than the
- *            device-local copy this backend made before the import existed.
+ *            into gpu-host memory. This is the plan's gpu-host pool on every device, a
+ *            discrete GPU included: the engine places device-pool weights with
+ *            buf_alloc_pool, and what it wraps is what the plan put in host memory.
  *
  * HALO_VK_STAGING=1 stages device memory even where it is host-visible (to test the discrete
- * path on lavapipe); HALO_VK_IMPORT=0 turns the import off (the copy fallback), =1 imports on a
- * discrete GPU too (the gpu-host pool's meaning once the engine places Vulkan by the plan),
- * =device copies into device memory as on a discrete GPU (tests). */
+ * path on lavapipe); HALO_VK_IMPORT=0 turns the import off (the copy fallback), =device copies
+ * wrapped memory into device memory instead (tests). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,9 +71,7 @@ void vk_memory_choose(vk_backend *vb) {
     if (dev < 0) vb->device_mapped = true; /* no device-local type: device memory is host's */
     if (env_is("HALO_VK_STAGING", "1")) vb->device_mapped = false;
     if (env_is("HALO_VK_IMPORT", "0")) vb->has_host_import = false;
-    vb->wrap_to_device = (vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU &&
-                          !env_is("HALO_VK_IMPORT", "1")) ||
-                         env_is("HALO_VK_IMPORT", "device");
+    vb->wrap_to_device = env_is("HALO_VK_IMPORT", "device");
 }
 
 /* ---- creation ----------------------------------------------------------------------------- */
@@ -261,8 +257,8 @@ static bool import_host(vk_backend *vb, void *data, uint64_t bytes, halo_buf *b)
 }
 
 /* Weights read once into the loader's arena are used there: imported when the device can
- * (each byte once in host memory), else copied once into gpu-host memory; on a discrete GPU
- * copied into device memory (see the top of this file). */
+ * (each byte once in host memory), else copied once into gpu-host memory (see the top of this
+ * file). */
 halo_status vk_buf_wrap_host(halo_backend *be, void *data, uint64_t bytes, halo_buf **out,
                              halo_error *err) {
     vk_backend *vb = vk_of(be);

@@ -43,6 +43,8 @@ void vk_submit_init(vk_backend *vb) {
     if (vb->submit_s < 0) vb->submit_s = 0;
     const char *sw = getenv("HALO_VK_SPLIT_WORK");
     vb->split_work = sw && *sw ? atof(sw) : 0;
+    const char *lose = getenv("HALO_VK_TEST_LOSE");
+    vb->lose_at = lose && *lose ? strtoull(lose, NULL, 10) : 0;
 }
 
 void vk_release_deferred(vk_backend *vb) {
@@ -82,6 +84,11 @@ halo_status vk_flush(vk_backend *vb, halo_error *err) {
         if (r == VK_SUCCESS) vb->fn.vkResetFences(vb->device, 1, &vb->fence);
     }
     vb->n_submits++;
+    if (r == VK_SUCCESS && (vb->lost || vb->n_submits == vb->lose_at)) {
+        what = vb->lost ? "vkQueueSubmit" : "vkWaitForFences";
+        r = VK_ERROR_DEVICE_LOST;
+    }
+    if (r == VK_ERROR_DEVICE_LOST) vb->lost = true;
     if (r == VK_SUCCESS) learn_rate(vb, now_s() - t0, work);
     for (uint32_t i = 0; i < vb->n_pools; i++)
         vb->fn.vkResetDescriptorPool(vb->device, vb->pools[i], 0);

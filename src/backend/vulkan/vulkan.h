@@ -3,12 +3,39 @@
 #define HALO_BACKEND_VULKAN_H
 
 #include "backend/backend.h"
+#include "halo/plan.h"
 
 /* Creates the Vulkan backend on physical device `device` (in the loader's order; -1: the
- * HALO_VK_DEVICE environment variable, else the first device with a compute queue). Fails with
+ * HALO_VK_DEVICE environment variable, else the first suitable GPU, and a CPU implementation such
+ * as lavapipe only when no GPU suits). Fails with
  * a message naming what is missing: the loader library, a device, Vulkan 1.2, 16-bit storage,
  * subgroup arithmetic, or a buffer feature the shaders need. */
 halo_status halo_backend_vulkan_create(int device, halo_backend **out, halo_error *err);
+
+/* Precise or fast, as the engine's `precise` parameter (halo_engine_params) says. */
+typedef enum halo_vk_mode {
+    HALO_VK_PRECISE = 0, /* activations f32 for every weight type: the reference */
+    HALO_VK_FAST,        /* Q8_0 projections by integer dot products over Q8_0-quantized
+                          * activations where the device has them (else as precise) */
+    HALO_VK_FAST_ONLY,   /* as FAST, but a device without integer dot products is an error */
+} halo_vk_mode;
+/* As halo_backend_vulkan_create, in `mode`. HALO_VK_FAST=1 in the environment makes any mode
+ * FAST_ONLY and HALO_VK_FAST=0 makes it PRECISE (tests); halo_backend_vulkan_create is this with
+ * HALO_VK_PRECISE. */
+halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_backend **out,
+                                            halo_error *err);
+/* As halo_backend_vulkan_create_mode on the device it would pick, but only when that is a GPU:
+ * for "auto" (a CPU implementation such as lavapipe is far slower than the CPU backend). */
+halo_status halo_backend_vulkan_create_gpu(halo_vk_mode mode, halo_backend **out, halo_error *err);
+/* Whether a Vulkan backend runs Q8_0 projections by integer dot products (fast mode on a device
+ * that has them); false for any other backend. */
+bool halo_backend_vulkan_fast(const halo_backend *be);
+
+/* The largest buffer a Vulkan backend can allocate or import in one piece
+ * (maxMemoryAllocationSize, capped at 8 GiB), lowered by HALO_VK_MAX_BUFFER=N (bytes: tests
+ * split the weights with it); 0 for any other backend (no limit). The engine splits a pool of
+ * weights into buffers of at most this size, no tensor straddling two. */
+uint64_t halo_backend_vulkan_max_buffer(const halo_backend *be);
 
 /* What the planner needs from a Vulkan device, read without creating it (no pipelines, no
  * memory): its memory heaps as this backend would use them. For `halo plan --backend vulkan`
@@ -22,8 +49,17 @@ typedef struct halo_vk_probe {
     uint64_t max_alloc;    /* largest buffer (maxMemoryAllocationSize, capped at 8 GiB) */
     bool host_import;      /* VK_EXT_external_memory_host: the loader's arena used in place */
     bool int_dot;          /* VK_KHR_shader_integer_dot_product offered */
+    bool cpu;              /* a CPU implementation (lavapipe), not a GPU */
+    uint32_t vendor_id;    /* PCI vendor (0x1002 AMD, 0x10de NVIDIA, 0x8086 Intel, ...) */
 } halo_vk_probe;
 halo_status halo_backend_vulkan_probe(int device, halo_vk_probe *out, halo_error *err);
+
+/* The machine as the Vulkan backend will use it, for the planner: m (probed or a profile) keeps
+ * its GPU when that is the Vulkan device's vendor (the sysfs and CUDA probes know more: memory in
+ * use, GTT); otherwise its GPU becomes the Vulkan device (lavapipe, Intel, a GPU the probes did
+ * not see): its device-local heap as the device pool, integrated unless discrete. Fails as
+ * halo_backend_vulkan_probe does (no loader, no device). */
+halo_status halo_backend_vulkan_machine(int device, halo_machine *m, halo_error *err);
 
 /* The device's name (a Vulkan backend only). */
 const char *halo_backend_vulkan_device_name(const halo_backend *be);

@@ -22,10 +22,12 @@ typedef struct halo_checkpoint_policy {
      * plus its sliding window (a rewind re-evaluates at most one compressor window plus the
      * sliding window). UINT32_MAX: no checkpoints. */
     uint32_t interval;
-    /* Memory for checkpoints. 0: 1 GiB. Past it the interval doubles and every other
-     * checkpoint is dropped (reported in the stats, never silent). */
+    /* Memory for checkpoints. 0: HALO_CHECKPOINT_DEFAULT_BYTES. Past it the interval doubles
+     * and every other checkpoint is dropped (reported in the stats, never silent). */
     uint64_t max_bytes;
 } halo_checkpoint_policy;
+
+#define HALO_CHECKPOINT_DEFAULT_BYTES ((uint64_t)1 << 30)
 
 /* Sets the policy (drops the checkpoints taken so far). Sessions start with the defaults. */
 halo_status halo_session_set_checkpoints(halo_session *s, const halo_checkpoint_policy *p,

@@ -12,6 +12,7 @@
 #include "cli/load_progress.h"
 #include "cli/run.h"
 #include "cli/stream_opts.h"
+#include "halo/cache.h"
 #include "halo/load.h"
 #include "serve/admit.h"
 #include "serve/serve.h"
@@ -219,11 +220,25 @@ int cli_serve(int argc, char **argv) {
     cli_stream_params(&c.stream, &ep);
     /* Every slot's context planned before anything listens or loads. */
     char planned[256];
-    if (serve_admit(&ep, n_slots, m.n_ctx, planned, sizeof planned, &err)) {
+    uint64_t host_left = 0, ckpt_bytes = 0;
+    if (serve_admit(&ep, n_slots, m.n_ctx, planned, sizeof planned, &host_left, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);
         goto done;
     }
-    if (*planned) fprintf(stderr, "halo serve: %s\n", planned);
+    /* The plan holds the weights and the slots' state; the prefix cache's RAM and the slots'
+     * checkpoints come out of what it leaves, so together they cannot run the host out. */
+    if (!serve_split_host(host_left, cc.ram_bytes, n_slots, HALO_CHECKPOINT_DEFAULT_BYTES,
+                          &ckpt_bytes)) {
+        fprintf(stderr,
+                "halo serve: --cache-ram %.2f GiB does not fit: the weights and %u slot%s leave "
+                "%.2f GiB\n",
+                (double)cc.ram_bytes / (1 << 30), n_slots, n_slots == 1 ? "" : "s",
+                (double)host_left / (1 << 30));
+        goto done;
+    }
+    if (*planned)
+        fprintf(stderr, "halo serve: %s; checkpoints up to %.1f MiB per slot\n", planned,
+                (double)ckpt_bytes / (1 << 20));
     if (serve_http_start(&hp, &http, &bound, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);
         goto done;
@@ -245,6 +260,7 @@ int cli_serve(int argc, char **argv) {
                              .n_slots = n_slots,
                              .n_ctx = m.n_ctx,
                              .queue_max = queue,
+                             .ckpt_bytes = ckpt_bytes,
                              .cache = cc.cache};
     if (serve_sched_start(&sp, &sched, &err)) {
         fprintf(stderr, "halo serve: %s\n", err.message);

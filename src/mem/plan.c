@@ -54,6 +54,17 @@ static double gib(uint64_t b) {
     return (double)b / (double)HALO_GIB;
 }
 
+/* A size with the unit that keeps it readable, for messages about small things. */
+static const char *size_str(uint64_t b, char *out, size_t n) {
+    if (b >= HALO_GIB)
+        snprintf(out, n, "%.2f GiB", gib(b));
+    else if (b >= (1u << 20))
+        snprintf(out, n, "%.1f MiB", (double)b / (1u << 20));
+    else
+        snprintf(out, n, "%.1f KiB", (double)b / 1024);
+    return out;
+}
+
 static uint64_t room_of(const budget *b, halo_pool_kind p) {
     if (!b->shares_host[p]) return b->room[p];
     return min_u64(b->room[p], b->host_room + b->dedicated[p]);
@@ -392,6 +403,15 @@ static void place_all(const model_sum *s, const halo_machine *m, halo_plan *p) {
     }
     uint64_t admitted = min_u64(min_u64(want, all), best_room);
     p->expert_cache_requested = o->expert_cache;
+    if (o->expert_cache && o->expert_cache < per_token) {
+        char want_s[32], need_s[32];
+        refuse(p,
+               "an expert cache of %s (--expert-cache) is less than one token's routed experts "
+               "(%s: %u of %u in every layer); it must hold at least that much",
+               size_str(o->expert_cache, want_s, sizeof want_s),
+               size_str(per_token, need_s, sizeof need_s), s->hp.n_expert_used, s->hp.n_expert);
+        return;
+    }
     if (best == NO_POOL || admitted < per_token) {
         halo_plan_group gr = {HALO_ROLE_EXPERT_CACHE, -1, per_token, 0, NO_POOL};
         refuse_group(p, &b, &gr, hot, n_hot, "expert cache for one token's experts");

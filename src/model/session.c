@@ -8,7 +8,6 @@
 #include "kv/session_state.h"
 #include "model/engine_internal.h"
 
-enum { DEFAULT_CKPT_MIB = 1024 };
 
 static halo_status replay_to(halo_session *s, uint32_t n_past, halo_error *err);
 
@@ -30,7 +29,7 @@ halo_status halo_session_create(halo_engine *e, uint32_t n_ctx, halo_session **o
         return halo_fail(err, HALO_E_NOMEM, "out of memory");
     }
     halo_kv_ckset_configure(s->ckpts, halo_kv_ckset_default_interval(&e->hp),
-                            (uint64_t)DEFAULT_CKPT_MIB << 20);
+                            HALO_CHECKPOINT_DEFAULT_BYTES);
     halo_status st = halo_kv_create(e->be, &e->hp, n_ctx, &s->kv, err);
     if (st) {
         free(s->ckpts);
@@ -258,7 +257,7 @@ halo_status halo_session_set_checkpoints(halo_session *s, const halo_checkpoint_
     uint32_t interval = p->interval == UINT32_MAX ? 0
                         : p->interval             ? p->interval
                                                   : halo_kv_ckset_default_interval(&s->e->hp);
-    uint64_t max_bytes = p->max_bytes ? p->max_bytes : (uint64_t)DEFAULT_CKPT_MIB << 20;
+    uint64_t max_bytes = p->max_bytes ? p->max_bytes : HALO_CHECKPOINT_DEFAULT_BYTES;
     halo_kv_ckset_configure(s->ckpts, interval, max_bytes);
     return HALO_OK;
 }

@@ -17,7 +17,7 @@ static gemm_fn avx512_kernel(uint32_t type) {
     case HALO_TYPE_Q2_K:
         return halo_gemm_q2_K_avx512;
     case HALO_TYPE_IQ2_XXS:
-        return halo_gemm_iq2_xxs_avx512;
+        return halo_quant_vbmi() ? halo_gemm_iq2_xxs_vbmi : halo_gemm_iq2_xxs_avx512;
     case HALO_TYPE_Q4_K:
         return halo_gemm_q4_K_avx512;
     case HALO_TYPE_MXFP4:

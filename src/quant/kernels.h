@@ -4,6 +4,7 @@
 #ifndef HALO_QUANT_KERNELS_H
 #define HALO_QUANT_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -98,6 +99,21 @@ HALO_DECLARE_GEMM(q2_K);
 HALO_DECLARE_GEMM(iq2_xxs);
 HALO_DECLARE_GEMM(q4_K);
 HALO_DECLARE_GEMM(mxfp4);
+/* Whether the AVX-512 VBMI kernels serve (quant.c: the CPU has VBMI, their tables are built). */
+bool halo_quant_vbmi(void);
+/* gemm_iq2_vbmi.c: IQ2_XXS with AVX-512 VBMI (init builds its code table; false: unusable) */
+bool halo_iq2_xxs_vbmi_init(void);
+void halo_gemm_iq2_xxs_vbmi(int64_t n, const void *w, size_t w_stride, int64_t nr,
+                            const void *const *act, int nt, float *const *y);
+/* quantize_avx512.c: bit-identical to halo_quantize_q8_0 / _q8_K (finite inputs) */
+void halo_quantize_q8_0_avx512(const float *x, void *dst, int64_t n);
+void halo_quantize_q8_K_avx512(const float *x, void *dst, int64_t n);
+int halo_all_finite_avx512(const float *x, int64_t n);
+/* f32rows_avx512.c (f32rows.h) */
+void halo_f32_dots_avx512(int64_t n, const float *q, const float *const *rows, int64_t nr,
+                          float *out);
+void halo_f32_axpys_avx512(int64_t n, float *y, const float *const *rows, const float *w,
+                           int64_t nr);
 #endif
 
 #endif

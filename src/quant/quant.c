@@ -12,6 +12,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct kernel_set {
@@ -114,9 +115,22 @@ static halo_quant_level detect_level(void) {
 static halo_quant_level best_level = HALO_QUANT_SCALAR;
 static pthread_once_t level_once = PTHREAD_ONCE_INIT;
 
+static bool vbmi_kernels;
+
 static void init_level(void) {
     add_avx512_kernels();
     best_level = detect_level();
+#ifdef HALO_HAVE_X86
+    /* HALO_QUANT_NO_VBMI=1 keeps the plain AVX-512 kernels (A/B benchmarks). */
+    const char *off = getenv("HALO_QUANT_NO_VBMI");
+    vbmi_kernels = best_level == HALO_QUANT_AVX512 && __builtin_cpu_supports("avx512vbmi") &&
+                   !(off && *off && *off != '0') && halo_iq2_xxs_vbmi_init();
+#endif
+}
+
+bool halo_quant_vbmi(void) {
+    pthread_once(&level_once, init_level);
+    return vbmi_kernels;
 }
 
 halo_quant_level halo_quant_level_best(void) {
@@ -203,6 +217,23 @@ bool halo_quant_can_quantize(uint32_t type) {
     }
 }
 
+/* The activation quantizers at the AVX-512 level (quantize_avx512.c, bit-identical to the
+ * scalar ones: a decode step quantizes each matmul's input on one thread). */
+#ifdef HALO_HAVE_X86
+#define quantize_q8_0_best halo_quantize_q8_0_avx512
+#define quantize_q8_K_best halo_quantize_q8_K_avx512
+static bool all_finite(const float *x, int64_t n) {
+    return halo_all_finite_avx512(x, n);
+}
+#else
+#define quantize_q8_0_best halo_quantize_q8_0
+#define quantize_q8_K_best halo_quantize_q8_K
+static bool all_finite(const float *x, int64_t n) {
+    (void)x, (void)n;
+    return false;
+}
+#endif
+
 halo_status halo_quant_quantize_row(uint32_t type, const float *src, void *dst, int64_t n,
                                     halo_error *err) {
     const halo_type_info *info = halo_type_info_get(type);
@@ -213,7 +244,12 @@ halo_status halo_quant_quantize_row(uint32_t type, const float *src, void *dst, 
         return halo_fail(err, HALO_E_INVALID_ARG,
                          "quantize %s: %lld elements is not a multiple of the block size %u",
                          info->name, (long long)n, info->block_size);
-    if (type != HALO_TYPE_F32 && type != HALO_TYPE_F16 && type != HALO_TYPE_BF16)
+    bool avx512 = false;
+#ifdef HALO_HAVE_X86
+    avx512 = halo_quant_level_best() == HALO_QUANT_AVX512;
+#endif
+    if (type != HALO_TYPE_F32 && type != HALO_TYPE_F16 && type != HALO_TYPE_BF16 &&
+        !(avx512 && all_finite(src, n)))
         for (int64_t i = 0; i < n; i++)
             if (!isfinite(src[i])) /* would poison a whole block's scale */
                 return halo_fail(err, HALO_E_BAD_VALUE, "quantize %s: element %lld is %s",
@@ -231,10 +267,10 @@ halo_status halo_quant_quantize_row(uint32_t type, const float *src, void *dst, 
             ((uint16_t *)dst)[i] = halo_f32_to_bf16(src[i]);
         break;
     case HALO_TYPE_Q8_0:
-        halo_quantize_q8_0(src, dst, n);
+        (avx512 ? quantize_q8_0_best : halo_quantize_q8_0)(src, dst, n);
         break;
     case HALO_TYPE_Q8_K:
-        halo_quantize_q8_K(src, dst, n);
+        (avx512 ? quantize_q8_K_best : halo_quantize_q8_K)(src, dst, n);
         break;
     case HALO_TYPE_Q2_K:
         halo_quantize_q2_K(src, dst, n);

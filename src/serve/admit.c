@@ -61,35 +61,55 @@ static uint32_t most_slots(const slot_planner *sp, uint32_t below, halo_error *e
     return lo;
 }
 
-halo_status serve_admit(const halo_engine_params *ep, uint32_t n_slots, uint32_t n_ctx,
-                        char *summary, size_t size, halo_error *err) {
-    if (size) summary[0] = 0;
-    if (halo_synth_is_path(ep->model_path)) return HALO_OK;
+/* The planner for ep's model on this machine (or $HALO_PROFILE's); *g to close after. */
+static halo_status planner_for(const halo_engine_params *ep, uint32_t n_ctx, slot_planner *sp,
+                               halo_machine *m, halo_gguf **g, halo_error *err) {
     const char *backend = ep->backend ? ep->backend : getenv("HALO_BACKEND");
-    slot_planner sp = {.o = {.n_ctx = n_ctx,
-                             .weights = HALO_WEIGHTS_AUTO,
-                             .expert_cache = ep->expert_cache_bytes},
-                       .may_stream = ep->weights || getenv("HALO_WEIGHTS")};
-    halo_status st = halo_backend_parse(backend && *backend ? backend : "cpu", &sp.o.backend, err);
-    if (!st) st = halo_plan_options_from_env(&sp.o, err);
-    if (!st && ep->weights) st = halo_weights_parse(ep->weights, &sp.o.weights, err);
+    *sp = (slot_planner){.o = {.n_ctx = n_ctx,
+                               .weights = HALO_WEIGHTS_AUTO,
+                               .expert_cache = ep->expert_cache_bytes},
+                         .may_stream = ep->weights || getenv("HALO_WEIGHTS")};
+    halo_status st = halo_backend_parse(backend && *backend ? backend : "cpu", &sp->o.backend, err);
+    if (!st) st = halo_plan_options_from_env(&sp->o, err);
+    if (!st && ep->weights) st = halo_weights_parse(ep->weights, &sp->o.weights, err);
     if (st) return st;
-    if (sp.o.backend == HALO_BACKEND_CPU && sp.o.weights == HALO_WEIGHTS_HOST)
-        sp.o.weights = HALO_WEIGHTS_AUTO;
-    halo_machine m;
+    if (sp->o.backend == HALO_BACKEND_CPU && sp->o.weights == HALO_WEIGHTS_HOST)
+        sp->o.weights = HALO_WEIGHTS_AUTO;
     const char *profile = getenv("HALO_PROFILE");
-    st = profile && *profile ? halo_machine_load_profile(profile, &m, err)
-                             : halo_machine_probe("/", ep->model_path, &m, err);
+    st = profile && *profile ? halo_machine_load_profile(profile, m, err)
+                             : halo_machine_probe("/", ep->model_path, m, err);
     if (st) return halo_error_prefix(err, "cannot check memory for the slots: ");
-    sp.m = &m;
+    sp->m = m;
+    st = halo_gguf_open(ep->model_path, g, err);
+    sp->g = *g;
+    return st ? halo_error_prefix(err, "%s: ", ep->model_path) : HALO_OK;
+}
+
+bool serve_split_host(uint64_t host_left, uint64_t cache_ram, uint32_t n_slots,
+                      uint64_t default_ckpt, uint64_t *ckpt_per_slot) {
+    *ckpt_per_slot = default_ckpt;
+    if (host_left == UINT64_MAX) return true; /* not planned: the defaults */
+    if (cache_ram > host_left) return false;
+    uint64_t each = (host_left - cache_ram) / (n_slots ? n_slots : 1);
+    if (each < *ckpt_per_slot) *ckpt_per_slot = each;
+    return true;
+}
+
+halo_status serve_admit(const halo_engine_params *ep, uint32_t n_slots, uint32_t n_ctx,
+                        char *summary, size_t size, uint64_t *host_left, halo_error *err) {
+    if (size) summary[0] = 0;
+    if (host_left) *host_left = UINT64_MAX;
+    if (halo_synth_is_path(ep->model_path)) return HALO_OK;
+    slot_planner sp;
+    halo_machine m;
     halo_gguf *g = NULL;
-    st = halo_gguf_open(ep->model_path, &g, err);
-    sp.g = g;
     halo_plan *plan = NULL;
-    if (!st) st = plan_slots(&sp, n_slots, &plan, err);
+    halo_status st = planner_for(ep, n_ctx, &sp, &m, &g, err);
+    if (!st && (st = plan_slots(&sp, n_slots, &plan, err)))
+        halo_error_prefix(err, "%s: ", ep->model_path);
     if (st) {
         halo_gguf_close(g);
-        return halo_error_prefix(err, "%s: ", ep->model_path);
+        return st;
     }
     char a[32], b[32], c[32];
     if (!plan_fits(&sp, plan)) {
@@ -112,6 +132,7 @@ halo_status serve_admit(const halo_engine_params *ep, uint32_t n_slots, uint32_t
                            n_slots, n_ctx, why, plan->n_fixes ? "; fix: " : "",
                            plan->n_fixes ? plan->fixes[0] : "");
     } else if (size) {
+        if (host_left) *host_left = plan->host_headroom;
         snprintf(
             summary, size,
             "planned %u slot%s of %u tokens: context state %s, weights %s, host headroom %s",

@@ -92,6 +92,9 @@ halo_status serve_sched_start(const serve_sched_params *p, serve_sched **out, ha
     for (uint32_t i = 0; !st && i < p->n_slots; i++) {
         slot *sl = &s->slots[i];
         st = halo_session_create(p->engine, p->n_ctx, &sl->sess, err);
+        halo_checkpoint_policy cp = {.interval = p->ckpt_bytes ? 0 : UINT32_MAX,
+                                     .max_bytes = p->ckpt_bytes};
+        if (!st) st = halo_session_set_checkpoints(sl->sess, &cp, err);
         sl->hist = malloc((size_t)p->n_ctx * sizeof *sl->hist);
         sl->logits = malloc((size_t)s->n_vocab * sizeof *sl->logits);
         if (!st && (!sl->hist || !sl->logits))

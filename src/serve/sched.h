@@ -21,6 +21,7 @@ typedef struct serve_sched_params {
     uint32_t n_slots, n_ctx;
     uint32_t queue_max;     /* requests waiting for a slot before 429 */
     uint32_t prefill_chunk; /* prompt tokens per request per step (0: 256) */
+    uint64_t ckpt_bytes;    /* checkpoint memory per slot; 0: no checkpoints */
     /* The prefix cache (RAM and/or disk, halo/cache.h) every slot's state goes to when its
      * request ends and requests are restored from; NULL: each slot reuses only its own
      * state. Owned by the caller; used only by the scheduler thread. */

@@ -28,9 +28,11 @@ static void write_profile(const char *dir) {
     fclose(f);
 }
 
+static uint64_t host_left;
+
 static halo_status admit(uint32_t n_slots, char *summary, halo_error *err) {
     halo_engine_params ep = {.model_path = MODEL, .n_ctx = 4096};
-    return serve_admit(&ep, n_slots, 4096, summary, 256, err);
+    return serve_admit(&ep, n_slots, 4096, summary, 256, &host_left, err);
 }
 
 static void one_slot_fits_where_the_engine_admits_one_context(void) {
@@ -70,12 +72,32 @@ static void slots_that_do_not_fit_are_refused_with_the_most_that_do(void) {
     CHECK_CONTAINS(err.message, "stream");
 }
 
+/* The prefix cache's RAM and the slots' checkpoints share what the plan leaves. */
+static void the_cache_and_checkpoints_get_what_the_slots_leave(void) {
+    char summary[256];
+    halo_error err = {0};
+    CHECK_INT(admit(1, summary, &err), HALO_OK);
+    uint64_t one = host_left;
+    CHECK_INT(admit(2, summary, &err), HALO_OK);
+    uint64_t two = host_left;
+    printf("  host left: %.1f MiB with 1 slot, %.1f MiB with 2\n", (double)one / (1 << 20),
+           (double)two / (1 << 20));
+    CHECK(one > two && one < (1100ull << 20));
+    uint64_t ckpt = 0;
+    CHECK(!serve_split_host(one, one + 1, 1, 1ull << 30, &ckpt)); /* the cache does not fit */
+    CHECK(serve_split_host(one, one / 2, 2, 1ull << 30, &ckpt));
+    CHECK(ckpt == (one - one / 2) / 2); /* less than the 1 GiB default here */
+    CHECK(serve_split_host(UINT64_MAX, 0, 8, 1ull << 30, &ckpt) && ckpt == 1ull << 30);
+    CHECK(serve_split_host(one, one, 1, 1ull << 30, &ckpt) && ckpt == 0);
+}
+
 int main(void) {
     char *dir = tmpdir_make();
     write_profile(dir);
     setenv("HALO_PROFILE", profile, 1);
     RUN(one_slot_fits_where_the_engine_admits_one_context);
     RUN(slots_that_do_not_fit_are_refused_with_the_most_that_do);
+    RUN(the_cache_and_checkpoints_get_what_the_slots_leave);
     unsetenv("HALO_PROFILE");
     remove(profile);
     tmpdir_remove(dir);

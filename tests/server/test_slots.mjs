@@ -49,22 +49,29 @@ const longMsg = (n) => [{ role: 'user', content: 'And it came to pass that the p
 await run(
   [
     ['slots_that_do_not_fit_are_refused_before_listening', async () => {
-      // On a machine profile with ~45 MiB to spare, 64 slots of 4096 tokens do not fit (one does):
-      // the server says so and exits before it listens or loads (tests/serve/test_admit.c pins
-      // the numbers).
+      // On a machine profile with ~45 MiB to spare, 64 slots of 4096 tokens do not fit (one does),
+      // nor does a 1 GiB prefix cache next to one slot: the server says so and exits before it
+      // listens or loads (tests/serve/test_admit.c pins the numbers).
       const dir = mkdtempSync(path.join(os.tmpdir(), 'halo-admit-'));
       const profile = path.join(dir, 'small.json');
       writeFileSync(profile, JSON.stringify({ name: 'small-1100', description: 'test machine',
         sources: ['made up for tests/server/test_slots.mjs'],
         host: { total_mib: 1200, available_mib: 1100, bandwidth_gbs: 10 },
         disk: { kind: 'ssd', read_gbs: 1.0 } }));
-      const r = spawnSync(HALO, ['serve', '-m', MODEL, '--port', '0', '-np', '64', '--ctx', '4096'],
+      const serve = (...args) => spawnSync(HALO, ['serve', '-m', MODEL, '--port', '0', ...args],
         { env: { ...process.env, HALO_PROFILE: profile }, timeout: 30000 });
-      rmSync(dir, { recursive: true });
+      const r = serve('-np', '64', '--ctx', '4096');
       const err = r.stderr.toString();
       eq(r.status, 1, `exit status (stderr: ${err})`);
       assert(/-np 64 --ctx 4096: refused before loading: context state for 64 sequences/.test(err) &&
         /fix: -np \d+/.test(err) && !/listening/.test(err), `stderr: ${err}`);
+      // One slot fits, but a prefix cache of 1 GiB does not fit in what it leaves.
+      const c = serve('-np', '1', '--ctx', '4096', '--cache-ram', '1G');
+      rmSync(dir, { recursive: true });
+      const cerr = c.stderr.toString();
+      eq(c.status, 1, `exit status (stderr: ${cerr})`);
+      assert(/--cache-ram 1.00 GiB does not fit: the weights and 1 slot leave 0.0\d GiB/.test(cerr) &&
+        !/listening/.test(cerr), `stderr: ${cerr}`);
     }],
     ['eight_concurrent_streams_equal_each_alone', async () => {
       const alone = [];

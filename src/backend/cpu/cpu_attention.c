@@ -8,6 +8,7 @@
 #include "backend/cpu/cpu.h"
 #include "halo/quant.h"
 #include "halo/types.h"
+#include "quant/f32rows.h"
 
 /* The quant module's f32 dot: SIMD at the CPU's best level (a plain loop does not vectorise
  * without reassociating the sum). */
@@ -59,18 +60,19 @@ static void attn_task(void *p, int64_t task) {
             for (int64_t w = 0; w < visible && w < n_comp; w++) row[n++] = comp + w * hd;
         }
     }
+    /* Row kernels (src/quant/f32rows.h): the same values as a dot and an axpy per row, the
+     * query's loads shared by four rows and the output held in registers across the rows. */
+    halo_quant_f32_dots(hd, q, row, n, logit);
     float mx = c->sinks[h];
     for (int64_t i = 0; i < n; i++) {
-        logit[i] = dot(q, row[i], hd) * a->scale;
+        logit[i] *= a->scale;
         if (logit[i] > mx) mx = logit[i];
     }
     float sum = expf(c->sinks[h] - mx);
     for (int64_t i = 0; i < n; i++) sum += logit[i] = expf(logit[i] - mx);
+    for (int64_t i = 0; i < n; i++) logit[i] /= sum;
     memset(out, 0, (size_t)hd * sizeof *out);
-    for (int64_t i = 0; i < n; i++) {
-        float wgt = logit[i] / sum;
-        for (int64_t d = 0; d < hd; d++) out[d] += wgt * row[i][d];
-    }
+    halo_quant_f32_axpys(hd, out, row, logit, n);
     free(logit);
     free(row);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/cuda/graph.h"
 #include "backend/cuda/quant.cuh"
 
 extern "C" {
@@ -120,8 +121,10 @@ char *cu_scratch(cu_backend *be, uint64_t bytes, const char *op) {
         return NULL;
     }
     if (bytes <= be->scratch_cap) return be->scratch;
-    /* Grow between ops: the stream must be done with the old scratch before it is freed. */
+    /* Grow between ops: the stream must be done with the old scratch before it is freed (and
+     * a capturing stream cannot be waited on: what it captured is launched first). */
     uint64_t cap = bytes > 2 * be->scratch_cap ? bytes : 2 * be->scratch_cap;
+    cu_graph_break(be);
     if (!CU_OK(be, op, cudaStreamSynchronize(be->stream))) return NULL;
     if (be->scratch && !CU_OK(be, op, cudaFree(be->scratch))) return NULL;
     be->scratch = NULL;
@@ -133,10 +136,13 @@ char *cu_scratch(cu_backend *be, uint64_t bytes, const char *op) {
 
 bool cu_upload(cu_backend *be, void *dst, const void *src, uint64_t bytes, const char *op) {
     be->n_upload++;
-    if (!be->ring || bytes > be->ring_cap)
+    if (!be->ring || bytes > be->ring_cap) {
+        cu_graph_break(be); /* from pageable memory: not in a graph */
         return CU_OK(be, op, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, be->stream));
+    }
     if (be->ring_used + bytes > be->ring_cap) {
         /* The ring is full: wait until the stream has read it, then start over. */
+        cu_graph_break(be);
         if (!CU_OK(be, op, cudaStreamSynchronize(be->stream))) return false;
         be->ring_used = 0;
     }
@@ -403,8 +409,10 @@ void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t e
 
 /* ---- the ops, each after the queued copies, timed when profiling ------------------------- */
 
-#define OP_BEGIN(hbe)                                                                              \
+/* embed_tokens: the embed's token count (it may start a captured step), -1 for other ops. */
+#define OP_BEGIN(hbe, op, embed_tokens)                                                            \
     cu_backend *be_ = cu_of(hbe);                                                                  \
+    cu_graph_op(be_, prof_names[op], (embed_tokens));                                              \
     flush_copies(be_);                                                                             \
     uint64_t mark_[2];                                                                             \
     cudaEvent_t ev_;                                                                               \
@@ -420,13 +428,13 @@ static void op_embed(halo_backend *hbe, const halo_tensor *table, const int32_t 
         be->prof->tokens[ph] += (uint64_t)out->ne[1];
         be->prof->steps[ph]++;
     }
-    OP_BEGIN(hbe);
+    OP_BEGIN(hbe, P_EMBED, out->ne[1]);
     cu_embed(hbe, table, tokens, out);
     OP_END(P_EMBED);
 }
 static void op_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor *x,
                       uint32_t groups, halo_tensor *out) {
-    OP_BEGIN(hbe);
+    OP_BEGIN(hbe, P_MATMUL, -1);
     uint64_t mark2[2];
     cudaEvent_t ev2 = NULL;
     if (be_->prof) prof_begin(be_, mark2, &ev2);
@@ -442,49 +450,50 @@ static void op_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor
 }
 static void op_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width,
                         const halo_tensor *weight, float eps) {
-    OP_BEGIN(hbe);
+    OP_BEGIN(hbe, P_RMS, -1);
     cu_rms_norm(hbe, x, width, weight, eps);
     OP_END(P_RMS);
 }
 static void op_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
                     bool inverse) {
-    OP_BEGIN(hbe);
+    OP_BEGIN(hbe, P_ROPE, -1);
     cu_rope(hbe, x, pos, rope, inverse);
     OP_END(P_ROPE);
 }
 static void op_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
-    OP_BEGIN(hbe);
+    OP_BEGIN(hbe, P_HCPRE, -1);
     cu_hc_pre(hbe, a);
     OP_END(P_HCPRE);
 }
 static void op_hc_post(halo_backend *hbe, halo_tensor *streams, const halo_tensor *y,
                        const halo_tensor *post, const halo_tensor *comb) {
-    OP_BEGIN(hbe);
+    OP_BEGIN(hbe, P_HCPOST, -1);
     cu_hc_post(hbe, streams, y, post, comb);
     OP_END(P_HCPOST);
 }
 static void op_attention(halo_backend *hbe, const halo_attn_args *a) {
-    OP_BEGIN(hbe);
+    OP_BEGIN(hbe, P_ATTN, -1);
     cu_attention(hbe, a);
     OP_END(P_ATTN);
 }
 static void op_pool(halo_backend *hbe, const halo_pool_args *a) {
-    OP_BEGIN(hbe);
+    OP_BEGIN(hbe, P_POOL, -1);
     cu_pool(hbe, a);
     OP_END(P_POOL);
 }
 static void op_topk(halo_backend *hbe, const halo_topk_args *a) {
-    OP_BEGIN(hbe);
+    OP_BEGIN(hbe, P_TOPK, -1);
     cu_topk(hbe, a);
     OP_END(P_TOPK);
 }
 static void op_moe(halo_backend *hbe, const halo_moe_args *a) {
-    OP_BEGIN(hbe);
+    OP_BEGIN(hbe, P_MOE, -1);
     cu_moe(hbe, a);
     OP_END(P_MOE);
 }
 static void op_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
     cu_backend *be = cu_of(hbe);
+    cu_graph_op(be, "copy", -1);
     if (be->naive) { /* the copies as they were: one memcpy each */
         flush_copies(be);
         if (!be->failed)
@@ -523,6 +532,7 @@ static halo_status fail_call(halo_error *err, halo_status st, const char *what, 
 static halo_status buf_alloc_pool(halo_backend *hbe, uint32_t pool, uint64_t bytes, halo_buf **out,
                                   halo_error *err) {
     cudaStream_t stream = cu_of(hbe)->stream;
+    cu_graph_break(cu_of(hbe)); /* the allocation waits on the stream */
     halo_buf *b = (halo_buf *)calloc(1, sizeof *b);
     if (!b) return halo_fail(err, HALO_E_NOMEM, "out of memory");
     uint64_t n = bytes ? (bytes + 255) & ~255ull : 256;
@@ -598,6 +608,7 @@ static void buf_free(halo_backend *hbe, halo_buf *b) {
     if (!b) return;
     cu_backend *be = cu_of(hbe);
     flush_copies(be);
+    cu_graph_break(be);
     /* Frees wait for the device; a buffer may be freed right after the ops that used it. */
     (void)cudaStreamSynchronize(be->stream);
     switch (b->kind) {
@@ -617,6 +628,7 @@ static void buf_free(halo_backend *hbe, halo_buf *b) {
 
 static halo_status buf_wrap_host(halo_backend *hbe, void *data, uint64_t bytes, halo_buf **out,
                                  halo_error *err) {
+    cu_graph_break(cu_of(hbe));
     halo_buf *b = (halo_buf *)calloc(1, sizeof *b);
     if (!b) return halo_fail(err, HALO_E_NOMEM, "out of memory");
     /* Pin whole pages: registration works on page ranges. */
@@ -653,6 +665,7 @@ static halo_status copy_sync(cu_backend *be, void *dst, const void *src, uint64_
 static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, const void *src,
                              uint64_t n, halo_error *err) {
     flush_copies(cu_of(hbe));
+    cu_graph_break(cu_of(hbe));
     if (offset > b->size || n > b->size - offset)
         return halo_fail(err, HALO_E_OUT_OF_BOUNDS,
                          GPU_RUNTIME " backend: write past a buffer's end");
@@ -662,6 +675,7 @@ static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, co
 static halo_status buf_read(halo_backend *hbe, const halo_buf *b, uint64_t offset, void *dst,
                             uint64_t n, halo_error *err) {
     flush_copies(cu_of(hbe));
+    cu_graph_break(cu_of(hbe));
     if (offset > b->size || n > b->size - offset)
         return halo_fail(err, HALO_E_OUT_OF_BOUNDS,
                          GPU_RUNTIME " backend: read past a buffer's end");
@@ -684,15 +698,20 @@ static halo_status report(cu_backend *be, halo_error *err) {
 static halo_status sync(halo_backend *hbe, halo_error *err) {
     cu_backend *be = cu_of(hbe);
     flush_copies(be);
+    cu_graph_piece_end(be); /* the step's last captured piece (the output head) */
     /* A kernel that faulted reports here, after the op that launched it returned. */
     cu_check(be, "a queued kernel", "cudaStreamSynchronize", cudaStreamSynchronize(be->stream));
+    cu_graph_step_done(be);
     be->ring_used = 0; /* the stream has read every staged input */
     prof_collect(be->prof);
     return report(be, err);
 }
 
-/* Launch and scratch failures only: the stream keeps running ahead of the host. */
+/* Launch and scratch failures only: the stream keeps running ahead of the host. The forward
+ * checks after every layer: a captured layer is launched here, so the GPU runs it while the
+ * host captures the next. */
 static halo_status check(halo_backend *hbe, halo_error *err) {
+    cu_graph_piece_end(cu_of(hbe));
     return report(cu_of(hbe), err);
 }
 
@@ -700,7 +719,9 @@ static void destroy(halo_backend *hbe) {
     if (!hbe) return;
     cu_backend *be = cu_of(hbe);
     flush_copies(be);
+    cu_graph_break(be);
     (void)cudaStreamSynchronize(be->stream);
+    cu_graph_free(be);
     if (be->prof) {
         prof_collect(be->prof);
         prof_print(be->prof);
@@ -741,6 +762,14 @@ static halo_backend_ops make_ops(void) {
 }
 
 static const halo_backend_ops cu_ops = make_ops();
+
+extern "C" bool halo_backend_cuda_graph_stats(halo_backend *hbe, halo_cuda_graph_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!hbe || hbe->ops != &cu_ops) return false;
+    cu_graph_stats(cu_of(hbe), out);
+    out->scratch_requests = (uint64_t)cu_of(hbe)->n_scratch;
+    return true;
+}
 
 extern "C" const char *halo_backend_cuda_flavor(void) {
     return GPU_RUNTIME;
@@ -791,6 +820,7 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     const char *naive = getenv("HALO_CUDA_NAIVE"), *prof = getenv("HALO_CUDA_PROFILE");
     be->naive = naive && *naive && strcmp(naive, "0") != 0;
     if (prof && *prof && strcmp(prof, "0") != 0) be->prof = (cu_prof *)calloc(1, sizeof(cu_prof));
+    cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */
     be->ring_cap = 8u << 20;
     if (be->naive ||

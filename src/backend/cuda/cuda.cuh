@@ -44,6 +44,7 @@ typedef struct cu_copy_batch {
 } cu_copy_batch;
 
 typedef struct cu_prof cu_prof;
+typedef struct cu_graph cu_graph;
 /* Parts of ops timed on their own when profiling (cu_prof_begin/end). */
 enum {
     CU_PROF_MM_Q8,
@@ -76,6 +77,10 @@ typedef struct cu_backend {
     bool naive;    /* HALO_CUDA_NAIVE=1: the generic kernels only (speed comparison, tests) */
     cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;
+    /* CUDA graphs (graph.cu): NULL when steps run eagerly (HALO_CUDA_GRAPHS=0, profiling,
+     * naive, HIP). capturing: the stream is capturing, so nothing may wait on it. */
+    cu_graph *graph;
+    bool capturing;
 } cu_backend;
 
 static inline cu_backend *cu_of(halo_backend *be) {
@@ -135,6 +140,25 @@ static inline unsigned cu_blocks(int64_t n, unsigned per) {
 void cu_matmul_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
                       uint32_t groups, const float *x, int64_t x_stride, int64_t n_tok, float *out,
                       const char *op);
+
+/* Graph capture of small steps (graph.cu has the whole story). */
+void cu_graph_init(cu_backend *be);
+void cu_graph_free(cu_backend *be);
+/* Before an op's launches: starts the step (an embed of embed_tokens tokens starts one, and
+ * it is captured when embed_tokens <= CU_INTS; other ops pass -1) or the step's next
+ * capture. */
+void cu_graph_op(cu_backend *be, const char *op, int64_t embed_tokens);
+/* At the forward's per-layer check: launches what was captured; the next op captures anew. */
+void cu_graph_piece_end(cu_backend *be);
+/* Before anything that waits on the stream or touches buffers mid-step: launches what was
+ * captured, and the rest of the step runs eagerly. */
+void cu_graph_break(cu_backend *be);
+/* The streamed-expert moe syncs mid-op: breaks, and the backend stays eager from then on. */
+void cu_graph_streamed(cu_backend *be);
+/* After sync's wait: counts the step. */
+void cu_graph_step_done(cu_backend *be);
+struct halo_cuda_graph_stats;
+void cu_graph_stats(cu_backend *be, struct halo_cuda_graph_stats *out);
 
 /* Device time of a part of an op (only when be->prof: HALO_CUDA_PROFILE=1). */
 void cu_prof_begin(cu_backend *be, uint64_t mark[2], cudaEvent_t *ev);

@@ -256,6 +256,8 @@ done:
 void cu_moe_streamed(halo_backend *hbe, const halo_moe_args *a) {
     cu_backend *be = cu_of(hbe);
     const char *op = "moe";
+    /* Reads the routing back and waits: not in a graph (and the backend stays eager). */
+    cu_graph_streamed(be);
     sctx c;
     memset(&c, 0, sizeof c);
     c.be = be;

@@ -38,11 +38,14 @@ struct halo_threadpool {
     atomic_uint_fast64_t generation; /* bumped per loop so workers know there is new work */
     atomic_bool stop;
     atomic_bool open;   /* workers may claim indices */
-    atomic_int active;  /* workers between raising it and leaving drain() */
     /* The current loop: written only while the gate is closed and nobody is active. */
     halo_task_fn fn;
     void *ctx;
     int64_t n;
+    /* Each worker raises and lowers `active` once a loop: on its own line, so those writes do
+     * not take the line the spinning workers read (generation) and the loop's fields from
+     * them. */
+    _Alignas(64) atomic_int active; /* workers between raising it and leaving drain() */
     _Alignas(64) atomic_int_fast64_t next; /* next index to claim */
     _Alignas(64) atomic_int_fast64_t done; /* indices finished */
     char pad[64 - sizeof(atomic_int_fast64_t)];

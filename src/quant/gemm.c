@@ -22,6 +22,8 @@ static gemm_fn avx512_kernel(uint32_t type) {
         return halo_gemm_q4_K_avx512;
     case HALO_TYPE_MXFP4:
         return halo_gemm_mxfp4_avx512;
+    case HALO_TYPE_F16:
+        return halo_gemm_f16_avx512;
     default:
         return NULL;
     }

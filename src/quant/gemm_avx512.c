@@ -542,3 +542,55 @@ AVX512 void halo_gemm_iq2_xxs_avx512(int64_t n, const void *w, size_t w_stride, 
 ROW_KERNEL(q2_K, block_q2_K, block_q8_K, QK_K)
 ROW_KERNEL(q4_K, block_q4_K, block_q8_K, QK_K)
 ROW_KERNEL(mxfp4, block_mxfp4, block_q8_0, QK32)
+
+/* ---- F16 x F32: one row's halves converted once for up to 4 tokens ---------------------- */
+
+/* halo_dot_f16_avx512's arithmetic per pair: 64 products a step into four accumulators,
+ * ((a0 + a1) + (a2 + a3)) reduced, the AVX2 kernel for a tail. */
+INLINE void f16_tile(const int T, int64_t n, const uint16_t *x, const float *const *a, float *out) {
+    __m512 acc[4][4];
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < 4; k++)
+            acc[t][k] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 wv[4];
+        for (int k = 0; k < 4; k++)
+            wv[k] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16 * k)));
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < 4; k++)
+                acc[t][k] = _mm512_fmadd_ps(wv[k], _mm512_loadu_ps(a[t] + i + 16 * k), acc[t][k]);
+    }
+    for (int t = 0; t < T; t++) {
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]),
+                                                       _mm512_add_ps(acc[t][2], acc[t][3])));
+        if (i < n) sum += halo_dot_f16_avx2(n - i, x + i, a[t] + i);
+        out[t] = sum;
+    }
+}
+
+#define F16_TILE(T)                                                                                \
+    AVX512 static void f16_tile_##T(int64_t n, const uint16_t *x, const float *const *a,           \
+                                    float *out) {                                                  \
+        f16_tile(T, n, x, a, out);                                                                 \
+    }
+F16_TILE(1)
+F16_TILE(2)
+F16_TILE(3)
+F16_TILE(4)
+
+AVX512 void halo_gemm_f16_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,
+                                 const void *const *act, int nt, float *const *y) {
+    static void (*const tile[4])(int64_t, const uint16_t *, const float *const *,
+                                 float *) = {f16_tile_1, f16_tile_2, f16_tile_3, f16_tile_4};
+    for (int64_t r = 0; r < nr; r++) {
+        const uint16_t *x = (const uint16_t *)((const unsigned char *)w + (size_t)r * w_stride);
+        for (int t0 = 0; t0 < nt; t0 += 4) {
+            int T = nt - t0 < 4 ? nt - t0 : 4;
+            float res[4];
+            tile[T - 1](n, x, (const float *const *)act + t0, res);
+            for (int t = 0; t < T; t++)
+                y[t0 + t][r] = res[t];
+        }
+    }
+}

@@ -48,6 +48,9 @@ void halo_quantize_q4_K(const float *x, void *dst, int64_t n);
 void halo_quantize_q6_K(const float *x, void *dst, int64_t n);
 void halo_quantize_mxfp4(const float *x, void *dst, int64_t n);
 
+/* Whether the AVX-512 VBMI kernels serve (quant.c: the CPU has VBMI, their tables are built). */
+bool halo_quant_vbmi(void);
+
 /* SIMD kernels: defined only when the compiler targets x86-64. */
 #if defined(__x86_64__)
 #define HALO_HAVE_X86 1
@@ -99,8 +102,7 @@ HALO_DECLARE_GEMM(q2_K);
 HALO_DECLARE_GEMM(iq2_xxs);
 HALO_DECLARE_GEMM(q4_K);
 HALO_DECLARE_GEMM(mxfp4);
-/* Whether the AVX-512 VBMI kernels serve (quant.c: the CPU has VBMI, their tables are built). */
-bool halo_quant_vbmi(void);
+HALO_DECLARE_GEMM(f16);
 /* gemm_iq2_vbmi.c: IQ2_XXS with AVX-512 VBMI (init builds its code table; false: unusable) */
 bool halo_iq2_xxs_vbmi_init(void);
 void halo_gemm_iq2_xxs_vbmi(int64_t n, const void *w, size_t w_stride, int64_t nr,

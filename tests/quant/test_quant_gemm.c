@@ -59,7 +59,7 @@ static void gemm_pairs_match_the_single_row_dot_bitwise(void) {
     }
 }
 
-/* The quantized types of DeepSeek V4's mixes (q2: Q8_0, IQ2_XXS, Q2_K; q2q4: Q4_K; mxfp4) have
+/* The types of DeepSeek V4's mixes (q2: Q8_0, IQ2_XXS, Q2_K, F16; q2q4: Q4_K; mxfp4) have
  * tiled kernels where the CPU has AVX-512, so the test above compares them (not only the
  * per-pair fallback). */
 static void gemm_has_tiled_kernels_for_the_dsv4_mixes(void) {
@@ -69,6 +69,7 @@ static void gemm_has_tiled_kernels_for_the_dsv4_mixes(void) {
     CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_IQ2_XXS), want);
     CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_Q4_K), want);
     CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_MXFP4), want);
+    CHECK_INT(halo_quant_gemm_tiled(HALO_TYPE_F16), want);
 }
 
 int main(void) {

@@ -9,7 +9,13 @@
 #include "halo/quant.h"
 #include "quant/gemm.h"
 
-enum { HC_MAX = 16 };
+/* Embedding channels per task of the per-token phases: a single decode token's mixing still
+ * spreads over the threads (each channel's arithmetic is independent of the split). */
+enum { HC_MAX = 16, HC_CHUNK = 512 };
+
+static int64_t n_chunks(int64_t n_embd) {
+    return (n_embd + HC_CHUNK - 1) / HC_CHUNK;
+}
 
 typedef struct hc_ctx {
     cpu_backend *be;
@@ -79,11 +85,14 @@ static void hc_mix_task(void *p, int64_t task) {
     cpu_dot_rows_tok(c->precise, c->a->fn, r, r + 1, act, nt, y, 0);
 }
 
-/* Phase 3: the mixing weights and the collapsed input of one token. */
-static void hc_task(void *p, int64_t t) {
+/* Phase 3: the collapsed input of one token over one chunk of channels; the chunk 0 task also
+ * writes the token's post and comb mixing weights. */
+static void hc_task(void *p, int64_t task) {
     hc_ctx *c = p;
     const halo_hc_args *a = c->a;
     uint32_t hc = a->hc;
+    int64_t chunks = n_chunks(c->n_embd), t = task / chunks, d0 = task % chunks * HC_CHUNK;
+    int64_t d1 = d0 + HC_CHUNK < c->n_embd ? d0 + HC_CHUNK : c->n_embd;
     int64_t width = (int64_t)hc * c->n_embd;
     const float *x = cpu_f32(a->streams) + t * width;
     bool head = a->post == NULL;
@@ -92,12 +101,12 @@ static void hc_task(void *p, int64_t t) {
     float pre[HC_MAX];
     for (uint32_t k = 0; k < hc; k++) pre[k] = sigmoidf(mix[k] * c->scale[0] + c->base[k]) + a->eps;
     float *out = cpu_f32(a->collapsed) + t * c->n_embd;
-    for (int64_t d = 0; d < c->n_embd; d++) {
+    for (int64_t d = d0; d < d1; d++) {
         float s = 0;
         for (uint32_t k = 0; k < hc; k++) s += pre[k] * x[k * c->n_embd + d];
         out[d] = s;
     }
-    if (head) return;
+    if (head || d0 != 0) return;
     float *post = cpu_f32(a->post) + t * hc;
     for (uint32_t k = 0; k < hc; k++)
         post[k] = 2.0f * sigmoidf(mix[hc + k] * c->scale[1] + c->base[hc + k]);
@@ -123,7 +132,7 @@ void cpu_hc_pre(halo_backend *be, const halo_hc_args *a) {
         int64_t chunks = (n_tok + HALO_GEMM_MAX_TOK - 1) / HALO_GEMM_MAX_TOK;
         if (!atomic_load(&c.be->failed)) {
             halo_threadpool_run(pool, chunks * c.n_mix, hc_mix_task, &c);
-            halo_threadpool_run(pool, n_tok, hc_task, &c);
+            halo_threadpool_run(pool, n_tok * n_chunks(c.n_embd), hc_task, &c);
         }
     }
     free(c.acts);
@@ -137,13 +146,16 @@ typedef struct post_ctx {
     uint32_t hc;
 } post_ctx;
 
-static void post_task(void *p, int64_t t) {
+/* One token's streams over one chunk of channels. */
+static void post_task(void *p, int64_t task) {
     post_ctx *c = p;
     uint32_t hc = c->hc;
+    int64_t chunks = n_chunks(c->n_embd), t = task / chunks, d0 = task % chunks * HC_CHUNK;
+    int64_t d1 = d0 + HC_CHUNK < c->n_embd ? d0 + HC_CHUNK : c->n_embd;
     float *x = c->streams + t * hc * c->n_embd;
     const float *y = c->y + t * c->n_embd, *post = c->post + t * hc, *comb = c->comb + t * hc * hc;
     float mixed[HC_MAX];
-    for (int64_t d = 0; d < c->n_embd; d++) {
+    for (int64_t d = d0; d < d1; d++) {
         for (uint32_t k = 0; k < hc; k++) {
             float s = post[k] * y[d];
             for (uint32_t j = 0; j < hc; j++) s += comb[j * hc + k] * x[j * c->n_embd + d];
@@ -157,5 +169,5 @@ void cpu_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
                  const halo_tensor *post, const halo_tensor *comb) {
     post_ctx c = {cpu_f32(streams), cpu_f32(y), cpu_f32(post), cpu_f32(comb), y->ne[0],
                   (uint32_t)post->ne[0]};
-    halo_threadpool_run(cpu_of(be)->pool, y->ne[1], post_task, &c);
+    halo_threadpool_run(cpu_of(be)->pool, y->ne[1] * n_chunks(c.n_embd), post_task, &c);
 }

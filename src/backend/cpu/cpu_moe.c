@@ -20,7 +20,7 @@
 #include "halo/quant.h"
 #include "quant/gemm.h"
 
-enum { ROW_BLOCK = 64, SCORE_ROWS = 16 };
+enum { ROW_BLOCK = 64, SCORE_ROWS = 16, SUM_CHUNK = 512 };
 
 typedef struct moe_ctx {
     cpu_backend *be;
@@ -343,14 +343,19 @@ static void run_streamed(moe_ctx *c) {
     free(views);
 }
 
-static void sum_task(void *p, int64_t t) {
+/* The weighted sum of one token's expert outputs over one chunk of SUM_CHUNK channels (a
+ * single decode token's sum still spreads over the threads). */
+static void sum_task(void *p, int64_t task) {
     moe_ctx *c = p;
+    int64_t chunks = (c->n_embd + SUM_CHUNK - 1) / SUM_CHUNK, t = task / chunks;
+    int64_t d0 = task % chunks * SUM_CHUNK;
+    int64_t d1 = d0 + SUM_CHUNK < c->n_embd ? d0 + SUM_CHUNK : c->n_embd;
     float *out = cpu_f32(c->a->out) + t * c->n_embd;
     const float *w = c->weight + t * c->slots;
-    memset(out, 0, (size_t)c->n_embd * sizeof *out);
+    memset(out + d0, 0, (size_t)(d1 - d0) * sizeof *out);
     for (uint32_t s = 0; s < c->slots; s++) {
         const float *y = c->y + (t * c->slots + s) * c->n_embd;
-        for (int64_t d = 0; d < c->n_embd; d++) out[d] += w[s] * y[d];
+        for (int64_t d = d0; d < d1; d++) out[d] += w[s] * y[d];
     }
 }
 
@@ -433,7 +438,8 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
         memset(c.in_round, 1, (size_t)(c.n_expert + 1) * sizeof *c.in_round);
         run_round(&c);
     }
-    if (ok) halo_threadpool_run(pool, c.n_tok, sum_task, &c);
+    if (ok)
+        halo_threadpool_run(pool, c.n_tok * ((c.n_embd + SUM_CHUNK - 1) / SUM_CHUNK), sum_task, &c);
     free(c.bias);
     free(c.r_act);
     free(c.score);

@@ -21,11 +21,11 @@
 # .carry/peers when the checkout has no shared/ folder beside it.
 #   run(command="bench/vulkan/run.sh 24", carry=[".carry/vulkan", ".carry/llama.bundle",
 #       ".carry/peers"], timeout_s=600)
-# Memory: the file is in /dev/shm and halo's loader reads it into its arena, so host RAM holds
-# it twice (the engine still opens Vulkan as a CPU-kind backend and keeps the arena; on this
-# discrete GPU the weights are copied into VRAM): 24 layers is ~45 GiB, twice ~90 of 125 GiB.
-# The full 43-layer model (80.76 GiB) does not fit twice; llama.cpp's full-size numbers are in
-# ORACLES.md §6. Logs under $OUT (or /tmp/halo-out).
+# Memory: the file is in /dev/shm (host RAM). The engine places Vulkan by the plan, so on this
+# discrete GPU the weights are read from the file straight into device buffers (no arena copy):
+# host RAM holds the file once. 24 layers (~45 GiB) was chosen when the arena doubled it; the
+# full 43-layer model (80.76 GiB) may now fit if /dev/shm allows it (tmpfs defaults to half of
+# RAM); llama.cpp's full-size numbers are in ORACLES.md §6. Logs under $OUT (or /tmp/halo-out).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 R=$(pwd)

@@ -29,8 +29,10 @@ static halo_status admit(const halo_engine_params *params, const halo_gguf *g,
     const char *profile = getenv("HALO_PROFILE");
     halo_status st = profile && *profile ? halo_machine_load_profile(profile, &m, err)
                                          : halo_machine_probe("/", params->model_path, &m, err);
-    /* A Vulkan device the probes do not know (lavapipe, Intel) is planned from its heaps. */
-    if (!st && !(profile && *profile) && backend == HALO_BACKEND_VULKAN)
+    /* A Vulkan device the probes do not know (lavapipe, Intel) is planned from its heaps; a
+     * profile without a GPU gets this machine's Vulkan device (HALO_BACKEND=vulkan tests). */
+    if (!st && backend == HALO_BACKEND_VULKAN &&
+        (!(profile && *profile) || m.gpu_vendor == HALO_GPU_NONE))
         st = halo_backend_vulkan_machine(-1, &m, err);
     if (st) return halo_error_prefix(err, "cannot check memory before loading: ");
     uint32_t n_ctx = params->n_ctx ? params->n_ctx : 4096;

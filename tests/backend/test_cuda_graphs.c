@@ -66,8 +66,11 @@ static bool run(const run_cfg *c, bool graphs, bool greedy, run_out *o) {
     halo_session *s[MAX_SEQ] = {0};
     halo_error err = {0};
     uint32_t n_ctx = (uint32_t)(c->n_prompt + c->n_decode);
-    halo_engine_params p = {
-        .model_path = c->model, .backend = "cuda", .precise = true, .n_ctx = n_ctx};
+    halo_engine_params p = {.model_path = c->model,
+                            .backend = "cuda",
+                            .precise = true,
+                            .n_ctx = n_ctx,
+                            .n_seq = (uint32_t)c->n_seq};
     halo_status st = halo_engine_open(&p, &e, &err);
     for (int q = 0; !st && q < c->n_seq; q++)
         st = halo_session_create(e, n_ctx, &s[q], &err);
@@ -152,6 +155,19 @@ static void replay_equals_eager(const run_cfg *c) {
                    (unsigned long long)g->updated, (unsigned long long)g->refused,
                    (unsigned long long)g->breaks, (unsigned long long)g->last_step_kernels);
             CHECK_INT(n_diff, 0);
+            if (n_diff) { /* diagnosis: are eager launches themselves reproducible? */
+                run_out again = {.ids = eager.ids};
+                if (run(c, false, false, &again)) {
+                    int n_again = 0;
+                    for (int r = 0; r < rows; r++)
+                        n_again += memcmp(eager.logits + (size_t)r * eager.V,
+                                          again.logits + (size_t)r * eager.V,
+                                          eager.V * sizeof(float)) != 0;
+                    printf("  a second eager run differs from the first in %d of %d rows%s\n",
+                           n_again, rows, n_again ? ": the kernels are not deterministic" : "");
+                }
+                free(again.logits);
+            }
             /* The eager run had graphs off, the graph run replayed every small step. */
             CHECK(!off->enabled);
             CHECK(off->graph_steps == 0 && off->graphs == 0);

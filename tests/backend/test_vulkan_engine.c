@@ -110,6 +110,19 @@ static void device_weights_split_across_buffers_give_cpu_logits(void) {
     free(split);
 }
 
+/* A discrete GPU without resizable BAR: device buffers filled through the staging buffer. */
+static void staged_device_weights_give_cpu_logits(void) {
+    setenv("HALO_VK_STAGING", "1", 1);
+    float *l = vulkan_logits("device", 1200000, HALO_VK_MEM_DEVICE_STAGED);
+    unsetenv("HALO_VK_STAGING");
+    if (l) {
+        double d = rel_diff(l, cpu_logits);
+        printf("  device, staged: %.3g of the CPU's range\n", d);
+        CHECK(d < 1e-4);
+    }
+    free(l);
+}
+
 static void host_weights_are_imported_in_ranges_under_the_cap(void) {
     float *l = vulkan_logits("host", 1200000, HALO_VK_MEM_IMPORTED);
     if (l) {
@@ -324,6 +337,7 @@ int main(void) {
     halo_engine_close(cpu);
     if (!cpu_logits) return 1;
     RUN(device_weights_split_across_buffers_give_cpu_logits);
+    RUN(staged_device_weights_give_cpu_logits);
     RUN(host_weights_are_imported_in_ranges_under_the_cap);
     RUN(tensor_larger_than_any_buffer_is_named);
     RUN(real_model_is_laid_out_in_buffers_under_the_cap);

@@ -18,8 +18,9 @@
  * when the runtime refuses the update (a piece whose node types changed: a compressor window
  * closing adds a pool kernel). Each piece index keeps a few executables by node-type signature
  * (GRAPH_WAYS), so the shapes a decode cycles through are updated, not re-instantiated. An
- * executable is launched at most once per step and updated only in a later step, after the
- * sync that ended the earlier one: never while it runs.
+ * executable is launched at most once per step and updated in a later step, normally after the
+ * sync that ended the earlier one (after a failed step, without one: an update only affects
+ * later launches, and a destroyed executable still in flight is freed when it completes).
  *
  * Nothing may wait on the stream while it captures (a sync would invalidate the capture and
  * lose the queued work). Whatever needs the host mid-step calls cu_graph_break first: it ends

@@ -10,22 +10,9 @@
 #include "check.h"
 #include "halo/quant.h"
 #include "halo/types.h"
+#include "op_util.h"
 
 enum { EMBD = 256, FF = 256, NEXP = 4, USED = 2, NTOK = 3 };
-
-static float frand(uint32_t *s) {
-    *s = *s * 1664525u + 1013904223u;
-    return (float)(*s >> 8) / 16777216.0f * 2.0f - 1.0f;
-}
-
-static halo_tensor make(halo_backend *be, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2,
-                        const void *data) {
-    halo_tensor t = {.type = type, .ne = {ne0, ne1, ne2, 1}};
-    halo_error err;
-    CHECK_INT(be->ops->buf_alloc(be, halo_tensor_nbytes(&t), &t.buf, &err), HALO_OK);
-    if (data) CHECK_INT(be->ops->buf_write(be, t.buf, 0, data, halo_tensor_nbytes(&t), &err), 0);
-    return t;
-}
 
 /* rows × ne0 random values quantized to type; *deq gets what they decode to. */
 static void *quantized(uint32_t type, int64_t ne0, int64_t rows, uint32_t *seed, float **deq) {

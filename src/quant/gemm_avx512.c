@@ -36,6 +36,11 @@ INLINE __m512 scale2(float s0, float s1) {
                                                   _mm256_castps_si256(_mm256_set1_ps(s1)), 1));
 }
 
+INLINE __m512 join2(__m256 lo, __m256 hi) {
+    return _mm512_castpd_ps(
+        _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+
 INLINE float hsum128_ps(__m128 m) {
     m = _mm_add_ps(m, _mm_movehl_ps(m, m));
     m = _mm_add_ss(m, _mm_movehdup_ps(m));
@@ -178,11 +183,84 @@ static const q8_0_tile_fn q8_0_tiles[2][4] = {
 /* Rows up to this length prepare the tokens' side on the stack (8 tokens: 192 KiB). */
 enum { PREP_MAX_CHUNKS = 128 };
 
+/* One token's side of a row of Q8_0 blocks for q8_0_row1, per block of the main loop: its 32
+ * bytes, -128 x (each lane's four bytes summed), and its scale as f32. */
+typedef struct q8_0_prep1 {
+    __m256i av, neg;
+} q8_0_prep1;
+
+AVX512 static void q8_0_prepare1(int64_t nb, const block_q8_0 *a, q8_0_prep1 *p, float *as) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    for (int64_t b = 0; b < nb / 4 * 4; b++) {
+        p[b].av = _mm256_loadu_si256((const __m256i *)a[b].qs);
+        p[b].neg = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                    _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, p[b].av));
+        as[b] = f16(a[b].d);
+    }
+}
+
+/* One row against one prepared token: the row dot's arithmetic (halo_dot_q8_0_avx512: lanes
+ * 0-7 and 8-15 of its two accumulators hold blocks 4k, 4k+1 and 4k+2, 4k+3) in four 256-bit
+ * accumulators, one per block of the four, reduced as it reduces; so the same results with
+ * fewer instructions. A decode step streams each weight once, and on 2 Zen 4 cores (512-bit
+ * operations take two passes there) the per-block work kept the matrix-vector product below
+ * the memory's pace. Here 16 blocks' weight scales come with one gather, are converted and
+ * multiplied by the token's together (the same wd * ad products), and each block's product
+ * is broadcast from memory into its fma. */
+INLINE float q8_0_row1(int64_t nb, const block_q8_0 *x, const block_q8_0 *a, const q8_0_prep1 *p,
+                       const float *as) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    __m256 acc[4];
+    for (int k = 0; k < 4; k++)
+        acc[k] = _mm256_setzero_ps();
+    int64_t main = nb / 4 * 4, i = 0;
+    for (; i + 16 <= main; i += 16) {
+        __m256i h = _mm256_set_epi16(
+            (short)x[i + 15].d, (short)x[i + 14].d, (short)x[i + 13].d, (short)x[i + 12].d,
+            (short)x[i + 11].d, (short)x[i + 10].d, (short)x[i + 9].d, (short)x[i + 8].d,
+            (short)x[i + 7].d, (short)x[i + 6].d, (short)x[i + 5].d, (short)x[i + 4].d,
+            (short)x[i + 3].d, (short)x[i + 2].d, (short)x[i + 1].d, (short)x[i].d);
+        __m512 pr = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_loadu_ps(as + i));
+        __m256 ph[2] = {_mm512_castps512_ps256(pr),
+                        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pr), 1))};
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) {
+            __m256i wu = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[i + k].qs), bias);
+            __m256i d = _mm256_dpbusd_epi32(p[i + k].neg, wu, p[i + k].av);
+            __m256 sc = _mm256_permutevar8x32_ps(ph[k / 8], _mm256_set1_epi32(k % 8));
+            acc[k & 3] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(d), acc[k & 3]);
+        }
+    }
+    for (; i < main; i++) {
+        __m256i wu = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[i].qs), bias);
+        __m256i d = _mm256_dpbusd_epi32(p[i].neg, wu, p[i].av);
+        acc[i & 3] =
+            _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * as[i]), _mm256_cvtepi32_ps(d), acc[i & 3]);
+    }
+    __m512 acc0 = join2(acc[0], acc[1]), acc1 = join2(acc[2], acc[3]);
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    if (i < nb) sum += halo_dot_q8_0_avx2(QK32 * (nb - i), x + i, a + i);
+    return sum;
+}
+
+AVX512 static void q8_0_rows1(int64_t nb, const unsigned char *w, size_t w_stride, int64_t nr,
+                              const block_q8_0 *a, float *y) {
+    q8_0_prep1 p[PREP_MAX_CHUNKS * 2];
+    float as[PREP_MAX_CHUNKS * 2];
+    q8_0_prepare1(nb, a, p, as);
+    for (int64_t r = 0; r < nr; r++)
+        y[r] = q8_0_row1(nb, (const block_q8_0 *)(w + (size_t)r * w_stride), a, p, as);
+}
+
 AVX512 void halo_gemm_q8_0_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,
                                   const void *const *act, int nt, float *const *y) {
     int64_t nb = n / QK32, chunks = nb / 4 * 2;
     /* Preparing pays when the tokens meet several pairs of rows. */
     bool prep = nr >= 4 && chunks <= PREP_MAX_CHUNKS;
+    if (nt == 1 && prep) {
+        q8_0_rows1(nb, w, w_stride, nr, act[0], y[0]);
+        return;
+    }
     q8_0_prep buf[prep ? HALO_GEMM_MAX_TOK * PREP_MAX_CHUNKS : 1];
     const q8_0_prep *pt[HALO_GEMM_MAX_TOK];
     for (int t = 0; t < nt; t++) {

@@ -399,10 +399,9 @@ INLINE void q2_K_row(const int T, int64_t nsb, const block_q2_K *x, const block_
             for (int c = 0; c < 2; c++) {
                 __m512i y01 = _mm512_loadu_si512((const void *)(b->qs + 128 * c));
                 __m512i y23 = _mm512_loadu_si512((const void *)(b->qs + 128 * c + 64));
-                sumi0 = _mm512_add_epi32(
-                    sumi0, _mm512_madd_epi16(_mm512_maddubs_epi16(q01[c], y01), s01[c]));
-                sumi1 = _mm512_add_epi32(
-                    sumi1, _mm512_madd_epi16(_mm512_maddubs_epi16(q23[c], y23), s23[c]));
+                /* vpdpwssd: madd and add in one (exact integers: the same sums) */
+                sumi0 = _mm512_dpwssd_epi32(sumi0, _mm512_maddubs_epi16(q01[c], y01), s01[c]);
+                sumi1 = _mm512_dpwssd_epi32(sumi1, _mm512_maddubs_epi16(q23[c], y23), s23[c]);
             }
             acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(b->d * d),
                                      _mm512_cvtepi32_ps(_mm512_add_epi32(sumi0, sumi1)), acc[t]);
@@ -521,11 +520,11 @@ INLINE void q4_K_row(const int T, int64_t nsb, const block_q4_K *x, const block_
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 __m512i v = _mm512_loadu_si512((const void *)(b->qs + 64 * c));
-                __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(q[c], v), sc[c]);
+                __m512i p = _mm512_maddubs_epi16(q[c], v); /* vpdpwssd: madd and add in one */
                 if (c & 1)
-                    sumi1 = _mm512_add_epi32(sumi1, p);
+                    sumi1 = _mm512_dpwssd_epi32(sumi1, p, sc[c]);
                 else
-                    sumi0 = _mm512_add_epi32(sumi0, p);
+                    sumi0 = _mm512_dpwssd_epi32(sumi0, p, sc[c]);
             }
             acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(b->d * d),
                                      _mm512_cvtepi32_ps(_mm512_add_epi32(sumi0, sumi1)), acc[t]);

@@ -1,0 +1,453 @@
+/* Prefill projections on tensor cores (see gemm_mma.h).
+ *
+ * The matvec kernels of decode (mv.cuh) decode every weight on CUDA cores once per group of 8
+ * tokens and multiply in f32: at 2048 tokens that is ~4 TFLOP/s on an H200, the prefill's bound.
+ * Here a block of 8 warps owns a tile of GM_BM weight rows x GM_BN tokens: per GM_BK-wide slice
+ * of the inputs each thread decodes one 32-weight unit (quant.cuh's decoders, the same values
+ * as the CPU's) to f16 in shared memory, the block rounds its tokens' f32 activations to f16
+ * beside them, and each warp multiplies a 32 x 32 part of the tile with mma.sync m16n8k16
+ * (f16 x f16 -> f32). A weight is decoded once per 64 tokens, and the multiply-adds run on
+ * tensor cores.
+ *
+ * Numerics: weights rounded once to f16 (2^-11 relative; the 2-bit formats' values and Q8_0's
+ * d·q fit in 11 bits of mantissa up to that rounding), activations rounded to f16 with
+ * saturation at ±65504, products and sums in f32. That is the precision class of ggml's CUDA
+ * prefill (cuBLAS on f16 activations for float weights; q8_1 activations, a 1/254 step of the
+ * block's largest value, for its quantized MMQ kernels), not the CPU's precise mode: the op
+ * tests hold these kernels to 2e-3 of the output's range, not 1e-5. */
+#include <stdlib.h>
+
+#include "backend/cuda/gemm_mma.h"
+#include "backend/cuda/quant.cuh"
+
+#ifndef HALO_HIP
+#include <cuda_fp16.h>
+
+enum {
+    GM_BM = 128,       /* weight rows of a tile */
+    GM_BN = 64,        /* tokens (or expert pairs) of a tile: moe.cu's MOE_ITEM */
+    GM_BK = 64,        /* inputs per step: one 32-weight unit per thread */
+    GM_THREADS = 256,  /* 8 warps: 4 along the rows x 2 along the tokens, 32 x 32 each */
+    GM_LD = GM_BK + 8, /* f16 per smem row: +16 bytes, so ldmatrix's 8 rows hit 8 bank groups */
+};
+
+/* The tile's shared memory: decoded weights, f16 activations, and where each token's
+ * activation row and output row are (NULL past the batch). */
+typedef struct gm_smem {
+    __half a[GM_BM][GM_LD];
+    __half b[GM_BN][GM_LD];
+    const float *xrow[GM_BN];
+    float *orow[GM_BN];
+} gm_smem;
+
+static __device__ __forceinline__ void ldm_x4(uint32_t r[4], const __half *p) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+static __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], const uint32_t b0,
+                                                 const uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* f32 to f16 with saturation: an activation past f16's range becomes ±65504, not infinity. */
+static __device__ __forceinline__ __half2 sat_h2(float x, float y) {
+    x = fminf(fmaxf(x, -65504.0f), 65504.0f);
+    y = fminf(fmaxf(y, -65504.0f), 65504.0f);
+    return __floats2half2_rn(x, y);
+}
+
+static __device__ __forceinline__ void store32(__half *dst, const float v[32]) {
+    uint4 *d = (uint4 *)dst;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        __half2 h[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            h[j] = __floats2half2_rn(v[8 * i + 2 * j], v[8 * i + 2 * j + 1]);
+        d[i] = *(const uint4 *)h;
+    }
+}
+
+/* Weights [32c, 32c + 32) of a row of type T, as f16, into dst (16-byte aligned). */
+template <int T>
+static __device__ __forceinline__ void gm_unit(const char *row, int64_t c, __half *dst,
+                                               cu_grids g) {
+    if constexpr (T == HALO_TYPE_F16) {
+        const uint4 *s = (const uint4 *)(row + 64 * c);
+        uint4 *d = (uint4 *)dst;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            d[i] = __ldg(s + i);
+    } else if constexpr (T == HALO_TYPE_BF16) {
+        const uint4 *s = (const uint4 *)(row + 64 * c);
+        float v[32];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint4 q = __ldg(s + i);
+            const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                v[8 * i + 2 * j] = __uint_as_float(w[j] << 16);
+                v[8 * i + 2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+            }
+        }
+        store32(dst, v);
+    } else if constexpr (T == HALO_TYPE_Q8_0) {
+        /* d (f16) then 32 int8: blocks of 34 bytes are 2-byte aligned, so 17 2-byte loads. */
+        const uint16_t *b = (const uint16_t *)(row + 34 * c);
+        const float d = __half2float(__ushort_as_half(b[0]));
+        float v[32];
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const uint16_t q = b[1 + i];
+            v[2 * i] = __fmul_rn((float)(int8_t)(q & 0xff), d);
+            v[2 * i + 1] = __fmul_rn((float)(int8_t)(q >> 8), d);
+        }
+        store32(dst, v);
+    } else {
+        float v[32];
+        deq32_body((uint32_t)T, (const uint8_t *)row, c, v, g);
+        store32(dst, v);
+    }
+}
+
+/* The tile's product: acc[mi][ni] (this warp's 2 x 4 fragments of 16 x 8) = Σ over the K
+ * inputs of w rows [0, n_rows) (row_bytes apart, type T) times s.xrow's activations. */
+template <int T>
+static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64_t row_bytes,
+                                               int n_rows, int64_t K, float acc[2][4][4],
+                                               cu_grids g) {
+    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+    const int wm = warp % 4, wn = warp / 4;
+    /* This thread's decoding: row ar, unit au of each step; activations: token bj, 16 inputs
+     * at bq. */
+    const int ar = tid >> 1, au = tid & 1, bj = tid >> 2, bq = 16 * (tid & 3);
+    const char *arow = ar < n_rows ? w + (uint64_t)ar * row_bytes : NULL;
+    const float *xr = s.xrow[bj];
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                acc[mi][ni][k] = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += GM_BK) {
+        if (arow) {
+            gm_unit<T>(arow, k0 / 32 + au, &s.a[ar][32 * au], g);
+        } else {
+            uint4 *d = (uint4 *)&s.a[ar][32 * au];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                d[i] = make_uint4(0, 0, 0, 0);
+        }
+        uint4 hv[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+        if (xr) {
+            const float4 *xp = (const float4 *)(xr + k0 + bq);
+            __half2 h[8];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float4 f = __ldg(xp + i);
+                h[2 * i] = sat_h2(f.x, f.y);
+                h[2 * i + 1] = sat_h2(f.z, f.w);
+            }
+            hv[0] = *(const uint4 *)h;
+            hv[1] = *(const uint4 *)(h + 4);
+        }
+        *(uint4 *)&s.b[bj][bq] = hv[0];
+        *(uint4 *)&s.b[bj][bq + 8] = hv[1];
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < GM_BK; kk += 16) {
+            uint32_t af[2][4], bf[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+                ldm_x4(af[mi], &s.a[32 * wm + 16 * mi + (lane & 15)][kk + 8 * (lane >> 4)]);
+#pragma unroll
+            for (int nj = 0; nj < 2; nj++) {
+                uint32_t r[4];
+                ldm_x4(r, &s.b[32 * wn + 16 * nj + (lane & 7) + 8 * (lane >> 4)]
+                              [kk + 8 * ((lane >> 3) & 1)]);
+                bf[2 * nj][0] = r[0], bf[2 * nj][1] = r[1];
+                bf[2 * nj + 1][0] = r[2], bf[2 * nj + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++)
+                    mma_16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+        }
+        __syncthreads();
+    }
+}
+
+/* Writes the tile: row r (< n_rows) of token j goes to s.orow[j][o0 + r]. */
+static __device__ __forceinline__ void gm_store(const gm_smem &s, const float acc[2][4][4],
+                                                int64_t o0, int n_rows) {
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int wm = warp % 4, wn = warp / 4;
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int r = 32 * wm + 16 * mi + lane / 4 + 8 * (k >> 1);
+                const int j = 32 * wn + 8 * ni + 2 * (lane % 4) + (k & 1);
+                float *o = s.orow[j];
+                if (o && r < n_rows) o[o0 + r] = acc[mi][ni][k];
+            }
+}
+
+typedef struct gm_dense_args {
+    const char *w;
+    uint64_t row_bytes;
+    int64_t n_in, n_out, out_per_group;
+    const float *x;
+    int64_t x_stride, n_tok;
+    float *out;
+    cu_grids g;
+} gm_dense_args;
+
+/* grid.x: token tiles (the fast index: the blocks reading the same weight rows run together
+ * and find them in L2), grid.y: row tiles, each inside one group (checked on the host). */
+template <int T> __global__ void __launch_bounds__(GM_THREADS, 2) gm_dense(const gm_dense_args a) {
+    __shared__ __align__(16) gm_smem s;
+    const int64_t o0 = (int64_t)blockIdx.y * GM_BM, t0 = (int64_t)blockIdx.x * GM_BN;
+    const int64_t grp = o0 / a.out_per_group;
+    if (threadIdx.x < GM_BN) {
+        const int64_t t = t0 + threadIdx.x;
+        const bool live = t < a.n_tok;
+        s.xrow[threadIdx.x] = live ? a.x + t * a.x_stride + grp * a.n_in : NULL;
+        s.orow[threadIdx.x] = live ? a.out + t * a.n_out : NULL;
+    }
+    __syncthreads();
+    const int n_rows = a.n_out - o0 < GM_BM ? (int)(a.n_out - o0) : GM_BM;
+    float acc[2][4][4];
+    gm_tile<T>(s, a.w + (uint64_t)o0 * a.row_bytes, a.row_bytes, n_rows, a.n_in, acc, a.g);
+    gm_store(s, acc, o0, n_rows);
+}
+
+/* The expert projections: grid.y the work items (found on the device; past act[0] a block
+ * leaves), grid.x the row tiles (for gate+up: the gate's tiles then the up's). */
+typedef struct gm_moe_args {
+    cu_mma_experts m;
+    const float *x; /* up: the moe input [n_tok][n_embd]; down: h [pairs][n_h] */
+    float *o1, *o2; /* up: hg, hu; down: y, unused */
+    int up;
+    int tiles; /* row tiles per matrix */
+    cu_grids g;
+} gm_moe_args;
+
+template <int TR, int TS>
+__global__ void __launch_bounds__(GM_THREADS, 2) gm_moe(const gm_moe_args a) {
+    __shared__ __align__(16) gm_smem s;
+    const cu_mma_experts &m = a.m;
+    if ((int32_t)blockIdx.y >= m.act[0]) return;
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
+    const int32_t p0 = item[1], p1 = item[2];
+    const bool shared = e == m.n_expert;
+    const int mat = a.up ? (int)(blockIdx.x / a.tiles) : 0;
+    const int64_t o0 = (int64_t)(blockIdx.x % a.tiles) * GM_BM;
+    const int64_t rows = a.up ? (shared ? m.n_ff_sh : m.n_ff) : m.n_embd;
+    if (o0 >= rows) return; /* the whole block */
+    const int64_t K = a.up ? m.n_embd : (shared ? m.n_ff_sh : m.n_ff);
+    const char *w;
+    uint64_t rb;
+    if (a.up) {
+        rb = shared ? (mat ? m.urb_sh : m.grb_sh) : (mat ? m.urb : m.grb);
+        const char *base = shared ? (mat ? m.up_sh : m.gate_sh) : (mat ? m.up : m.gate);
+        w = base + ((uint64_t)(shared ? 0 : e) * m.n_ff + o0) * rb;
+    } else {
+        rb = shared ? m.drb_sh : m.drb;
+        w = (shared ? m.down_sh : m.down) + ((uint64_t)(shared ? 0 : e) * m.n_embd + o0) * rb;
+    }
+    if (threadIdx.x < GM_BN) {
+        const int32_t i = p0 + (int32_t)threadIdx.x;
+        const bool live = i < p1;
+        const int64_t pair = live ? m.pairs[i] : 0;
+        if (a.up) {
+            s.xrow[threadIdx.x] = live ? a.x + (pair / m.slots) * m.n_embd : NULL;
+            s.orow[threadIdx.x] = live ? (mat ? a.o2 : a.o1) + pair * m.n_h : NULL;
+        } else {
+            s.xrow[threadIdx.x] = live ? a.x + pair * m.n_h : NULL;
+            s.orow[threadIdx.x] = live ? a.o1 + pair * m.n_embd : NULL;
+        }
+    }
+    __syncthreads();
+    const int n_rows = rows - o0 < GM_BM ? (int)(rows - o0) : GM_BM;
+    float acc[2][4][4];
+    if (shared)
+        gm_tile<TS>(s, w, rb, n_rows, K, acc, a.g);
+    else
+        gm_tile<TR>(s, w, rb, n_rows, K, acc, a.g);
+    gm_store(s, acc, o0, n_rows);
+}
+
+/* ---- host side ----------------------------------------------------------------------------- */
+
+/* HALO_CUDA_MMA=0 turns these kernels off; HALO_CUDA_MMA_MIN (dense) and HALO_CUDA_MMA_MOE_MIN
+ * (experts) set the fewest tokens of a batch that use them (measured on the H200: see
+ * bench/cuda/NOTES.md). */
+static int64_t env_int(const char *name, int64_t dflt) {
+    const char *v = getenv(name);
+    return v && *v ? strtoll(v, NULL, 10) : dflt;
+}
+static int64_t mma_min_dense(void) {
+    static const int64_t v = env_int("HALO_CUDA_MMA", 1) ? env_int("HALO_CUDA_MMA_MIN", 64) : -1;
+    return v;
+}
+static int64_t mma_min_moe(void) {
+    static const int64_t v =
+        env_int("HALO_CUDA_MMA", 1) ? env_int("HALO_CUDA_MMA_MOE_MIN", 64) : -1;
+    return v;
+}
+
+/* Types with a tile decoder here (block formats through quant.cuh's deq32_body). */
+static bool gm_type(uint32_t t) {
+    return t == HALO_TYPE_Q8_0 || t == HALO_TYPE_F16 || t == HALO_TYPE_BF16 ||
+           t == HALO_TYPE_IQ2_XXS || t == HALO_TYPE_Q2_K || t == HALO_TYPE_Q4_K ||
+           t == HALO_TYPE_MXFP4;
+}
+
+/* Rows the 16-byte (float types) or 2-byte (Q8_0) loads can read: every row start aligned. */
+static bool gm_rows_ok(uint32_t t, const char *w, uint64_t row_bytes) {
+    const uint64_t al = t == HALO_TYPE_F16 || t == HALO_TYPE_BF16 ? 16 : 4;
+    return ((uintptr_t)w % al) == 0 && row_bytes % al == 0;
+}
+
+/* Projections at least this wide take the tensor-core path: the real model's (1,024 to
+ * 32,768 inputs), not the tiny test models' (at most 512), whose golden tests hold the GPU to
+ * the CPU's precise f32 numbers (the CUDA backend is not told the engine's precise flag). */
+enum { GM_MIN_IN = 1024 };
+
+bool cu_mma_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
+                   uint32_t groups, const float *x, int64_t x_stride, int64_t n_tok, float *out,
+                   const char *op) {
+    const int64_t min_tok = mma_min_dense();
+    if (be->naive || min_tok < 0 || n_tok < min_tok || !gm_type(type) || n_in < GM_MIN_IN ||
+        n_in % GM_BK || n_out % groups || (n_out / groups) % GM_BM || ((uintptr_t)x & 15) ||
+        (x_stride & 3))
+        return false;
+    const uint64_t rb = cu_row_bytes(type, n_in);
+    if (!gm_rows_ok(type, w, rb)) return false;
+    const int64_t tt = (n_tok + GM_BN - 1) / GM_BN, rt = n_out / GM_BM;
+    if (tt > 0x7fffffff || rt > 65535) return false;
+    gm_dense_args a = {w, rb,       n_in,  n_out, n_out / groups,
+                       x, x_stride, n_tok, out,   cu_grids_get(&be->base)};
+    dim3 grid((unsigned)tt, (unsigned)rt);
+    switch (type) {
+#define GM_CASE(t)                                                                                 \
+    case t:                                                                                        \
+        gm_dense<t><<<grid, GM_THREADS, 0, be->stream>>>(a);                                       \
+        break;
+        GM_CASE(HALO_TYPE_Q8_0)
+        GM_CASE(HALO_TYPE_F16)
+        GM_CASE(HALO_TYPE_BF16)
+        GM_CASE(HALO_TYPE_Q2_K)
+        GM_CASE(HALO_TYPE_IQ2_XXS)
+        GM_CASE(HALO_TYPE_Q4_K)
+        GM_CASE(HALO_TYPE_MXFP4)
+#undef GM_CASE
+    default:
+        return false;
+    }
+    CU_LAUNCHED(be, op, "gm_dense");
+    return true;
+}
+
+/* (routed, shared) type pairs with a grouped kernel: ds4's q2 mix (IQ2_XXS gate/up, Q2_K
+ * down), its q4 layers (Q4_K) and the MXFP4 mix, each with a Q8_0 shared expert. */
+#define GM_UP_PAIRS(X)                                                                             \
+    X(HALO_TYPE_IQ2_XXS, HALO_TYPE_Q8_0)                                                           \
+    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
+#define GM_DOWN_PAIRS(X)                                                                           \
+    X(HALO_TYPE_Q2_K, HALO_TYPE_Q8_0)                                                              \
+    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
+
+static bool gm_pair(uint32_t tr, uint32_t ts, bool up) {
+#define GM_IS(a, b)                                                                                \
+    if (tr == (a) && ts == (b)) return true;
+    if (up) {
+        GM_UP_PAIRS(GM_IS)
+    } else {
+        GM_DOWN_PAIRS(GM_IS)
+    }
+#undef GM_IS
+    return false;
+}
+
+bool cu_mma_moe_ok(cu_backend *be, const cu_mma_experts *m, int64_t n_tok) {
+    const int64_t min_tok = mma_min_moe();
+    const bool sh = m->gate_sh != NULL;
+    const uint32_t ts_up = sh ? m->ts_up : m->tr_up, ts_down = sh ? m->ts_down : m->tr_down;
+    if (be->naive || min_tok < 0 || n_tok < min_tok || !gm_pair(m->tr_up, ts_up, true) ||
+        !gm_pair(m->tr_down, ts_down, false) || m->n_embd < GM_MIN_IN || m->n_embd % GM_BM ||
+        m->n_embd % GM_BK || m->n_ff % GM_BK || (sh && m->n_ff_sh % GM_BK) || m->n_h % 4 ||
+        m->max_items > 65535)
+        return false;
+    if (!gm_rows_ok(m->tr_up, m->gate, m->grb) || !gm_rows_ok(m->tr_up, m->up, m->urb) ||
+        !gm_rows_ok(m->tr_down, m->down, m->drb))
+        return false;
+    if (sh &&
+        (!gm_rows_ok(ts_up, m->gate_sh, m->grb_sh) || !gm_rows_ok(ts_up, m->up_sh, m->urb_sh) ||
+         !gm_rows_ok(ts_down, m->down_sh, m->drb_sh)))
+        return false;
+    return true;
+}
+
+static bool gm_moe_launch(cu_backend *be, const gm_moe_args &a, uint32_t tr, uint32_t ts,
+                          const char *op) {
+    const int64_t mats = a.up ? 2 : 1;
+    dim3 grid((unsigned)(a.tiles * mats), (unsigned)a.m.max_items);
+#define GM_LAUNCH(x, y)                                                                            \
+    if (tr == (x) && ts == (y)) {                                                                  \
+        gm_moe<x, y><<<grid, GM_THREADS, 0, be->stream>>>(a);                                      \
+        return CU_LAUNCHED(be, op, "gm_moe");                                                      \
+    }
+    if (a.up) {
+        GM_UP_PAIRS(GM_LAUNCH)
+    } else {
+        GM_DOWN_PAIRS(GM_LAUNCH)
+    }
+#undef GM_LAUNCH
+    return false;
+}
+
+bool cu_mma_moe_up(cu_backend *be, const cu_mma_experts *m, const float *x, float *hg, float *hu,
+                   const char *op) {
+    const int64_t rows = m->n_ff > m->n_ff_sh ? m->n_ff : m->n_ff_sh;
+    gm_moe_args a = {*m, x, hg, hu, 1, (int)((rows + GM_BM - 1) / GM_BM), cu_grids_get(&be->base)};
+    return gm_moe_launch(be, a, m->tr_up, m->gate_sh ? m->ts_up : m->tr_up, op);
+}
+
+bool cu_mma_moe_down(cu_backend *be, const cu_mma_experts *m, const float *h, float *y,
+                     const char *op) {
+    gm_moe_args a = {*m, h, y, NULL, 0, (int)(m->n_embd / GM_BM), cu_grids_get(&be->base)};
+    return gm_moe_launch(be, a, m->tr_down, m->gate_sh ? m->ts_down : m->tr_down, op);
+}
+
+#else /* HIP: no mma.sync; the matvec kernels run every batch. */
+
+bool cu_mma_matmul(cu_backend *, uint32_t, const char *, int64_t, int64_t, uint32_t, const float *,
+                   int64_t, int64_t, float *, const char *) {
+    return false;
+}
+bool cu_mma_moe_ok(cu_backend *, const cu_mma_experts *, int64_t) {
+    return false;
+}
+bool cu_mma_moe_up(cu_backend *, const cu_mma_experts *, const float *, float *, float *,
+                   const char *) {
+    return false;
+}
+bool cu_mma_moe_down(cu_backend *, const cu_mma_experts *, const float *, float *, const char *) {
+    return false;
+}
+
+#endif

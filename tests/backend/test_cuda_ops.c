@@ -385,15 +385,18 @@ static void norm_rope_and_hc_match_the_cpu(void) {
 
 /* Attention with 64 heads of 512: a window of 128 raw rows, and either the indexer's selection
  * of 512 among ratio-4 compressed rows (with -1 and out-of-range entries) or every visible
- * ratio-128 row. */
-static void attention_matches_the_cpu(void) {
-    const int64_t HD = 512, H = 64, T = 3, W = 128;
-    int32_t pos[3] = {4097, 4098, 4099};
-    both q = rand_f32(HD, H, T, 1.0f), win = rand_f32(HD, W + 2, 1, 1.0f);
+ * ratio-128 row; 3 tokens (one block per token and head) and 40 (prefill: a block per token and
+ * 8 heads sharing the rows). */
+static void attention_once(int64_t T) {
+    const int64_t HD = 512, H = 64, W = 128;
+    int32_t pos[40];
+    for (int64_t t = 0; t < T; t++)
+        pos[t] = (int32_t)(4100 - T + t);
+    both q = rand_f32(HD, H, T, 1.0f), win = rand_f32(HD, W + T - 1, 1, 1.0f);
     both sinks = rand_f32(H, 1, 1, 1.0f), out = make(HALO_TYPE_F32, HD, H, T, NULL);
     both comp4 = rand_f32(HD, 1025, 1, 1.0f), comp128 = rand_f32(HD, 32, 1, 1.0f);
-    int32_t *sel = malloc(sizeof(int32_t) * 512 * T);
-    for (int i = 0; i < 512 * T; i++)
+    int32_t *sel = malloc(sizeof(int32_t) * 512 * (size_t)T);
+    for (int64_t i = 0; i < 512 * T; i++)
         sel[i] = (int32_t)(next() % 1100) - 40; /* some -1, some past */
     both s = make(HALO_TYPE_I32, 512, T, 1, sel);
     for (int pass = 0; pass < 2; pass++) {
@@ -401,7 +404,7 @@ static void attention_matches_the_cpu(void) {
         halo_attn_args a = {.q = &q.c,
                             .pos = pos,
                             .window = &win.c,
-                            .win_pos0 = 4097 - 127,
+                            .win_pos0 = pos[0] - 127,
                             .sliding_window = W,
                             .comp = &comp->c,
                             .ratio = pass ? 128 : 4,
@@ -413,14 +416,20 @@ static void attention_matches_the_cpu(void) {
         a.q = &q.g, a.window = &win.g, a.comp = &comp->g, a.select = pass ? NULL : &s.g;
         a.sinks = &sinks.g, a.out = &out.g;
         gpu->ops->attention(gpu, &a);
-        compare(pass ? "attention window + all ratio-128 rows"
-                     : "attention window + 512 selected ratio-4 rows",
-                &out, 1e-5);
+        char what[96];
+        snprintf(what, sizeof what, "attention window + %s, %lld tok",
+                 pass ? "all ratio-128 rows" : "512 selected ratio-4 rows", (long long)T);
+        compare(what, &out, 1e-5);
     }
     free(sel);
     both *all[] = {&q, &win, &sinks, &out, &comp4, &comp128, &s};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         drop(all[i]);
+}
+
+static void attention_matches_the_cpu(void) {
+    attention_once(3);
+    attention_once(40);
 }
 
 /* Compressor pooling: ratio 4 with overlap (dim 512 and the indexer's 128), with and without

@@ -18,6 +18,14 @@
 #include "core/error.h"
 #include "halo/plan.h"
 #include "halo/types.h"
+#if defined(HALO_CUDA) || defined(HALO_HIP)
+#include "backend/cuda/precision.h"
+#else /* a build without a GPU backend: main skips before any test */
+static bool halo_backend_cuda_set_precise(halo_backend *be, bool precise) {
+    (void)be, (void)precise;
+    return false;
+}
+#endif
 
 static halo_backend *cpu, *gpu;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -258,12 +266,26 @@ static void matmul_matches_the_cpu_for_every_type(void) {
     drop(&y);
 }
 
-/* Prefill batches (64 tokens and more) of the types gemm_mma.cu decodes go to tensor cores:
- * weights and activations rounded to f16, f32 sums, so they are held to 2e-3 of the output's
- * range (the class of ggml's f16/q8_1 prefill), not 1e-5; 200 tokens leave a partial tile and
- * the grouped projection keeps each tile in one group. A type without a tile decoder (Q6_K)
- * stays on the f32 kernels at 1e-5. */
+/* Fast mode (precision.h): prefill batches (64 tokens and more) of the types gemm_mma.cu
+ * decodes go to tensor cores, weights and activations rounded to f16 and f32 sums, so they are
+ * held to 2e-3 of the output's range (the class of ggml's f16/q8_1 prefill), not 1e-5; 200
+ * tokens leave a partial tile and the grouped projection keeps each tile in one group. A type
+ * without a tile decoder (Q6_K) stays on the f32 kernels at 1e-5. Precise mode (the default)
+ * keeps f32 at the same sizes, and fast mode really rounds (so the path is taken). */
 static void matmul_on_tensor_cores_matches_the_cpu(void) {
+    {
+        both w = rand_w(HALO_TYPE_Q8_0, 4096, 384, 1, 1.0f);
+        both x = rand_f32(4096, 512, 1, 1.0f), y = make(HALO_TYPE_F32, 384, 512, 1, NULL);
+        cpu->ops->matmul(cpu, &w.c, &x.c, 1, &y.c);
+        gpu->ops->matmul(gpu, &w.g, &x.g, 1, &y.g);
+        compare("matmul q8_0 4096x384, 512 tok, precise mode", &y, 1e-5);
+        CHECK(halo_backend_cuda_set_precise(gpu, false));
+        gpu->ops->matmul(gpu, &w.g, &x.g, 1, &y.g);
+        CHECK(compare("matmul q8_0 4096x384, 512 tok, fast mode", &y, 2e-3) > 1e-6);
+        drop(&w);
+        drop(&x);
+        drop(&y);
+    }
     const uint32_t types[] = {HALO_TYPE_Q8_0,    HALO_TYPE_F16,  HALO_TYPE_BF16,  HALO_TYPE_Q2_K,
                               HALO_TYPE_IQ2_XXS, HALO_TYPE_Q4_K, HALO_TYPE_MXFP4, HALO_TYPE_Q6_K};
     const int64_t n_toks[] = {64, 200, 512};
@@ -290,6 +312,7 @@ static void matmul_on_tensor_cores_matches_the_cpu(void) {
     drop(&w);
     drop(&x);
     drop(&y);
+    CHECK(halo_backend_cuda_set_precise(gpu, true));
 }
 
 static void norm_rope_and_hc_match_the_cpu(void) {
@@ -598,7 +621,9 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
     a.tid2eid = hash ? &tid.g : NULL, a.gate_exps = &gate.g, a.up_exps = &up.g;
     a.down_exps = &down.g, a.gate_sh = &gs.g, a.up_sh = &us.g, a.down_sh = &ds.g;
     a.out = &out.g;
+    CHECK(halo_backend_cuda_set_precise(gpu, T < 64)); /* fast mode for prefill batches */
     gpu->ops->moe(gpu, &a);
+    CHECK(halo_backend_cuda_set_precise(gpu, true));
     char line[128];
     snprintf(line, sizeof line, "moe %s, %lld tok", what, (long long)T);
     /* 64 tokens and more: the experts on tensor cores (f16, see matmul above). */
@@ -804,6 +829,7 @@ static void moe_streamed_matches_the_cpu_resident(void) {
 
 int main(void) {
     halo_error err = {0};
+    unsetenv("HALO_CUDA_MMA"); /* it would override the modes the tests set */
     if (halo_backend_cuda_create(0, &gpu, &err)) {
         printf("skipped: no GPU backend here: %s\n", err.message);
         return 77;

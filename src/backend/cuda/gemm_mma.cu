@@ -14,7 +14,8 @@
  * saturation at ±65504, products and sums in f32. That is the precision class of ggml's CUDA
  * prefill (cuBLAS on f16 activations for float weights; q8_1 activations, a 1/254 step of the
  * block's largest value, for its quantized MMQ kernels), not the CPU's precise mode: the op
- * tests hold these kernels to 2e-3 of the output's range, not 1e-5. */
+ * tests hold these kernels to 2e-3 of the output's range, not 1e-5. They run in the backend's
+ * fast mode only (precision.h): precise mode keeps f32 activations at every batch size. */
 #include <stdlib.h>
 
 #include "backend/cuda/gemm_mma.h"
@@ -74,23 +75,49 @@ static __device__ __forceinline__ void store32(__half *dst, const float v[32]) {
     }
 }
 
-/* Weights [32c, 32c + 32) of a row of type T, as f16, into dst (16-byte aligned). */
-template <int T>
-static __device__ __forceinline__ void gm_unit(const char *row, int64_t c, __half *dst,
-                                               cu_grids g) {
-    if constexpr (T == HALO_TYPE_F16) {
-        const uint4 *s = (const uint4 *)(row + 64 * c);
-        uint4 *d = (uint4 *)dst;
+/* One thread's 32-weight unit of a step, in two halves so the loads of step k + 1 are in flight
+ * while the tensor cores work on step k: fetch (global memory to registers; the 2-bit formats'
+ * unit is 10 bytes or 38, not the whole super-block) and put (decode to f16 in shared memory).
+ * Types without a fetch here decode straight from global memory in put (quant.cuh). */
+template <int T> struct gm_raw {
+    const char *row;
+    int64_t c;
+    __device__ void fetch(const char *r, int64_t u) {
+        row = r, c = u;
+    }
+    __device__ void put(__half *dst, cu_grids g) const {
+        float v[32];
+        deq32_body((uint32_t)T, (const uint8_t *)row, c, v, g);
+        store32(dst, v);
+    }
+};
+
+template <> struct gm_raw<HALO_TYPE_F16> {
+    uint4 q[4];
+    __device__ void fetch(const char *r, int64_t c) {
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            d[i] = __ldg(s + i);
-    } else if constexpr (T == HALO_TYPE_BF16) {
-        const uint4 *s = (const uint4 *)(row + 64 * c);
+            q[i] = __ldg((const uint4 *)(r + 64 * c) + i);
+    }
+    __device__ void put(__half *dst, cu_grids) const {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            ((uint4 *)dst)[i] = q[i];
+    }
+};
+
+template <> struct gm_raw<HALO_TYPE_BF16> {
+    uint4 q[4];
+    __device__ void fetch(const char *r, int64_t c) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            q[i] = __ldg((const uint4 *)(r + 64 * c) + i);
+    }
+    __device__ void put(__half *dst, cu_grids) const {
         float v[32];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const uint4 q = __ldg(s + i);
-            const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+            const uint32_t w[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 v[8 * i + 2 * j] = __uint_as_float(w[j] << 16);
@@ -98,27 +125,104 @@ static __device__ __forceinline__ void gm_unit(const char *row, int64_t c, __hal
             }
         }
         store32(dst, v);
-    } else if constexpr (T == HALO_TYPE_Q8_0) {
-        /* d (f16) then 32 int8: blocks of 34 bytes are 2-byte aligned, so 17 2-byte loads. */
-        const uint16_t *b = (const uint16_t *)(row + 34 * c);
-        const float d = __half2float(__ushort_as_half(b[0]));
+    }
+};
+
+/* Q8_0: d (f16) then 32 int8; blocks of 34 bytes are 2-byte aligned: 17 2-byte loads. */
+template <> struct gm_raw<HALO_TYPE_Q8_0> {
+    uint16_t q[17];
+    __device__ void fetch(const char *r, int64_t c) {
+        const uint16_t *b = (const uint16_t *)(r + 34 * c);
+#pragma unroll
+        for (int i = 0; i < 17; i++)
+            q[i] = __ldg(b + i);
+    }
+    __device__ void put(__half *dst, cu_grids) const {
+        const float d = __half2float(__ushort_as_half(q[0]));
         float v[32];
 #pragma unroll
         for (int i = 0; i < 16; i++) {
-            const uint16_t q = b[1 + i];
-            v[2 * i] = __fmul_rn((float)(int8_t)(q & 0xff), d);
-            v[2 * i + 1] = __fmul_rn((float)(int8_t)(q >> 8), d);
+            v[2 * i] = __fmul_rn((float)(int8_t)(q[1 + i] & 0xff), d);
+            v[2 * i + 1] = __fmul_rn((float)(int8_t)(q[1 + i] >> 8), d);
         }
         store32(dst, v);
-    } else {
+    }
+};
+
+/* IQ2_XXS: super-block d (f16), then 8 bytes per 32 weights: four grid indices and a word of
+ * four 7-bit sign indices and the 4-bit scale. Values as quant.cuh's decoder (ggml's). */
+template <> struct gm_raw<HALO_TYPE_IQ2_XXS> {
+    uint16_t d, q[4];
+    __device__ void fetch(const char *r, int64_t c) {
+        const uint16_t *b = (const uint16_t *)(r + 66 * (c >> 3));
+        d = __ldg(b);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            q[i] = __ldg(b + 1 + 4 * (c & 7) + i);
+    }
+    __device__ void put(__half *dst, cu_grids g) const {
+        const uint32_t aux = (uint32_t)q[2] | ((uint32_t)q[3] << 16);
+        const float db = __fmul_rn(
+            __fmul_rn(__half2float(__ushort_as_half(d)), __fadd_rn(0.5f, (float)(aux >> 28))),
+            0.25f);
         float v[32];
-        deq32_body((uint32_t)T, (const uint8_t *)row, c, v, g);
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            const uint32_t idx = (q[l >> 1] >> (8 * (l & 1))) & 0xff;
+            const uint64_t grid = g.iq2xxs[idx];
+            const uint32_t signs = iq_signs((aux >> (7 * l)) & 127);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float x = __fmul_rn(db, (float)((grid >> (8 * j)) & 0xff));
+                v[8 * l + j] = (signs >> j) & 1 ? -x : x;
+            }
+        }
         store32(dst, v);
     }
-}
+};
+
+/* Q2_K: scales[16] qs[64] d dmin per 256; unit sub takes 32 qs bytes at one shift and two
+ * 16-weight groups with their own 4-bit scale and min: weight = d·sc·q - dmin·m. */
+template <> struct gm_raw<HALO_TYPE_Q2_K> {
+    uint32_t qs[8], dd;
+    uint16_t sc;
+    int sub;
+    __device__ void fetch(const char *r, int64_t c) {
+        const char *b = r + 84 * (c >> 3);
+        sub = (int)(c & 7);
+        sc = __ldg((const uint16_t *)(b + 2 * sub));
+        dd = __ldg((const uint32_t *)(b + 80));
+        const uint32_t *q = (const uint32_t *)(b + 16 + 32 * (sub >> 2));
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            qs[i] = __ldg(q + i);
+    }
+    __device__ void put(__half *dst, cu_grids) const {
+        const float d = __half2float(__ushort_as_half((uint16_t)(dd & 0xffff)));
+        const float dmin = __half2float(__ushort_as_half((uint16_t)(dd >> 16)));
+        const int shift = 2 * (sub & 3);
+        float v[32];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint32_t s = (sc >> (8 * h)) & 0xff;
+            const float dl = __fmul_rn(d, (float)(s & 0xf)), ml = __fmul_rn(dmin, (float)(s >> 4));
+#pragma unroll
+            for (int w4 = 0; w4 < 4; w4++) {
+                const uint32_t q4 = (qs[4 * h + w4] >> shift) & 0x03030303u;
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    v[16 * h + 4 * w4 + j] =
+                        __fsub_rn(__fmul_rn(dl, (float)((q4 >> (8 * j)) & 3)), ml);
+            }
+        }
+        store32(dst, v);
+    }
+};
 
 /* The tile's product: acc[mi][ni] (this warp's 2 x 4 fragments of 16 x 8) = Σ over the K
- * inputs of w rows [0, n_rows) (row_bytes apart, type T) times s.xrow's activations. */
+ * inputs of w rows [0, n_rows) (row_bytes apart, type T) times s.xrow's activations. One
+ * barrier pair per step; step k + 1's weights and activations are loaded into registers before
+ * step k's multiplies, so their latency hides behind the tensor cores. */
 template <int T>
 static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64_t row_bytes,
                                                int n_rows, int64_t K, float acc[2][4][4],
@@ -137,24 +241,33 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
 #pragma unroll
             for (int k = 0; k < 4; k++)
                 acc[mi][ni][k] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += GM_BK) {
-        if (arow) {
-            gm_unit<T>(arow, k0 / 32 + au, &s.a[ar][32 * au], g);
-        } else {
-            uint4 *d = (uint4 *)&s.a[ar][32 * au];
+    gm_raw<T> raw;
+    float4 xf[4];
+    auto fetch = [&](int64_t k0) {
+        if (arow) raw.fetch(arow, k0 / 32 + au);
+        if (xr) {
 #pragma unroll
             for (int i = 0; i < 4; i++)
-                d[i] = make_uint4(0, 0, 0, 0);
+                xf[i] = __ldg((const float4 *)(xr + k0 + bq) + i);
+        }
+    };
+    fetch(0);
+    for (int64_t k0 = 0; k0 < K; k0 += GM_BK) {
+        uint4 *da = (uint4 *)&s.a[ar][32 * au];
+        if (arow) {
+            raw.put(&s.a[ar][32 * au], g);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                da[i] = make_uint4(0, 0, 0, 0);
         }
         uint4 hv[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
         if (xr) {
-            const float4 *xp = (const float4 *)(xr + k0 + bq);
             __half2 h[8];
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                const float4 f = __ldg(xp + i);
-                h[2 * i] = sat_h2(f.x, f.y);
-                h[2 * i + 1] = sat_h2(f.z, f.w);
+                h[2 * i] = sat_h2(xf[i].x, xf[i].y);
+                h[2 * i + 1] = sat_h2(xf[i].z, xf[i].w);
             }
             hv[0] = *(const uint4 *)h;
             hv[1] = *(const uint4 *)(h + 4);
@@ -162,6 +275,7 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
         *(uint4 *)&s.b[bj][bq] = hv[0];
         *(uint4 *)&s.b[bj][bq + 8] = hv[1];
         __syncthreads();
+        if (k0 + GM_BK < K) fetch(k0 + GM_BK);
 #pragma unroll
         for (int kk = 0; kk < GM_BK; kk += 16) {
             uint32_t af[2][4], bf[4][2];
@@ -292,20 +406,18 @@ __global__ void __launch_bounds__(GM_THREADS, 2) gm_moe(const gm_moe_args a) {
 
 /* ---- host side ----------------------------------------------------------------------------- */
 
-/* HALO_CUDA_MMA=0 turns these kernels off; HALO_CUDA_MMA_MIN (dense) and HALO_CUDA_MMA_MOE_MIN
- * (experts) set the fewest tokens of a batch that use them (measured on the H200: see
- * bench/cuda/NOTES.md). */
+/* The fewest tokens of a batch that take these kernels (HALO_CUDA_MMA_MIN for projections,
+ * HALO_CUDA_MMA_MOE_MIN for the experts; the op tests' 37-token batches stay below). */
 static int64_t env_int(const char *name, int64_t dflt) {
     const char *v = getenv(name);
     return v && *v ? strtoll(v, NULL, 10) : dflt;
 }
 static int64_t mma_min_dense(void) {
-    static const int64_t v = env_int("HALO_CUDA_MMA", 1) ? env_int("HALO_CUDA_MMA_MIN", 64) : -1;
+    static const int64_t v = env_int("HALO_CUDA_MMA_MIN", 64);
     return v;
 }
 static int64_t mma_min_moe(void) {
-    static const int64_t v =
-        env_int("HALO_CUDA_MMA", 1) ? env_int("HALO_CUDA_MMA_MOE_MIN", 64) : -1;
+    static const int64_t v = env_int("HALO_CUDA_MMA_MOE_MIN", 64);
     return v;
 }
 
@@ -322,18 +434,11 @@ static bool gm_rows_ok(uint32_t t, const char *w, uint64_t row_bytes) {
     return ((uintptr_t)w % al) == 0 && row_bytes % al == 0;
 }
 
-/* Projections at least this wide take the tensor-core path: the real model's (1,024 to
- * 32,768 inputs), not the tiny test models' (at most 512), whose golden tests hold the GPU to
- * the CPU's precise f32 numbers (the CUDA backend is not told the engine's precise flag). */
-enum { GM_MIN_IN = 1024 };
-
 bool cu_mma_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
                    uint32_t groups, const float *x, int64_t x_stride, int64_t n_tok, float *out,
                    const char *op) {
-    const int64_t min_tok = mma_min_dense();
-    if (be->naive || min_tok < 0 || n_tok < min_tok || !gm_type(type) || n_in < GM_MIN_IN ||
-        n_in % GM_BK || n_out % groups || (n_out / groups) % GM_BM || ((uintptr_t)x & 15) ||
-        (x_stride & 3))
+    if (be->naive || !be->mma || n_tok < mma_min_dense() || !gm_type(type) || n_in % GM_BK ||
+        n_out % groups || (n_out / groups) % GM_BM || ((uintptr_t)x & 15) || (x_stride & 3))
         return false;
     const uint64_t rb = cu_row_bytes(type, n_in);
     if (!gm_rows_ok(type, w, rb)) return false;
@@ -384,13 +489,11 @@ static bool gm_pair(uint32_t tr, uint32_t ts, bool up) {
 }
 
 bool cu_mma_moe_ok(cu_backend *be, const cu_mma_experts *m, int64_t n_tok) {
-    const int64_t min_tok = mma_min_moe();
     const bool sh = m->gate_sh != NULL;
     const uint32_t ts_up = sh ? m->ts_up : m->tr_up, ts_down = sh ? m->ts_down : m->tr_down;
-    if (be->naive || min_tok < 0 || n_tok < min_tok || !gm_pair(m->tr_up, ts_up, true) ||
-        !gm_pair(m->tr_down, ts_down, false) || m->n_embd < GM_MIN_IN || m->n_embd % GM_BM ||
-        m->n_embd % GM_BK || m->n_ff % GM_BK || (sh && m->n_ff_sh % GM_BK) || m->n_h % 4 ||
-        m->max_items > 65535)
+    if (be->naive || !be->mma || n_tok < mma_min_moe() || !gm_pair(m->tr_up, ts_up, true) ||
+        !gm_pair(m->tr_down, ts_down, false) || m->n_embd % GM_BM || m->n_embd % GM_BK ||
+        m->n_ff % GM_BK || (sh && m->n_ff_sh % GM_BK) || m->n_h % 4 || m->max_items > 65535)
         return false;
     if (!gm_rows_ok(m->tr_up, m->gate, m->grb) || !gm_rows_ok(m->tr_up, m->up, m->urb) ||
         !gm_rows_ok(m->tr_down, m->down, m->drb))

@@ -230,8 +230,8 @@ void cu_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor *x, ui
         cu_mma_matmul(be, w->type, cu_ptr(w), w->ne[0], n_out, groups, cu_f32(x), x->ne[0],
                       x->ne[1], cu_f32(out), "matmul"))
         return;
-    cu_matmul_launch(be, w->type, cu_ptr(w), w->ne[0], n_out, groups, cu_f32(x), x->ne[0],
-                     x->ne[1], cu_f32(out), "matmul");
+    cu_matmul_launch(be, w->type, cu_ptr(w), w->ne[0], n_out, groups, cu_f32(x), x->ne[0], x->ne[1],
+                     cu_f32(out), "matmul");
 }
 
 /* One token per block: its table row decoded to f32. */

@@ -752,11 +752,10 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     /* Prefill: each work item (an expert's pairs, at most MOE_ITEM of them) one tile of the
      * tensor-core kernels (gemm_mma.cu), weights decoded once per item. */
     static_assert(MOE_ITEM == 64, "gemm_mma.cu's tiles take 64 pairs");
-    const cu_mma_experts mx = {m.gate,  m.up,     m.down,   m.gate_sh, m.up_sh,  m.down_sh,
-                               tr,      tdr,      ts,       tds,       m.grb,    m.urb,
-                               m.drb,   m.grb_sh, m.urb_sh, m.drb_sh,  n_embd,   n_ff,
-                               n_ff_sh, n_expert, n_h,      slots,     pairs,    act,
-                               n_groups};
+    const cu_mma_experts mx = {m.gate,   m.up,     m.down, m.gate_sh, m.up_sh, m.down_sh, tr,
+                               tdr,      ts,       tds,    m.grb,     m.urb,   m.drb,     m.grb_sh,
+                               m.urb_sh, m.drb_sh, n_embd, n_ff,      n_ff_sh, n_expert,  n_h,
+                               slots,    pairs,    act,    n_groups};
     if (types[0] == types[1] && (!sh || types[3] == types[4]) &&
         ((uintptr_t)cu_f32(a->x) & 15) == 0 && cu_mma_moe_ok(be, &mx, n_tok)) {
         if (!cu_mma_moe_up(be, &mx, cu_f32(a->x), h, hu, op)) return;

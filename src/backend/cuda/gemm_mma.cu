@@ -225,8 +225,8 @@ template <> struct gm_raw<HALO_TYPE_Q2_K> {
  * step k's multiplies, so their latency hides behind the tensor cores. */
 template <int T>
 static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64_t row_bytes,
-                                               int n_rows, int64_t K, float acc[2][4][4],
-                                               cu_grids g) {
+                                               int n_rows, int64_t k_begin, int64_t k_end,
+                                               int n_live, float acc[2][4][4], cu_grids g) {
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int wm = warp % 4, wn = warp / 4;
     /* This thread's decoding: row ar, unit au of each step; activations: token bj, 16 inputs
@@ -251,8 +251,11 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
                 xf[i] = __ldg((const float4 *)(xr + k0 + bq) + i);
         }
     };
-    fetch(0);
-    for (int64_t k0 = 0; k0 < K; k0 += GM_BK) {
+    /* Tokens of this warp's half of the tile that exist: fragments past them are skipped
+     * (an expert's item often has a dozen pairs, not 64). */
+    const int live = n_live - 32 * wn;
+    fetch(k_begin);
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += GM_BK) {
         uint4 *da = (uint4 *)&s.a[ar][32 * au];
         if (arow) {
             raw.put(&s.a[ar][32 * au], g);
@@ -275,15 +278,16 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
         *(uint4 *)&s.b[bj][bq] = hv[0];
         *(uint4 *)&s.b[bj][bq + 8] = hv[1];
         __syncthreads();
-        if (k0 + GM_BK < K) fetch(k0 + GM_BK);
+        if (k0 + GM_BK < k_end) fetch(k0 + GM_BK);
 #pragma unroll
-        for (int kk = 0; kk < GM_BK; kk += 16) {
+        for (int kk = 0; kk < GM_BK && live > 0; kk += 16) {
             uint32_t af[2][4], bf[4][2];
 #pragma unroll
             for (int mi = 0; mi < 2; mi++)
                 ldm_x4(af[mi], &s.a[32 * wm + 16 * mi + (lane & 15)][kk + 8 * (lane >> 4)]);
 #pragma unroll
             for (int nj = 0; nj < 2; nj++) {
+                if (16 * nj >= live) break;
                 uint32_t r[4];
                 ldm_x4(r, &s.b[32 * wn + 16 * nj + (lane & 7) + 8 * (lane >> 4)]
                               [kk + 8 * ((lane >> 3) & 1)]);
@@ -294,7 +298,7 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
             for (int mi = 0; mi < 2; mi++)
 #pragma unroll
                 for (int ni = 0; ni < 4; ni++)
-                    mma_16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+                    if (8 * ni < live) mma_16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
         }
         __syncthreads();
     }
@@ -324,27 +328,44 @@ typedef struct gm_dense_args {
     int64_t n_in, n_out, out_per_group;
     const float *x;
     int64_t x_stride, n_tok;
-    float *out;
+    float *out;    /* the result, or with split-K the partial sums [ks][n_tok][n_out] */
+    int64_t k_per; /* inputs per split (a multiple of 256), n_in without split-K */
     cu_grids g;
 } gm_dense_args;
 
 /* grid.x: token tiles (the fast index: the blocks reading the same weight rows run together
- * and find them in L2), grid.y: row tiles, each inside one group (checked on the host). */
+ * and find them in L2), grid.y: row tiles, each inside one group (checked on the host), grid.z:
+ * the splits of K when the tiles alone would leave most of the GPU idle (a 512-row projection
+ * of 512 tokens is 32 tiles for 132 multiprocessors). */
 template <int T> __global__ void __launch_bounds__(GM_THREADS, 2) gm_dense(const gm_dense_args a) {
     __shared__ __align__(16) gm_smem s;
     const int64_t o0 = (int64_t)blockIdx.y * GM_BM, t0 = (int64_t)blockIdx.x * GM_BN;
     const int64_t grp = o0 / a.out_per_group;
+    float *out = a.out + (int64_t)blockIdx.z * a.n_tok * a.n_out;
     if (threadIdx.x < GM_BN) {
         const int64_t t = t0 + threadIdx.x;
         const bool live = t < a.n_tok;
         s.xrow[threadIdx.x] = live ? a.x + t * a.x_stride + grp * a.n_in : NULL;
-        s.orow[threadIdx.x] = live ? a.out + t * a.n_out : NULL;
+        s.orow[threadIdx.x] = live ? out + t * a.n_out : NULL;
     }
     __syncthreads();
     const int n_rows = a.n_out - o0 < GM_BM ? (int)(a.n_out - o0) : GM_BM;
+    const int n_live = a.n_tok - t0 < GM_BN ? (int)(a.n_tok - t0) : GM_BN;
+    const int64_t k0 = (int64_t)blockIdx.z * a.k_per;
+    const int64_t k1 = k0 + a.k_per < a.n_in ? k0 + a.k_per : a.n_in;
     float acc[2][4][4];
-    gm_tile<T>(s, a.w + (uint64_t)o0 * a.row_bytes, a.row_bytes, n_rows, a.n_in, acc, a.g);
+    gm_tile<T>(s, a.w + (uint64_t)o0 * a.row_bytes, a.row_bytes, n_rows, k0, k1, n_live, acc, a.g);
     gm_store(s, acc, o0, n_rows);
+}
+
+/* out[i] = Σ_z part[z][i], in order of z (the same sums whatever the launch). */
+__global__ void gm_split_sum(const float *part, int ks, int64_t n, float *out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = part[i];
+    for (int z = 1; z < ks; z++)
+        v += part[(int64_t)z * n + i];
+    out[i] = v;
 }
 
 /* The expert projections: grid.y the work items (found on the device; past act[0] a block
@@ -396,11 +417,12 @@ __global__ void __launch_bounds__(GM_THREADS, 2) gm_moe(const gm_moe_args a) {
     }
     __syncthreads();
     const int n_rows = rows - o0 < GM_BM ? (int)(rows - o0) : GM_BM;
+    const int n_live = p1 - p0 < GM_BN ? p1 - p0 : GM_BN;
     float acc[2][4][4];
     if (shared)
-        gm_tile<TS>(s, w, rb, n_rows, K, acc, a.g);
+        gm_tile<TS>(s, w, rb, n_rows, 0, K, n_live, acc, a.g);
     else
-        gm_tile<TR>(s, w, rb, n_rows, K, acc, a.g);
+        gm_tile<TR>(s, w, rb, n_rows, 0, K, n_live, acc, a.g);
     gm_store(s, acc, o0, n_rows);
 }
 
@@ -444,9 +466,24 @@ bool cu_mma_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, i
     if (!gm_rows_ok(type, w, rb)) return false;
     const int64_t tt = (n_tok + GM_BN - 1) / GM_BN, rt = n_out / GM_BM;
     if (tt > 0x7fffffff || rt > 65535) return false;
-    gm_dense_args a = {w, rb,       n_in,  n_out, n_out / groups,
-                       x, x_stride, n_tok, out,   cu_grids_get(&be->base)};
-    dim3 grid((unsigned)tt, (unsigned)rt);
+    /* Split-K while the tiles fill less than one resident round (two blocks a multiprocessor),
+     * each split at least 512 inputs and whole 256-weight super-blocks. */
+    const int64_t slots = 2 * (int64_t)(be->sm_count > 0 ? be->sm_count : 132);
+    int64_t ks = 1, k_per = n_in;
+    while (ks < 16 && tt * rt * ks * 2 <= slots && n_in / (ks * 2) >= 512)
+        ks *= 2;
+    if (ks > 1) {
+        k_per = (n_in / ks + 255) / 256 * 256;
+        ks = (n_in + k_per - 1) / k_per;
+    }
+    float *dst = out;
+    if (ks > 1) {
+        dst = (float *)cu_scratch(be, (uint64_t)(ks * n_tok * n_out) * sizeof(float), op);
+        if (!dst) return true; /* recorded: the op fails at sync */
+    }
+    gm_dense_args a = {w,        rb,    n_in, n_out, n_out / groups,         x,
+                       x_stride, n_tok, dst,  k_per, cu_grids_get(&be->base)};
+    dim3 grid((unsigned)tt, (unsigned)rt, (unsigned)ks);
     switch (type) {
 #define GM_CASE(t)                                                                                 \
     case t:                                                                                        \
@@ -463,7 +500,10 @@ bool cu_mma_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, i
     default:
         return false;
     }
-    CU_LAUNCHED(be, op, "gm_dense");
+    if (!CU_LAUNCHED(be, op, "gm_dense") || ks == 1) return true;
+    gm_split_sum<<<cu_blocks(n_tok * n_out, 256), 256, 0, be->stream>>>(dst, (int)ks, n_tok * n_out,
+                                                                        out);
+    CU_LAUNCHED(be, op, "gm_split_sum");
     return true;
 }
 

@@ -39,6 +39,7 @@ typedef struct gm_smem {
     __half b[GM_BN][GM_LD];
     const float *xrow[GM_BN];
     float *orow[GM_BN];
+    uint64_t iq2xxs[256]; /* IQ2_XXS's grid, read four times per 32 weights decoded */
 } gm_smem;
 
 static __device__ __forceinline__ void ldm_x4(uint32_t r[4], const __half *p) {
@@ -85,7 +86,7 @@ template <int T> struct gm_raw {
     __device__ void fetch(const char *r, int64_t u) {
         row = r, c = u;
     }
-    __device__ void put(__half *dst, cu_grids g) const {
+    __device__ void put(__half *dst, cu_grids g, const uint64_t *) const {
         float v[32];
         deq32_body((uint32_t)T, (const uint8_t *)row, c, v, g);
         store32(dst, v);
@@ -99,7 +100,7 @@ template <> struct gm_raw<HALO_TYPE_F16> {
         for (int i = 0; i < 4; i++)
             q[i] = __ldg((const uint4 *)(r + 64 * c) + i);
     }
-    __device__ void put(__half *dst, cu_grids) const {
+    __device__ void put(__half *dst, cu_grids, const uint64_t *) const {
 #pragma unroll
         for (int i = 0; i < 4; i++)
             ((uint4 *)dst)[i] = q[i];
@@ -113,7 +114,7 @@ template <> struct gm_raw<HALO_TYPE_BF16> {
         for (int i = 0; i < 4; i++)
             q[i] = __ldg((const uint4 *)(r + 64 * c) + i);
     }
-    __device__ void put(__half *dst, cu_grids) const {
+    __device__ void put(__half *dst, cu_grids, const uint64_t *) const {
         float v[32];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -128,7 +129,27 @@ template <> struct gm_raw<HALO_TYPE_BF16> {
     }
 };
 
-/* Q8_0: d (f16) then 32 int8; blocks of 34 bytes are 2-byte aligned: 17 2-byte loads. */
+/* The block formats below are decoded in f16 arithmetic: a byte b becomes the f16 1024 + b by
+ * placing it under the exponent bits 0x64 (__byte_perm, two weights a word), an exact
+ * subtraction leaves the integer, and one f16 multiply (or fma) applies the scale, so a weight
+ * costs about two full-rate instructions instead of an int-to-float and a float-to-f16
+ * conversion (quarter-rate each). */
+static __device__ __forceinline__ __half2 u8x2_h2(uint32_t x, uint32_t sel) {
+    const uint32_t w = __byte_perm(x, 0x64u, sel);
+    return *(const __half2 *)&w;
+}
+enum { GM_LO = 0x4140, GM_HI = 0x4342 }; /* bytes 0, 1 / 2, 3 of x, each under 0x64 */
+
+static __device__ __forceinline__ void store16h2(__half *dst, const __half2 h[16]) {
+    uint4 *d = (uint4 *)dst;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        d[i] = *(const uint4 *)(h + 4 * i);
+}
+
+/* Q8_0: d (f16) then 32 int8; blocks of 34 bytes are 2-byte aligned: 17 2-byte loads. q + 128
+ * (the sign bit flipped) is a byte; (1024 + q + 128) - 1152 = q exactly, and d·q is rounded
+ * once, as the f32 product rounded to f16 would be. */
 template <> struct gm_raw<HALO_TYPE_Q8_0> {
     uint16_t q[17];
     __device__ void fetch(const char *r, int64_t c) {
@@ -137,20 +158,25 @@ template <> struct gm_raw<HALO_TYPE_Q8_0> {
         for (int i = 0; i < 17; i++)
             q[i] = __ldg(b + i);
     }
-    __device__ void put(__half *dst, cu_grids) const {
-        const float d = __half2float(__ushort_as_half(q[0]));
-        float v[32];
+    __device__ void put(__half *dst, cu_grids, const uint64_t *) const {
+        const __half2 d2 = __half2half2(__ushort_as_half(q[0]));
+        const __half2 off = __float2half2_rn(1152.0f);
+        __half2 h[16];
 #pragma unroll
-        for (int i = 0; i < 16; i++) {
-            v[2 * i] = __fmul_rn((float)(int8_t)(q[1 + i] & 0xff), d);
-            v[2 * i + 1] = __fmul_rn((float)(int8_t)(q[1 + i] >> 8), d);
+        for (int i = 0; i < 8; i++) {
+            const uint32_t w =
+                ((uint32_t)q[1 + 2 * i] | ((uint32_t)q[2 + 2 * i] << 16)) ^ 0x80808080u;
+            h[2 * i] = __hmul2(__hsub2(u8x2_h2(w, GM_LO), off), d2);
+            h[2 * i + 1] = __hmul2(__hsub2(u8x2_h2(w, GM_HI), off), d2);
         }
-        store32(dst, v);
+        store16h2(dst, h);
     }
 };
 
 /* IQ2_XXS: super-block d (f16), then 8 bytes per 32 weights: four grid indices and a word of
- * four 7-bit sign indices and the 4-bit scale. Values as quant.cuh's decoder (ggml's). */
+ * four 7-bit sign indices and the 4-bit scale (quant.cuh's decoder, ggml's). The scale db is
+ * rounded to f16 before its product with the grid value (one more f16 rounding than the f32
+ * product rounded once). */
 template <> struct gm_raw<HALO_TYPE_IQ2_XXS> {
     uint16_t d, q[4];
     __device__ void fetch(const char *r, int64_t c) {
@@ -160,29 +186,34 @@ template <> struct gm_raw<HALO_TYPE_IQ2_XXS> {
         for (int i = 0; i < 4; i++)
             q[i] = __ldg(b + 1 + 4 * (c & 7) + i);
     }
-    __device__ void put(__half *dst, cu_grids g) const {
+    __device__ void put(__half *dst, cu_grids, const uint64_t *grid) const {
         const uint32_t aux = (uint32_t)q[2] | ((uint32_t)q[3] << 16);
         const float db = __fmul_rn(
             __fmul_rn(__half2float(__ushort_as_half(d)), __fadd_rn(0.5f, (float)(aux >> 28))),
             0.25f);
-        float v[32];
+        const __half2 db2 = __float2half2_rn(db), off = __float2half2_rn(1024.0f);
+        __half2 h[16];
 #pragma unroll
         for (int l = 0; l < 4; l++) {
-            const uint32_t idx = (q[l >> 1] >> (8 * (l & 1))) & 0xff;
-            const uint64_t grid = g.iq2xxs[idx];
-            const uint32_t signs = iq_signs((aux >> (7 * l)) & 127);
+            const uint64_t gv = grid[(q[l >> 1] >> (8 * (l & 1))) & 0xff];
+            const uint32_t sg = iq_signs((aux >> (7 * l)) & 127);
+            const uint32_t word[2] = {(uint32_t)gv, (uint32_t)(gv >> 32)};
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float x = __fmul_rn(db, (float)((grid >> (8 * j)) & 0xff));
-                v[8 * l + j] = (signs >> j) & 1 ? -x : x;
+            for (int k = 0; k < 4; k++) {
+                const uint32_t t = sg >> (2 * k); /* signs of weights 2k, 2k + 1 */
+                const uint32_t neg = ((t & 1u) << 15) | ((t & 2u) << 30);
+                const __half2 m = __hsub2(u8x2_h2(word[k >> 1], k & 1 ? GM_HI : GM_LO), off);
+                const uint32_t mb = *(const uint32_t *)&m ^ neg;
+                h[4 * l + k] = __hmul2(*(const __half2 *)&mb, db2);
             }
         }
-        store32(dst, v);
+        store16h2(dst, h);
     }
 };
 
 /* Q2_K: scales[16] qs[64] d dmin per 256; unit sub takes 32 qs bytes at one shift and two
- * 16-weight groups with their own 4-bit scale and min: weight = d·sc·q - dmin·m. */
+ * 16-weight groups with their own 4-bit scale and min: weight = dl·q - ml, dl = d·sc and
+ * ml = dmin·m computed in f32 and rounded to f16, then one f16 fma per weight. */
 template <> struct gm_raw<HALO_TYPE_Q2_K> {
     uint32_t qs[8], dd;
     uint16_t sc;
@@ -197,25 +228,25 @@ template <> struct gm_raw<HALO_TYPE_Q2_K> {
         for (int i = 0; i < 8; i++)
             qs[i] = __ldg(q + i);
     }
-    __device__ void put(__half *dst, cu_grids) const {
+    __device__ void put(__half *dst, cu_grids, const uint64_t *) const {
         const float d = __half2float(__ushort_as_half((uint16_t)(dd & 0xffff)));
         const float dmin = __half2float(__ushort_as_half((uint16_t)(dd >> 16)));
         const int shift = 2 * (sub & 3);
-        float v[32];
+        const __half2 off = __float2half2_rn(1024.0f);
+        __half2 h[16];
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const uint32_t s = (sc >> (8 * h)) & 0xff;
-            const float dl = __fmul_rn(d, (float)(s & 0xf)), ml = __fmul_rn(dmin, (float)(s >> 4));
+        for (int g = 0; g < 2; g++) {
+            const uint32_t s = (sc >> (8 * g)) & 0xff;
+            const __half2 dl = __float2half2_rn(__fmul_rn(d, (float)(s & 0xf)));
+            const __half2 nml = __float2half2_rn(-__fmul_rn(dmin, (float)(s >> 4)));
 #pragma unroll
             for (int w4 = 0; w4 < 4; w4++) {
-                const uint32_t q4 = (qs[4 * h + w4] >> shift) & 0x03030303u;
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    v[16 * h + 4 * w4 + j] =
-                        __fsub_rn(__fmul_rn(dl, (float)((q4 >> (8 * j)) & 3)), ml);
+                const uint32_t q4 = (qs[4 * g + w4] >> shift) & 0x03030303u;
+                h[8 * g + 2 * w4] = __hfma2(__hsub2(u8x2_h2(q4, GM_LO), off), dl, nml);
+                h[8 * g + 2 * w4 + 1] = __hfma2(__hsub2(u8x2_h2(q4, GM_HI), off), dl, nml);
             }
         }
-        store32(dst, v);
+        store16h2(dst, h);
     }
 };
 
@@ -258,7 +289,7 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
     for (int64_t k0 = k_begin; k0 < k_end; k0 += GM_BK) {
         uint4 *da = (uint4 *)&s.a[ar][32 * au];
         if (arow) {
-            raw.put(&s.a[ar][32 * au], g);
+            raw.put(&s.a[ar][32 * au], g, s.iq2xxs);
         } else {
 #pragma unroll
             for (int i = 0; i < 4; i++)
@@ -348,6 +379,9 @@ template <int T> __global__ void __launch_bounds__(GM_THREADS, 2) gm_dense(const
         s.xrow[threadIdx.x] = live ? a.x + t * a.x_stride + grp * a.n_in : NULL;
         s.orow[threadIdx.x] = live ? out + t * a.n_out : NULL;
     }
+    if constexpr (T == HALO_TYPE_IQ2_XXS)
+        for (int i = threadIdx.x; i < 256; i += GM_THREADS)
+            s.iq2xxs[i] = a.g.iq2xxs[i];
     __syncthreads();
     const int n_rows = a.n_out - o0 < GM_BM ? (int)(a.n_out - o0) : GM_BM;
     const int n_live = a.n_tok - t0 < GM_BN ? (int)(a.n_tok - t0) : GM_BN;
@@ -415,6 +449,9 @@ __global__ void __launch_bounds__(GM_THREADS, 2) gm_moe(const gm_moe_args a) {
             s.orow[threadIdx.x] = live ? a.o1 + pair * m.n_embd : NULL;
         }
     }
+    if constexpr (TR == HALO_TYPE_IQ2_XXS || TS == HALO_TYPE_IQ2_XXS)
+        for (int i = threadIdx.x; i < 256; i += GM_THREADS)
+            s.iq2xxs[i] = a.g.iq2xxs[i];
     __syncthreads();
     const int n_rows = rows - o0 < GM_BM ? (int)(rows - o0) : GM_BM;
     const int n_live = p1 - p0 < GM_BN ? p1 - p0 : GM_BN;

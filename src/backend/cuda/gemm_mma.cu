@@ -272,10 +272,12 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
 #pragma unroll
             for (int k = 0; k < 4; k++)
                 acc[mi][ni][k] = 0.0f;
-    gm_raw<T> raw;
+    /* Weights fetched one step ahead, or two for the 2-bit formats (a few registers each; the
+     * experts' tiles are mostly decoding, with little multiply work to cover a load). */
+    constexpr int PF = T == HALO_TYPE_IQ2_XXS || T == HALO_TYPE_Q2_K ? 2 : 1;
+    gm_raw<T> r0, r1;
     float4 xf[4];
-    auto fetch = [&](int64_t k0) {
-        if (arow) raw.fetch(arow, k0 / 32 + au);
+    auto fetch_x = [&](int64_t k0) {
         if (xr) {
 #pragma unroll
             for (int i = 0; i < 4; i++)
@@ -285,11 +287,14 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
     /* Tokens of this warp's half of the tile that exist: fragments past them are skipped
      * (an expert's item often has a dozen pairs, not 64). */
     const int live = n_live - 32 * wn;
-    fetch(k_begin);
-    for (int64_t k0 = k_begin; k0 < k_end; k0 += GM_BK) {
+    fetch_x(k_begin);
+    if (arow) r0.fetch(arow, k_begin / 32 + au);
+    if (PF == 2 && arow && k_begin + GM_BK < k_end) r1.fetch(arow, (k_begin + GM_BK) / 32 + au);
+    /* Step k0: cur holds its weights; other gets step k0 + 1's (PF 1), or cur step k0 + 2's. */
+    auto step = [&](gm_raw<T> &cur, gm_raw<T> &other, int64_t k0) {
         uint4 *da = (uint4 *)&s.a[ar][32 * au];
         if (arow) {
-            raw.put(&s.a[ar][32 * au], g, s.iq2xxs);
+            cur.put(&s.a[ar][32 * au], g, s.iq2xxs);
         } else {
 #pragma unroll
             for (int i = 0; i < 4; i++)
@@ -309,7 +314,11 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
         *(uint4 *)&s.b[bj][bq] = hv[0];
         *(uint4 *)&s.b[bj][bq + 8] = hv[1];
         __syncthreads();
-        if (k0 + GM_BK < k_end) fetch(k0 + GM_BK);
+        if (k0 + GM_BK < k_end) {
+            fetch_x(k0 + GM_BK);
+            if (PF == 1 && arow) other.fetch(arow, (k0 + GM_BK) / 32 + au);
+        }
+        if (PF == 2 && arow && k0 + 2 * GM_BK < k_end) cur.fetch(arow, (k0 + 2 * GM_BK) / 32 + au);
 #pragma unroll
         for (int kk = 0; kk < GM_BK && live > 0; kk += 16) {
             uint32_t af[2][4], bf[4][2];
@@ -332,6 +341,10 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
                     if (8 * ni < live) mma_16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
         }
         __syncthreads();
+    };
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += 2 * GM_BK) {
+        step(r0, r1, k0);
+        if (k0 + GM_BK < k_end) step(r1, r0, k0 + GM_BK);
     }
 }
 

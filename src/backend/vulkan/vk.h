@@ -84,7 +84,12 @@ enum { VK_CHUNKS = 8, VK_MAX_BINDINGS = 12, VK_GRID_BINDING = 12, VK_PUSH_BYTES 
     X(vkResetFences)                                                                               \
     X(vkWaitForFences)                                                                             \
     X(vkQueueSubmit)                                                                               \
-    X(vkDeviceWaitIdle)
+    X(vkDeviceWaitIdle)                                                                            \
+    X(vkCreateQueryPool)                                                                           \
+    X(vkDestroyQueryPool)                                                                          \
+    X(vkCmdResetQueryPool)                                                                         \
+    X(vkCmdWriteTimestamp)                                                                         \
+    X(vkGetQueryPoolResults)
 
 /* Device entry points of optional extensions (NULL when the extension is absent). */
 #define HALO_VK_OPTIONAL_FNS(X) X(vkGetMemoryHostPointerPropertiesEXT)
@@ -144,6 +149,24 @@ typedef struct vk_upload {
     uint64_t used;
 } vk_upload;
 
+/* One command buffer of the submission ring (vk_submit.c): recorded, submitted without waiting,
+ * and waited for only when the ring comes back to it or the queue must drain. Its descriptor
+ * pools and timestamp queries belong to it until then. */
+enum { VK_RING = 4, VK_PROF_LABELS = 160 };
+typedef struct vk_slot {
+    VkCommandBuffer cmd;
+    VkFence fence;
+    VkQueryPool stamps; /* [0] before the first command, [1 + i] after dispatch i, then the end */
+    VkDescriptorPool *pools;
+    uint32_t n_pools;
+    bool pending;          /* submitted, not yet waited for */
+    uint64_t seq;          /* submission number, 1-based */
+    double work;           /* estimated work recorded in it */
+    double t_submit;       /* host clock at submission (the rate without timestamps) */
+    uint32_t n_stamps;     /* profile: dispatch stamps written */
+    uint16_t *stamp_label; /* profile: the label of each */
+} vk_slot;
+
 typedef struct vk_backend {
     halo_backend base;
     void *lib; /* dlopen handle of the loader */
@@ -158,6 +181,7 @@ typedef struct vk_backend {
     /* Memory types (vk_memory.c): device-local for the device pool and working memory
      * (device_mapped: host-visible too, so no staging), host-visible for the gpu-host pool. */
     uint32_t type_device, type_host;
+    uint32_t type_device_staged; /* device-local, not host-visible (type_device when none) */
     bool device_mapped;
     bool has_host_import;  /* VK_EXT_external_memory_host enabled and not turned off */
     bool wrap_to_device;   /* buf_wrap_host copies into device memory (HALO_VK_IMPORT=device) */
@@ -178,6 +202,14 @@ typedef struct vk_backend {
     uint32_t n_pools, cur_pool;
 
     VkCommandPool cmd_pool;
+    /* The ring; cmd, fence and pools alias the slot being recorded. */
+    vk_slot ring[VK_RING];
+    uint32_t slot;
+    bool async;      /* submit without waiting (HALO_VK_ASYNC=0: wait after every submission) */
+    bool has_stamps; /* the queue writes timestamps: submissions timed on the GPU */
+    double stamp_s;  /* seconds per timestamp tick */
+    uint64_t stamp_mask;
+    uint32_t stamp_cap; /* dispatch stamps per submission (profile) */
     VkCommandBuffer cmd;
     VkFence fence;
     bool recording;
@@ -198,11 +230,15 @@ typedef struct vk_backend {
     halo_buf *grid;    /* IQ2_XXS codebook */
     halo_buf *qact;    /* fast mode: activations quantized to Q8_0 (grown on demand) */
 
-    /* HALO_VK_PROFILE=1: wait after every dispatch and add its time to its kernel (a
-     * diagnostic: it serialises everything); printed to stderr when the backend is destroyed. */
+    /* HALO_VK_PROFILE=1: a timestamp after every dispatch; each dispatch's GPU time (from the
+     * previous stamp: its barrier included) is added to its label (op/shader/type), printed to
+     * stderr when the backend is destroyed. Nothing waits more than without it. */
     bool profile;
-    double prof_s[VK_K_COUNT];
-    uint64_t prof_n[VK_K_COUNT];
+    uint32_t n_labels;
+    char prof_name[VK_PROF_LABELS][40];
+    double prof_s[VK_PROF_LABELS];
+    uint64_t prof_n[VK_PROF_LABELS];
+    double prof_gpu_s, prof_wall0, prof_wall1;
 
     halo_status failed; /* first failure since the last sync */
     char failed_msg[400];
@@ -241,8 +277,18 @@ bool vk_test_hides(const char *feature);
 
 /* vk_submit.c: submission and its time bound. */
 void vk_submit_init(vk_backend *vb);
-/* Submits what was recorded and waits for it; releases deferred buffers. */
+/* The ring's command buffers, fences and timestamp queries (after the device and its command
+ * pool exist), and their release. */
+halo_status vk_submit_create(vk_backend *vb, halo_error *err);
+void vk_submit_destroy(vk_backend *vb);
+/* Submits what was recorded and waits for everything submitted (the queue drains); releases
+ * deferred buffers. */
 halo_status vk_flush(vk_backend *vb, halo_error *err);
+/* Whether submitted work may still be running (buffers it uses must not change or go). */
+bool vk_in_flight(const vk_backend *vb);
+/* Profile: a timestamp after the dispatch just recorded, labelled op/kernel/type. */
+void vk_profile_stamp(vk_backend *vb, const char *op, const char *kernel, uint32_t type);
+void vk_profile_print(vk_backend *vb);
 void vk_release_deferred(vk_backend *vb);
 /* The next dispatch's work in multiply-adds (else estimated from its workgroup count). */
 void vk_note_work(vk_backend *vb, double work);
@@ -258,6 +304,7 @@ uint32_t vk_chunk(const vk_backend *vb, double work_per_unit, uint32_t n_units, 
 bool vk_begin_recording(vk_backend *vb);
 
 /* vk_pipelines.c */
+const char *vk_kernel_name(vk_kernel k);
 halo_status vk_pipelines_create(vk_backend *vb, halo_error *err);
 void vk_pipelines_destroy(vk_backend *vb);
 

@@ -60,6 +60,9 @@ void vk_memory_choose(vk_backend *vb) {
     uint64_t dev_heap = dev >= 0 ? mp->memoryHeaps[mp->memoryTypes[dev].heapIndex].size : 0;
     vb->device_mapped =
         dev_hv >= 0 && mp->memoryHeaps[mp->memoryTypes[dev_hv].heapIndex].size >= dev_heap;
+    /* Device-local but not host-visible: where a mapped allocation is refused (a BAR window
+     * smaller than VRAM), device memory is staged instead. */
+    int dev_only = pick_type(mp, DL, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, ~0u);
     if (vb->device_mapped) dev = dev_hv;
     /* Host: coherent host-visible, system RAM (not device-local) where offered, cached first
      * (the host reads logits back). */
@@ -69,6 +72,7 @@ void vk_memory_choose(vk_backend *vb) {
     vb->type_host = host < 0 ? 0 : (uint32_t)host;
     vb->type_device = dev < 0 ? vb->type_host : (uint32_t)dev;
     if (dev < 0) vb->device_mapped = true; /* no device-local type: device memory is host's */
+    vb->type_device_staged = dev_only < 0 ? vb->type_device : (uint32_t)dev_only;
     if (env_is("HALO_VK_STAGING", "1")) vb->device_mapped = false;
     if (env_is("HALO_VK_IMPORT", "0")) vb->has_host_import = false;
     vb->wrap_to_device = env_is("HALO_VK_IMPORT", "device");
@@ -102,6 +106,36 @@ static bool record_zero(vk_backend *vb, halo_buf *b) {
     return true;
 }
 
+/* Releases b's Vulkan objects, keeping b. */
+static void vk_buf_destroy_vk(vk_backend *vb, halo_buf *b) {
+    if (b->buffer) vb->fn.vkDestroyBuffer(vb->device, b->buffer, NULL);
+    if (b->memory) vb->fn.vkFreeMemory(vb->device, b->memory, NULL);
+    b->buffer = VK_NULL_HANDLE;
+    b->memory = VK_NULL_HANDLE;
+    b->map = NULL;
+}
+
+/* b's buffer of `size` bytes in memory type `type`, mapped when asked. */
+static VkResult alloc_buffer(vk_backend *vb, halo_buf *b, uint64_t size, uint32_t type, bool map) {
+    VkBufferCreateInfo bi = buffer_info(size, NULL);
+    VkResult r = vb->fn.vkCreateBuffer(vb->device, &bi, NULL, &b->buffer);
+    VkMemoryRequirements req = {0};
+    if (r == VK_SUCCESS) {
+        vb->fn.vkGetBufferMemoryRequirements(vb->device, b->buffer, &req);
+        VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                   .allocationSize = req.size,
+                                   .memoryTypeIndex = type};
+        if (!(req.memoryTypeBits & (1u << type)))
+            r = VK_ERROR_FEATURE_NOT_PRESENT;
+        else
+            r = vb->fn.vkAllocateMemory(vb->device, &ai, NULL, &b->memory);
+    }
+    if (r == VK_SUCCESS) r = vb->fn.vkBindBufferMemory(vb->device, b->buffer, b->memory, 0);
+    if (r == VK_SUCCESS && map)
+        r = vb->fn.vkMapMemory(vb->device, b->memory, 0, VK_WHOLE_SIZE, 0, (void **)&b->map);
+    return r;
+}
+
 halo_status vk_buf_create_in(vk_backend *vb, vk_mem mem, uint64_t bytes, halo_buf **out,
                              halo_error *err) {
     *out = NULL;
@@ -122,22 +156,15 @@ halo_status vk_buf_create_in(vk_backend *vb, vk_mem mem, uint64_t bytes, halo_bu
     /* Round up so word-wise shader reads of the last bytes stay inside the buffer. */
     uint64_t size = (bytes + 15) & ~15ull;
     if (size == 0) size = 16;
-    VkBufferCreateInfo bi = buffer_info(size, NULL);
-    VkResult r = vb->fn.vkCreateBuffer(vb->device, &bi, NULL, &b->buffer);
-    VkMemoryRequirements req = {0};
-    if (r == VK_SUCCESS) {
-        vb->fn.vkGetBufferMemoryRequirements(vb->device, b->buffer, &req);
-        VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                   .allocationSize = req.size,
-                                   .memoryTypeIndex = type};
-        if (!(req.memoryTypeBits & (1u << type)))
-            r = VK_ERROR_FEATURE_NOT_PRESENT;
-        else
-            r = vb->fn.vkAllocateMemory(vb->device, &ai, NULL, &b->memory);
+    VkResult r = alloc_buffer(vb, b, size, type, mem != VK_MEM_DEVICE_STAGED);
+    /* A discrete GPU with resizable BAR offers its VRAM host-visible, but only as much as the
+     * BAR window holds (the H200 refused past ~66 GiB of 141): the rest is device-local memory
+     * that is not host-visible, reached through the staging buffer. */
+    if (r != VK_SUCCESS && mem == VK_MEM_DEVICE_MAPPED && vb->type_device_staged != type) {
+        vk_buf_destroy_vk(vb, b);
+        mem = VK_MEM_DEVICE_STAGED;
+        r = alloc_buffer(vb, b, size, vb->type_device_staged, false);
     }
-    if (r == VK_SUCCESS) r = vb->fn.vkBindBufferMemory(vb->device, b->buffer, b->memory, 0);
-    if (r == VK_SUCCESS && mem != VK_MEM_DEVICE_STAGED)
-        r = vb->fn.vkMapMemory(vb->device, b->memory, 0, VK_WHOLE_SIZE, 0, (void **)&b->map);
     if (r != VK_SUCCESS) {
         vk_buf_destroy(vb, b);
         return halo_fail(err, HALO_E_NOMEM,
@@ -164,8 +191,7 @@ halo_status vk_buf_create(vk_backend *vb, uint64_t bytes, halo_buf **out, halo_e
 
 void vk_buf_destroy(vk_backend *vb, halo_buf *b) {
     if (!b) return;
-    if (b->buffer) vb->fn.vkDestroyBuffer(vb->device, b->buffer, NULL);
-    if (b->memory) vb->fn.vkFreeMemory(vb->device, b->memory, NULL);
+    vk_buf_destroy_vk(vb, b);
     free(b);
 }
 
@@ -190,7 +216,7 @@ halo_status vk_buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes, h
 void vk_buf_free(halo_backend *be, halo_buf *b) {
     if (!b) return;
     vk_backend *vb = vk_of(be);
-    if (vb->recording) {
+    if (vb->recording || vk_in_flight(vb)) {
         b->next_free = vb->deferred;
         vb->deferred = b;
         return;
@@ -269,8 +295,8 @@ halo_status vk_buf_wrap_host(halo_backend *be, void *data, uint64_t bytes, halo_
         if (st) {
             vk_buf_destroy(vb, *out);
             *out = NULL;
-            return halo_error_prefix(err, "copying %llu bytes of weights to the device: ",
-                                     (unsigned long long)bytes);
+            return halo_error_prefix(
+                err, "copying %llu bytes of weights to the device: ", (unsigned long long)bytes);
         }
         return HALO_OK;
     }

@@ -79,6 +79,10 @@ static const struct {
 #undef S
 };
 
+const char *vk_kernel_name(vk_kernel k) {
+    return k < VK_K_COUNT ? shaders[k].name + 4 : "?";
+}
+
 static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo *spec,
                               VkPipeline *out) {
     VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,

@@ -2,7 +2,6 @@
  * uploads of host data, the shared scratch buffer, and recording dispatches. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/vulkan/vk.h"
 #include "core/error.h"
@@ -164,19 +163,6 @@ static VkDescriptorSet alloc_set(vk_backend *vb) {
     return VK_NULL_HANDLE;
 }
 
-bool vk_begin_recording(vk_backend *vb) {
-    if (vb->recording) return true;
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    vb->fn.vkResetCommandBuffer(vb->cmd, 0);
-    if (vb->fn.vkBeginCommandBuffer(vb->cmd, &bi) != VK_SUCCESS) {
-        vk_fail(vb, HALO_E_NOMEM, "vkBeginCommandBuffer failed");
-        return false;
-    }
-    vb->recording = true;
-    return true;
-}
-
 bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *b, uint32_t n,
                  vk_bound *bound, const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
                  uint32_t gz) {
@@ -249,13 +235,10 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
                                 0, 1, &mb, 0, NULL, 0, NULL);
     vb->n_dispatch++;
     if (vb->profile) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        halo_error err;
-        if (vk_flush(vb, &err)) vk_fail(vb, err.status, "%s", err.message);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        vb->prof_s[k] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        vb->prof_n[k]++;
+        uint32_t type = 64;
+        for (uint32_t t = 0; t < 64 && pipe != vb->pipes[k]; t++)
+            if (vb->typed[k][t] == pipe) type = t;
+        vk_profile_stamp(vb, op, vk_kernel_name(k), type);
     }
     return true;
 }
@@ -294,4 +277,5 @@ void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
     vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, dst_stages, 0, 1, &mb, 0,
                                 NULL, 0, NULL);
     vb->n_dispatch++;
+    vk_profile_stamp(vb, "copy", "transfer", 64);
 }

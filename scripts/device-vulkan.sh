@@ -65,8 +65,9 @@ mkdir -p "$out"
     export PKG_CONFIG_PATH=$lib/pkgconfig:$prefix/usr/share/pkgconfig
     export PKG_CONFIG_SYSROOT_DIR=$prefix
     # libmicrohttpd's .pc names gnutls privately; its development files are not carried.
+    # (empty Libs, as scripts/device-setup.sh: libmicrohttpd's DT_NEEDED finds the system's)
     [ -f "$lib/pkgconfig/gnutls.pc" ] ||
-        printf 'Name: gnutls\nDescription: stub\nVersion: 3.7.9\nLibs: -lgnutls\nCflags:\n' \
+        printf 'Name: gnutls\nDescription: stub\nVersion: 3.7.9\nLibs:\nCflags:\n' \
             >"$lib/pkgconfig/gnutls.pc"
     if [ -z "${VK_DRIVER_FILES:-}" ]; then
         for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json \

@@ -120,6 +120,7 @@ typedef enum vk_kernel {
     VK_K_MOE_SUM,
     VK_K_QUANT_Q8,  /* fast mode: activations to Q8_0 */
     VK_K_MATMUL_Q8, /* fast mode: Q8_0 weights by integer dot products */
+    VK_K_MATVEC,    /* a few columns (decode, routed experts): 8 weights a lane */
     VK_K_COUNT
 } vk_kernel;
 
@@ -191,6 +192,7 @@ typedef struct vk_backend {
     uint32_t subgroup_size;
     bool has_int_dot; /* VK_KHR_shader_integer_dot_product offered */
     bool int_dot;     /* fast mode on a device that has them: Q8_0 projections by integer dots */
+    bool matvec;      /* matvec.comp for a few columns (HALO_VK_MATVEC=0: matmul.comp only) */
 
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout pipe_layout;

@@ -100,6 +100,9 @@ void vk_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens,
     embed_rows(vb, "embed", table, ids, n, vk_bind_tensor(out));
 }
 
+/* Columns matvec.comp takes at once (its tile). */
+#define VK_MATVEC_COLS 4
+
 typedef struct matmul_pc {
     uint32_t K, N, n_cols, groups, type, w_rel, w_chunk_rows, w_row_bytes;
     uint32_t x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
@@ -166,6 +169,24 @@ static void mm_q8(vk_backend *vb, const char *op, const halo_tensor *w, const vk
     }
 }
 
+/* Whether matvec.comp takes this projection: a type it decodes 8 weights at a time, and few
+ * columns (decode) or one expert per column (the routed experts, whose columns never share a
+ * weight). */
+static bool use_matvec(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    switch (w->type) {
+    case HALO_TYPE_F32:
+    case HALO_TYPE_F16:
+    case HALO_TYPE_BF16:
+    case HALO_TYPE_Q8_0:
+    case HALO_TYPE_Q2_K:
+    case HALO_TYPE_IQ2_XXS:
+        break;
+    default:
+        return false;
+    }
+    return vb->matvec && w->ne[0] % 8 == 0 && (m->sel.buf || m->n_cols <= VK_MATVEC_COLS);
+}
+
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m) {
     if (!vk_check_type(vb, op, w)) return;
     /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots */
@@ -198,9 +219,16 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
                     m->sel.buf ? 1u : 8u};
     /* Workgroups of rows fold into x and z so a vocabulary-sized projection stays within the
      * workgroup-count limit. */
+    vk_kernel kern = VK_K_MATMUL;
+    if (use_matvec(vb, w, m)) {
+        uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
+        kern = VK_K_MATVEC;
+        pc.rows_per_wg = s >= 128 ? 1 : 128 / s;
+        pc.col_tile = m->sel.buf ? 1u : VK_MATVEC_COLS;
+    }
     uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
     uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;
-    VkPipeline pipe = vk_typed_pipeline(vb, VK_K_MATMUL, w->type);
+    VkPipeline pipe = vk_typed_pipeline(vb, kern, w->type);
     /* Columns in chunks of whole tiles sharing whole x columns (vk_submit.c): each output is
      * computed by the same invocation as unsplit. */
     uint32_t div = pc.x_col_div, n_cols = m->n_cols;
@@ -213,7 +241,7 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         cp.out_off = pc.out_off + c0 * pc.out_col_stride;
         cp.sel_off = pc.sel_off + c0;
         vk_note_work(vb, per_col * cp.n_cols);
-        if (!vk_dispatch_pipe(vb, VK_K_MATMUL, pipe, op, b, nb, NULL, &cp, sizeof cp, gx,
+        if (!vk_dispatch_pipe(vb, kern, pipe, op, b, nb, NULL, &cp, sizeof cp, gx,
                               (cp.n_cols + cp.col_tile - 1) / cp.col_tile, gz))
             return;
     }

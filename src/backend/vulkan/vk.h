@@ -184,10 +184,12 @@ typedef struct vk_backend {
     uint32_t type_device, type_host;
     uint32_t type_device_staged; /* device-local, not host-visible (type_device when none) */
     bool device_mapped;
-    bool has_host_import;  /* VK_EXT_external_memory_host enabled and not turned off */
-    bool wrap_to_device;   /* buf_wrap_host copies into device memory (HALO_VK_IMPORT=device) */
-    uint64_t import_align; /* minImportedHostPointerAlignment */
-    halo_buf *staging;     /* host-visible bounce buffer for staged device memory */
+    bool stage_uncached_reads; /* large reads of uncached mapped memory by a GPU copy */
+    bool stage_all_reads;      /* ... of any mapped device memory (HALO_VK_STAGED_READ=1) */
+    bool has_host_import;      /* VK_EXT_external_memory_host enabled and not turned off */
+    bool wrap_to_device;       /* buf_wrap_host copies into device memory (HALO_VK_IMPORT=device) */
+    uint64_t import_align;     /* minImportedHostPointerAlignment */
+    halo_buf *staging;         /* host-visible bounce buffer for staged device memory */
     uint64_t max_range, max_alloc, max_buffer, align;
     uint32_t subgroup_size;
     bool has_int_dot; /* VK_KHR_shader_integer_dot_product offered */

@@ -16,7 +16,10 @@
  *
  * HALO_VK_STAGING=1 stages device memory even where it is host-visible (to test the discrete
  * path on lavapipe); HALO_VK_IMPORT=0 turns the import off (the copy fallback), =device copies
- * wrapped memory into device memory instead (tests). */
+ * wrapped memory into device memory instead (tests). Reads of 16 KiB or more from device
+ * memory that is mapped but uncached (a discrete GPU's BAR) go through the staging buffer;
+ * HALO_VK_STAGED_READ=0 reads it directly, =1 stages such reads from any mapped device memory
+ * (tests). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,8 @@
 
 /* Bytes per staging copy: the bounce buffer is at most this large. */
 #define VK_STAGING_BYTES (32ull << 20)
+/* Reads of uncached device memory at least this large go through the staging buffer. */
+#define VK_UNCACHED_READ (16u << 10)
 
 static bool env_is(const char *name, const char *value) {
     const char *v = getenv(name);
@@ -76,6 +81,8 @@ void vk_memory_choose(vk_backend *vb) {
     if (env_is("HALO_VK_STAGING", "1")) vb->device_mapped = false;
     if (env_is("HALO_VK_IMPORT", "0")) vb->has_host_import = false;
     vb->wrap_to_device = env_is("HALO_VK_IMPORT", "device");
+    vb->stage_uncached_reads = !env_is("HALO_VK_STAGED_READ", "0");
+    vb->stage_all_reads = env_is("HALO_VK_STAGED_READ", "1");
 }
 
 /* ---- creation ----------------------------------------------------------------------------- */
@@ -370,7 +377,14 @@ halo_status vk_buf_read(halo_backend *be, const halo_buf *b, uint64_t offset, vo
         return halo_fail(err, HALO_E_OUT_OF_BOUNDS, "vulkan backend: read past a buffer's end");
     halo_status st = vk_flush(vb, err);
     if (st) return st;
-    if (b->map) {
+    /* Device memory the host sees through a BAR is uncached there: the CPU reads it a few
+     * bytes per bus transaction (reading a 0.5 MB logits row took milliseconds), so a larger read
+     * goes through a GPU copy into the cached staging buffer instead. */
+    bool uncached =
+        b->mem == VK_MEM_DEVICE_MAPPED &&
+        (vb->stage_all_reads || !(vb->mem_props.memoryTypes[vb->type_device].propertyFlags &
+                                  VK_MEMORY_PROPERTY_HOST_CACHED_BIT));
+    if (b->map && (!uncached || n < VK_UNCACHED_READ || !vb->stage_uncached_reads)) {
         memcpy(dst, b->map + offset, (size_t)n);
         return HALO_OK;
     }

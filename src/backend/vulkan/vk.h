@@ -121,6 +121,7 @@ typedef enum vk_kernel {
     VK_K_QUANT_Q8,  /* fast mode: activations to Q8_0 */
     VK_K_MATMUL_Q8, /* fast mode: Q8_0 weights by integer dot products */
     VK_K_MATVEC,    /* a few columns (decode, routed experts): 8 weights a lane */
+    VK_K_HC_MIX,    /* hc_pre's projection, in parallel chunks */
     VK_K_COUNT
 } vk_kernel;
 
@@ -167,6 +168,14 @@ typedef struct vk_slot {
     uint32_t n_stamps;     /* profile: dispatch stamps written */
     uint16_t *stamp_label; /* profile: the label of each */
 } vk_slot;
+
+/* Copies gathered into one command (vk_record.c). */
+enum { VK_COPY_REGIONS = 64 };
+typedef struct vk_copies {
+    halo_buf *src, *dst;
+    VkBufferCopy r[VK_COPY_REGIONS];
+    uint32_t n;
+} vk_copies;
 
 typedef struct vk_backend {
     halo_backend base;
@@ -229,6 +238,7 @@ typedef struct vk_backend {
     uint64_t lose_at;
 
     halo_buf *deferred; /* freed after the next wait */
+    vk_copies copies;   /* recorded at the next dispatch or submission */
     vk_upload upload;
     halo_buf *scratch; /* grown on demand; ops are serialised by barriers, so it is shared */
     halo_buf *grid;    /* IQ2_XXS codebook */
@@ -304,6 +314,8 @@ bool vk_submit_bound(vk_backend *vb, double work);
 uint32_t vk_chunk(const vk_backend *vb, double work_per_unit, uint32_t n_units, uint32_t granule);
 
 /* vk_record.c */
+/* Records the gathered copies (before any other command). */
+void vk_copy_flush(vk_backend *vb);
 /* Starts recording into the command buffer when not already (false on failure, recorded). */
 bool vk_begin_recording(vk_backend *vb);
 

@@ -189,8 +189,12 @@ static bool use_matvec(const vk_backend *vb, const halo_tensor *w, const vk_mm_a
 
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m) {
     if (!vk_check_type(vb, op, w)) return;
-    /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots */
+    /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots,
+     * except for a few columns (decode): there quantizing the activations is one more dispatch
+     * and barrier per projection, which costs more than it saves, and matvec.comp's f32 path
+     * (the precise result, more accurate than ggml's) takes them. */
     if (vb->int_dot && w->type == HALO_TYPE_Q8_0 && !m->sel.buf &&
+        !(use_matvec(vb, w, m) && m->n_cols <= VK_MATVEC_COLS) &&
         (m->x_col_div ? m->x_col_div : 1) == 1 && w->ne[0] % 32 == 0) {
         mm_q8(vb, op, w, m);
         return;
@@ -340,7 +344,15 @@ typedef struct hc_pc {
     uint32_t n_embd, hc, iters, head, type, w_rel, w_chunk_rows, w_row_bytes;
     uint32_t s_off, base_off, scale_off, col_off, post_off, comb_off;
     float eps, norm_eps;
+    uint32_t p_off, n_split;
 } hc_pc;
+
+typedef struct hc_mix_pc {
+    uint32_t width, n_mix, n_split, chunk, w_rel, w_chunk_rows, w_row_bytes, s_off, p_off;
+} hc_mix_pc;
+
+/* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row). */
+#define VK_HC_SPLIT 16
 
 void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     vk_backend *vb = vk_of(be);
@@ -348,29 +360,52 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
         vk_fail(vb, HALO_E_UNSUPPORTED, "hc_pre: %u hyper-connection streams (at most 16)", a->hc);
         return;
     }
+    bool head = a->post == NULL;
+    uint32_t n_tok = (uint32_t)a->collapsed->ne[1], width = a->hc * (uint32_t)a->collapsed->ne[0];
+    uint32_t n_mix = head ? a->hc : (2 + a->hc) * a->hc;
     uint64_t cur = 0, base_off = vk_take(&cur, vk_f32_bytes(a->base));
     uint64_t scale_off = vk_take(&cur, vk_f32_bytes(a->scale));
-    if (!vk_begin_uploads(vb, 8192) || (cur && !vk_scratch_reserve(vb, cur, "hc_pre"))) return;
+    uint64_t part_bytes = (uint64_t)n_tok * VK_HC_SPLIT * (n_mix + 1) * 4;
+    uint64_t part_off = vk_take(&cur, part_bytes);
+    if (!vk_begin_uploads(vb, 8192) || !vk_scratch_reserve(vb, cur, "hc_pre")) return;
     if (!vk_check_type(vb, "hc_pre", a->fn)) return;
-    bool head = a->post == NULL;
-    vk_binding b[7] = {vk_bind_weight(a->fn, 1),
+    vk_binding part = vk_scratch_at(vb, part_off, part_bytes);
+    /* 1. the mix projection and the squares, in chunks: weight (0), streams (1), partials (2) */
+    vk_binding mb[3] = {vk_bind_weight(a->fn, 1), vk_bind_tensor(a->streams), part};
+    vk_bound md[3] = {{0}};
+    if (!vk_resolve(vb, "hc_pre", mb, 3, md)) return;
+    hc_mix_pc mp = {width,
+                    n_mix,
+                    VK_HC_SPLIT,
+                    (width + VK_HC_SPLIT - 1) / VK_HC_SPLIT,
+                    md[0].rel,
+                    md[0].chunk_rows,
+                    (uint32_t)mb[0].row_bytes,
+                    md[1].rel / 4,
+                    md[2].rel / 4};
+    vk_note_work(vb, (double)n_tok * (n_mix + 1) * width);
+    if (!vk_dispatch_pipe(vb, VK_K_HC_MIX, vk_typed_pipeline(vb, VK_K_HC_MIX, a->fn->type),
+                          "hc_pre", mb, 3, NULL, &mp, sizeof mp, n_mix + 1, VK_HC_SPLIT, n_tok))
+        return;
+    /* 2. per token: the sums, pre/post/comb (Sinkhorn) and the collapsed stream */
+    vk_binding b[8] = {{0},
                        vk_bind_tensor(a->streams),
                        vk_as_f32(vb, "hc_pre", a->base, base_off),
                        vk_as_f32(vb, "hc_pre", a->scale, scale_off),
                        vk_bind_tensor(a->collapsed),
                        head ? (vk_binding){0} : vk_bind_tensor(a->post),
-                       head ? (vk_binding){0} : vk_bind_tensor(a->comb)};
-    uint32_t nb = head ? 5 : 7;
-    vk_bound bd[7] = {{0}};
-    if (!vk_resolve(vb, "hc_pre", b, nb, bd)) return;
+                       head ? (vk_binding){0} : vk_bind_tensor(a->comb),
+                       part};
+    vk_bound bd[8] = {{0}};
+    if (!vk_resolve(vb, "hc_pre", b, 8, bd)) return;
     hc_pc pc = {(uint32_t)a->collapsed->ne[0],
                 a->hc,
                 a->sinkhorn_iters,
                 head,
                 a->fn->type,
-                bd[0].rel,
-                bd[0].chunk_rows,
-                (uint32_t)b[0].row_bytes,
+                0,
+                0,
+                0,
                 bd[1].rel / 4,
                 bd[2].rel / 4,
                 bd[3].rel / 4,
@@ -378,9 +413,10 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                 bd[5].rel / 4,
                 bd[6].rel / 4,
                 a->eps,
-                a->norm_eps};
-    vk_dispatch_pipe(vb, VK_K_HC_PRE, vk_typed_pipeline(vb, VK_K_HC_PRE, a->fn->type), "hc_pre", b,
-                     nb, NULL, &pc, sizeof pc, (uint32_t)a->collapsed->ne[1], 1, 1);
+                a->norm_eps,
+                bd[7].rel / 4,
+                VK_HC_SPLIT};
+    vk_dispatch(vb, VK_K_HC_PRE, "hc_pre", b, 8, NULL, &pc, sizeof pc, n_tok, 1, 1);
 }
 
 typedef struct post_pc {

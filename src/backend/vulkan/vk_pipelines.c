@@ -58,6 +58,10 @@ static const uint32_t spv_matvec[] =
 #include "matvec.spv.h"
     ;
 
+static const uint32_t spv_hc_mix[] =
+#include "hc_mix.spv.h"
+    ;
+
 static const struct {
     const uint32_t *code;
     size_t bytes;
@@ -81,6 +85,7 @@ static const struct {
     S(VK_K_QUANT_Q8, spv_quant_q8),
     S(VK_K_MATMUL_Q8, spv_matmul_q8),
     S(VK_K_MATVEC, spv_matvec),
+    S(VK_K_HC_MIX, spv_hc_mix),
 #undef S
 };
 
@@ -110,7 +115,7 @@ static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo 
 }
 
 static bool is_typed(int k) {
-    return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_HC_PRE || k == VK_K_MATVEC;
+    return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_MATVEC || k == VK_K_HC_MIX;
 }
 
 VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {

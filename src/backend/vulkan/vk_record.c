@@ -201,6 +201,7 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
     double work = vb->next_work > 0 ? vb->next_work : (double)gx * gy * gz * 64;
     vb->next_work = 0;
     if (!vk_submit_bound(vb, work) || !vk_begin_recording(vb)) return false;
+    vk_copy_flush(vb);
     VkDescriptorSet set = alloc_set(vb);
     if (!set) {
         vk_fail(vb, HALO_E_NOMEM, "%s: cannot allocate a descriptor set", op);
@@ -243,7 +244,52 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
     return true;
 }
 
-/* dst = src: a buffer copy (through scratch when the two ranges overlap in one buffer). */
+static bool ranges_meet(uint64_t a, uint64_t an, uint64_t b, uint64_t bn) {
+    return a < b + bn && b < a + an;
+}
+
+/* Records the copies gathered so far: one vkCmdCopyBuffer with their regions, one barrier. */
+void vk_copy_flush(vk_backend *vb) {
+    vk_copies *p = &vb->copies;
+    if (!p->n || !vb->recording) {
+        p->n = 0;
+        return;
+    }
+    vb->fn.vkCmdCopyBuffer(vb->cmd, p->src->buffer, p->dst->buffer, p->n, p->r);
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                           VK_ACCESS_TRANSFER_READ_BIT |
+                                           VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT};
+    vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                                    VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                                0, 1, &mb, 0, NULL, 0, NULL);
+    p->n = 0;
+    vb->n_dispatch++;
+    vk_profile_stamp(vb, "copy", "transfer", 64);
+}
+
+/* Whether a copy of n bytes src_off -> dst_off may join the gathered ones: the same two
+ * buffers, room, and no byte it reads or writes written by one of them (nor one of theirs
+ * read), so their order does not matter and no barrier is needed between them. */
+static bool copy_joins(const vk_copies *p, const halo_buf *src, uint64_t src_off,
+                       const halo_buf *dst, uint64_t dst_off, uint64_t n) {
+    if (p->src != src || p->dst != dst || p->n == VK_COPY_REGIONS) return false;
+    for (uint32_t i = 0; i < p->n; i++) {
+        const VkBufferCopy *r = &p->r[i];
+        if (ranges_meet(r->dstOffset, r->size, dst_off, n)) return false;
+        if (src == dst && (ranges_meet(r->srcOffset, r->size, dst_off, n) ||
+                           ranges_meet(r->dstOffset, r->size, src_off, n)))
+            return false;
+    }
+    return true;
+}
+
+/* dst = src: a buffer copy (through scratch when the two ranges overlap in one buffer).
+ * Copies between the same two buffers that do not touch each other's bytes are gathered and
+ * recorded as one command with one barrier (vk_copy_flush, before the next dispatch or
+ * submission): the forward copies a sliding window's rows one at a time, up to 128 a layer. */
 void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
     vk_backend *vb = vk_of(be);
     uint64_t n = halo_tensor_nbytes(src);
@@ -256,6 +302,21 @@ void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
         dst->buf == src->buf && dst->offset < src->offset + n && src->offset < dst->offset + n;
     if (overlap && !vk_scratch_reserve(vb, n, "copy")) return;
     if (!vk_submit_bound(vb, (double)n / 4) || !vk_begin_recording(vb)) return;
+    if (!overlap) {
+        vk_copies *p = &vb->copies;
+        uint64_t so = src->buf->base + src->offset, d = dst->buf->base + dst->offset;
+        if (p->n && !copy_joins(p, src->buf, so, dst->buf, d, n)) vk_copy_flush(vb);
+        VkBufferCopy *last = p->n ? &p->r[p->n - 1] : NULL;
+        if (last && last->srcOffset + last->size == so && last->dstOffset + last->size == d) {
+            last->size += n; /* the next row of a run: one region */
+        } else {
+            p->src = src->buf;
+            p->dst = dst->buf;
+            p->r[p->n++] = (VkBufferCopy){so, d, n};
+        }
+        return;
+    }
+    vk_copy_flush(vb);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |

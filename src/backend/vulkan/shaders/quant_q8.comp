@@ -27,6 +27,19 @@ float div_rn(float a, float b, float rb) {
     return q;
 }
 
+// f32 to f16 bits rounded to nearest even, as ggml's conversion: the driver's packHalf2x16 may
+// round otherwise (on the H200 the scales came out a step off the CPU's for many blocks). d is
+// finite and non-negative here; the general cases are kept anyway.
+uint f16_bits_rne(float f) {
+    uint x = floatBitsToUint(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u);
+    if (ax >= 0x477ff000u) return sign | 0x7c00u; // 65520 and up round to infinity
+    if (ax < 0x38800000u) // below 2^-14: a multiple of f16's 2^-24, ties to even
+        return sign | uint(roundEven(uintBitsToFloat(ax) * 16777216.0));
+    uint e = ax - 0x38000000u; // the exponent rebiased from 127 to 15
+    return sign | ((e + 0xfffu + ((e >> 13) & 1u)) >> 13);
+}
+
 // C's roundf: halves away from zero (v - trunc(v) is exact for |v| < 2^23).
 float round_away(float v) {
     precise float t = trunc(v);
@@ -52,5 +65,5 @@ void main() {
         }
         QB.d[pc.q_off + blk * 8u + w] = word;
     }
-    SB.d[pc.s_off + blk] = unpackHalf2x16(packHalf2x16(vec2(d, 0.0))).x;
+    SB.d[pc.s_off + blk] = unpackHalf2x16(f16_bits_rne(d)).x;
 }

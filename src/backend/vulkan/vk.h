@@ -169,6 +169,14 @@ typedef struct vk_slot {
     uint16_t *stamp_label; /* profile: the label of each */
 } vk_slot;
 
+/* A range a recorded command reads or writes (vk_hazard.c), in VkBuffer bytes. */
+enum { VK_MAX_ACCESS = 96 };
+typedef struct vk_access {
+    VkBuffer buf;
+    uint64_t off, end;
+    bool write;
+} vk_access;
+
 /* Copies gathered into one command (vk_record.c). */
 enum { VK_COPY_REGIONS = 64 };
 typedef struct vk_copies {
@@ -239,6 +247,12 @@ typedef struct vk_backend {
 
     halo_buf *deferred; /* freed after the next wait */
     vk_copies copies;   /* recorded at the next dispatch or submission */
+    /* Ranges accessed since the last barrier (vk_hazard.c); HALO_VK_BARRIERS=all: a barrier
+     * before every command. */
+    vk_access access[VK_MAX_ACCESS];
+    uint32_t n_access;
+    bool barrier_all;
+    uint64_t n_barriers;
     vk_upload upload;
     halo_buf *scratch; /* grown on demand; ops are serialised by barriers, so it is shared */
     halo_buf *grid;    /* IQ2_XXS codebook */
@@ -312,6 +326,15 @@ bool vk_submit_bound(vk_backend *vb, double work);
 /* How many of n_units (a multiple of granule, or all) one dispatch may take when each unit is
  * work_per_unit multiply-adds, so no dispatch runs longer than half the bound. */
 uint32_t vk_chunk(const vk_backend *vb, double work_per_unit, uint32_t n_units, uint32_t granule);
+
+/* vk_hazard.c: a barrier before a command only where it meets work since the last one. */
+void vk_hazard_init(vk_backend *vb);
+uint32_t vk_kernel_writes(vk_kernel k);
+/* Records a barrier (everything before it done and visible to everything after). */
+void vk_barrier(vk_backend *vb);
+void vk_barrier_if_pending(vk_backend *vb);
+/* Before recording a command with these accesses: a barrier where one meets pending work. */
+void vk_hazard(vk_backend *vb, const vk_access *acc, uint32_t n);
 
 /* vk_record.c */
 /* Records the gathered copies (before any other command). */

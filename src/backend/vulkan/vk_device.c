@@ -409,6 +409,7 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     const char *env = getenv("HALO_VK_DEVICE");
     if (device < 0 && env && *env) device = atoi(env);
     vk_submit_init(vb);
+    vk_hazard_init(vb);
     vb->profile = getenv("HALO_VK_PROFILE") && atoi(getenv("HALO_VK_PROFILE")) > 0;
     vb->matvec = !(getenv("HALO_VK_MATVEC") && !strcmp(getenv("HALO_VK_MATVEC"), "0"));
     halo_status st = open_instance(vb, err);

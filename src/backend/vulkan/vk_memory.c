@@ -101,6 +101,7 @@ static VkBufferCreateInfo buffer_info(uint64_t size, const void *next) {
 static bool record_zero(vk_backend *vb, halo_buf *b) {
     if (!vk_begin_recording(vb)) return false;
     vk_copy_flush(vb);
+    vk_barrier_if_pending(vb);
     vb->fn.vkCmdFillBuffer(vb->cmd, b->buffer, 0, VK_WHOLE_SIZE, 0);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -333,6 +334,7 @@ static halo_status staged_copy(vk_backend *vb, halo_buf *b, uint64_t offset, uin
     if (!vk_begin_recording(vb))
         return halo_fail(err, vb->failed, "vulkan backend: %s", vb->failed_msg);
     vk_copy_flush(vb);
+    vk_barrier_if_pending(vb);
     VkBufferCopy c = {to_device ? 0 : b->base + offset, to_device ? b->base + offset : 0, n};
     if (to_device)
         vb->fn.vkCmdCopyBuffer(vb->cmd, vb->staging->buffer, b->buffer, 1, &c);

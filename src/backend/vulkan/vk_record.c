@@ -223,17 +223,17 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
     memcpy(pc, push, push_bytes < VK_PUSH_BYTES ? push_bytes : VK_PUSH_BYTES);
     vb->fn.vkCmdPushConstants(vb->cmd, vb->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                               VK_PUSH_BYTES, pc);
+    /* A barrier first where this dispatch reads or writes what earlier work touches (the
+     * weights, binding 0, are never written by a shader; empty bindings hold the codebook). */
+    vk_access acc[VK_MAX_BINDINGS];
+    uint32_t na = 0, wmask = vk_kernel_writes(k);
+    for (uint32_t i = 1; i < n; i++)
+        if (b[i].buf && b[i].buf != vb->grid) {
+            uint64_t o = b[i].buf->base + b[i].offset;
+            acc[na++] = (vk_access){b[i].buf->buffer, o, o + b[i].bytes, (wmask >> i) & 1u};
+        }
+    vk_hazard(vb, acc, na);
     vb->fn.vkCmdDispatch(vb->cmd, gx, gy, gz);
-    /* Every op sees the previous op's writes (and copies'). */
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                           VK_ACCESS_TRANSFER_READ_BIT |
-                                           VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT};
-    vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
-                                    VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
-                                0, 1, &mb, 0, NULL, 0, NULL);
     vb->n_dispatch++;
     if (vb->profile) {
         uint32_t type = 64;
@@ -255,16 +255,16 @@ void vk_copy_flush(vk_backend *vb) {
         p->n = 0;
         return;
     }
+    /* Its regions do not touch each other (copy_joins); a barrier first where they touch
+     * earlier work. */
+    vk_access acc[2 * VK_COPY_REGIONS];
+    for (uint32_t i = 0; i < p->n; i++) {
+        const VkBufferCopy *r = &p->r[i];
+        acc[2 * i] = (vk_access){p->src->buffer, r->srcOffset, r->srcOffset + r->size, false};
+        acc[2 * i + 1] = (vk_access){p->dst->buffer, r->dstOffset, r->dstOffset + r->size, true};
+    }
+    vk_hazard(vb, acc, 2 * p->n);
     vb->fn.vkCmdCopyBuffer(vb->cmd, p->src->buffer, p->dst->buffer, p->n, p->r);
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                           VK_ACCESS_TRANSFER_READ_BIT |
-                                           VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT};
-    vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
-                                    VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
-                                0, 1, &mb, 0, NULL, 0, NULL);
     p->n = 0;
     vb->n_dispatch++;
     vk_profile_stamp(vb, "copy", "transfer", 64);
@@ -317,6 +317,7 @@ void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
         return;
     }
     vk_copy_flush(vb);
+    vk_barrier_if_pending(vb); /* this path orders its copies by full barriers */
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |

@@ -22,6 +22,7 @@ layout(push_constant) uniform PC {
 
 shared float mix[18 * 16 + 1];
 shared float pre[16];
+shared float sk[256];
 
 float sigm(float x) { return 1.0 / (1.0 + exp(-x)); }
 
@@ -40,44 +41,56 @@ void main() {
     barrier(); // every invocation has read mix[n_mix]
     for (uint m = lid; m < n_mix; m += WG) mix[m] *= r;
     barrier();
+    float s0 = SCALE.d[pc.scale_off], s1 = SCALE.d[pc.scale_off + 1u];
+    float s2 = SCALE.d[pc.scale_off + 2u];
     if (lid == 0u) {
-        float s0 = SCALE.d[pc.scale_off], s1 = SCALE.d[pc.scale_off + 1u];
-        float s2 = SCALE.d[pc.scale_off + 2u];
         for (uint k = 0u; k < hc; k++)
             pre[k] = sigm(mix[k] * s0 + BASE.d[pc.base_off + k]) + pc.eps;
-        if (pc.head == 0u) {
+        if (pc.head == 0u)
             for (uint k = 0u; k < hc; k++)
                 POST.d[pc.post_off + t * hc + k] =
                     2.0 * sigm(mix[hc + k] * s1 + BASE.d[pc.base_off + hc + k]);
-            float m[256];
-            for (uint i = 0u; i < hc * hc; i++)
-                m[i] = mix[2u * hc + i] * s2 + BASE.d[pc.base_off + 2u * hc + i];
-            // Sinkhorn-Knopp: softmax rows, then column and row normalisation (the reference
-            // starts with a column pass).
-            for (uint j = 0u; j < hc; j++) {
-                float mx = m[j * hc], sum = 0.0;
-                for (uint k = 1u; k < hc; k++) mx = max(mx, m[j * hc + k]);
-                for (uint k = 0u; k < hc; k++) {
-                    m[j * hc + k] = exp(m[j * hc + k] - mx);
-                    sum += m[j * hc + k];
-                }
-                for (uint k = 0u; k < hc; k++) m[j * hc + k] = m[j * hc + k] / sum + pc.eps;
-            }
-            for (uint it = 0u; it < pc.iters; it++) {
-                if (it > 0u)
-                    for (uint j = 0u; j < hc; j++) {
-                        float sum = 0.0;
-                        for (uint k = 0u; k < hc; k++) sum += m[j * hc + k];
-                        for (uint k = 0u; k < hc; k++) m[j * hc + k] /= sum + pc.eps;
-                    }
-                for (uint k = 0u; k < hc; k++) {
-                    float sum = 0.0;
-                    for (uint j = 0u; j < hc; j++) sum += m[j * hc + k];
-                    for (uint j = 0u; j < hc; j++) m[j * hc + k] /= sum + pc.eps;
-                }
-            }
-            for (uint i = 0u; i < hc * hc; i++) COMB.d[pc.comb_off + t * hc * hc + i] = m[i];
+    }
+    if (pc.head == 0u) {
+        // Sinkhorn-Knopp: softmax rows, then column and row normalisation (the reference
+        // starts with a column pass). Invocation j·hc + k keeps element (j, k) in shared memory
+        // and sums its row or column itself, in the serial order (one invocation did it all
+        // in a local array: 0.07 ms a call on the H200).
+        bool own = lid < hc * hc;
+        uint j = own ? lid / hc : 0u, k = own ? lid % hc : 0u;
+        if (own) sk[lid] = mix[2u * hc + lid] * s2 + BASE.d[pc.base_off + 2u * hc + lid];
+        barrier();
+        float v = 0.0;
+        if (own) {
+            float mx = sk[j * hc], sum = 0.0;
+            for (uint i = 1u; i < hc; i++) mx = max(mx, sk[j * hc + i]);
+            for (uint i = 0u; i < hc; i++) sum += exp(sk[j * hc + i] - mx);
+            v = exp(sk[lid] - mx) / sum + pc.eps;
         }
+        barrier();
+        if (own) sk[lid] = v;
+        barrier();
+        for (uint it = 0u; it < pc.iters; it++) {
+            if (it > 0u) {
+                if (own) {
+                    float sum = 0.0;
+                    for (uint i = 0u; i < hc; i++) sum += sk[j * hc + i];
+                    v = sk[lid] / (sum + pc.eps);
+                }
+                barrier();
+                if (own) sk[lid] = v;
+                barrier();
+            }
+            if (own) {
+                float sum = 0.0;
+                for (uint i = 0u; i < hc; i++) sum += sk[i * hc + k];
+                v = sk[lid] / (sum + pc.eps);
+            }
+            barrier();
+            if (own) sk[lid] = v;
+            barrier();
+        }
+        if (own) COMB.d[pc.comb_off + t * hc * hc + lid] = sk[lid];
     }
     barrier();
     for (uint d = lid; d < pc.n_embd; d += WG) {

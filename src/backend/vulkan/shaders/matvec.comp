@@ -14,6 +14,7 @@
 layout(constant_id = 0) const uint TYPE = 0u;
 
 layout(binding = 1) readonly buffer X { float d[]; } XB;
+layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // the same, 16 bytes a load
 layout(binding = 2) writeonly buffer Out { float d[]; } OUT;
 layout(binding = 3) readonly buffer Sel { int d[]; } SEL;
 layout(push_constant) uniform PC {
@@ -90,6 +91,24 @@ void unit8(uint c, uint row, uint u, out float w[8]) {
     }
 }
 
+// acc + w[0]·x[xi] + ... + w[7]·x[xi + 7], in that order.
+float dot8(float acc, float w[8], uint xi, bool vec) {
+    if (vec) {
+        vec4 a = XB4.d[xi >> 2], b = XB4.d[(xi >> 2) + 1u];
+        acc += w[0] * a.x;
+        acc += w[1] * a.y;
+        acc += w[2] * a.z;
+        acc += w[3] * a.w;
+        acc += w[4] * b.x;
+        acc += w[5] * b.y;
+        acc += w[6] * b.z;
+        acc += w[7] * b.w;
+    } else {
+        [[unroll]] for (uint k = 0u; k < 8u; k++) acc += w[k] * XB.d[xi + k];
+    }
+    return acc;
+}
+
 void main() {
     uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
     uint col0 = gl_WorkGroupID.y * pc.col_tile;
@@ -112,13 +131,27 @@ void main() {
         [[unroll]] for (uint j = 0u; j < 4u; j++)
             xb[j] = pc.x_off + ((col0 + min(j, ncol - 1u)) / pc.x_col_div) * pc.x_col_stride +
                     g * pc.K;
-        for (uint u = lane; u < units; u += ss) {
+        // x by 16-byte loads where every column's start allows (two instead of eight per
+        // unit); two units in flight per lane. Each acc[j] adds w[k]·x[k] in the same order
+        // either way.
+        bool vec = (pc.x_off & 3u) == 0u && (pc.x_col_stride & 3u) == 0u;
+        uint u = lane;
+        for (; u + ss < units; u += 2u * ss) {
+            float w[8], w2[8];
+            unit8(c, base, u, w);
+            unit8(c, base, u + ss, w2);
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                if (j >= ncol) break;
+                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec);
+                acc[j] = dot8(acc[j], w2, xb[j] + 8u * (u + ss), vec);
+            }
+        }
+        if (u < units) {
             float w[8];
             unit8(c, base, u, w);
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 if (j >= ncol) break;
-                uint xi = xb[j] + 8u * u;
-                [[unroll]] for (uint k = 0u; k < 8u; k++) acc[j] += w[k] * XB.d[xi + k];
+                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec);
             }
         }
         [[unroll]] for (uint j = 0u; j < 4u; j++) {

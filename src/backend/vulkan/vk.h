@@ -226,6 +226,7 @@ typedef struct vk_backend {
     /* The ring; cmd, fence and pools alias the slot being recorded. */
     vk_slot ring[VK_RING];
     uint32_t slot;
+    uint32_t since_drain; /* submissions since the queue last drained */
     bool async;      /* submit without waiting (HALO_VK_ASYNC=0: wait after every submission) */
     bool has_stamps; /* the queue writes timestamps: submissions timed on the GPU */
     double stamp_s;  /* seconds per timestamp tick */

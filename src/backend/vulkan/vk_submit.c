@@ -226,6 +226,7 @@ static halo_status submit_current(vk_backend *vb, halo_error *err) {
         return device_error(vb, r, what, err);
     }
     s->pending = true;
+    vb->since_drain++;
     vb->slot = (vb->slot + 1) % VK_RING;
     vk_slot *n = &vb->ring[vb->slot];
     vb->cmd = n->cmd;
@@ -245,6 +246,7 @@ halo_status vk_flush(vk_backend *vb, halo_error *err) {
         if (!st) st = s2;
     }
     vb->cur_pool = 0;
+    vb->since_drain = 0;
     if (!st) vk_release_deferred(vb);
     return st;
 }
@@ -318,7 +320,12 @@ void vk_note_work(vk_backend *vb, double work) {
 
 bool vk_submit_bound(vk_backend *vb, double work) {
     if (vb->recording && vb->n_dispatch > 0) {
-        bool full = vb->n_dispatch >= vb->max_dispatch || vb->submit_s == 0 ||
+        /* After the queue drained (each decode step ends so) the GPU idles until the first
+         * submission: the first ones go out small (32, 64, 128 dispatches) so it starts early. */
+        uint32_t cap = vb->max_dispatch;
+        if (vb->async && vb->since_drain < 3) cap >>= 3 - vb->since_drain;
+        if (cap < 1) cap = 1;
+        bool full = vb->n_dispatch >= cap || vb->submit_s == 0 ||
                     (vb->rate > 0 ? (vb->queued_work + work) * vb->rate > vb->submit_s
                                   : vb->n_dispatch >= VK_UNTIMED_DISPATCHES);
         if (full && !submit_or_fail(vb)) return false;

@@ -13,6 +13,7 @@
 
 layout(constant_id = 0) const uint TYPE = 0u;
 
+layout(binding = 0) readonly buffer WeightBuf4 { uvec4 d[]; } W4[8]; // quant.glsl's W, 16 B
 layout(binding = 1) readonly buffer X { float d[]; } XB;
 layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // the same, 16 bytes a load
 layout(binding = 2) writeonly buffer Out { float d[]; } OUT;
@@ -34,6 +35,10 @@ uvec2 rd64(uint c, uint b) {
 float sb8(uint w, uint k) { return float(int(w << (24u - 8u * k)) >> 24); }
 float ub8(uint w, uint k) { return float((w >> (8u * k)) & 0xffu); }
 
+// IQ2_XXS's codebook (256 entries of 8 bytes) in shared memory: lanes look entries up at
+// random, which from the storage buffer cost a cache line each (up to 32 a load).
+shared uint grid_s[TYPE == T_IQ2_XXS ? 512 : 1];
+
 // Weights 8u .. 8u+7 of the row at byte `row` of chunk c.
 void unit8(uint c, uint row, uint u, out float w[8]) {
     if (TYPE == T_F32) {
@@ -41,8 +46,12 @@ void unit8(uint c, uint row, uint u, out float w[8]) {
         [[unroll]] for (uint j = 0u; j < 8u; j++) w[j] = uintBitsToFloat(W[c].d[b + j]);
     } else if (TYPE == T_F16 || TYPE == T_BF16) {
         uint b = (row >> 2) + 4u * u;
+        // one 16-byte load where the row allows (four 4-byte ones otherwise)
+        uvec4 q = (row & 15u) == 0u ? W4[c].d[b >> 2]
+                                    : uvec4(W[c].d[b], W[c].d[b + 1u], W[c].d[b + 2u],
+                                            W[c].d[b + 3u]);
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
-            uint v = W[c].d[b + j];
+            uint v = q[j];
             if (TYPE == T_F16) {
                 vec2 h = unpackHalf2x16(v);
                 w[2u * j] = h.x;
@@ -64,7 +73,8 @@ void unit8(uint c, uint row, uint u, out float w[8]) {
         // 8 consecutive elements share a scale byte and a 2-bit shift; their quants are 8
         // consecutive bytes (word-aligned: blocks are 84 bytes).
         uint bb = row + (u >> 5) * 84u, e = (u & 31u) * 8u;
-        float d = f16v(rd16(c, bb + 80u)), dmin = f16v(rd16(c, bb + 82u));
+        vec2 dm = unpackHalf2x16(W[c].d[(bb + 80u) >> 2]); // d and dmin: one word
+        float d = dm.x, dmin = dm.y;
         uint sc = rd8(c, bb + e / 16u);
         float dl = d * float(sc & 0xfu), ml = dmin * float(sc >> 4);
         uint qb = (bb + 16u + 32u * (e / 128u) + e % 32u) >> 2, sh = 2u * ((e % 128u) / 32u);
@@ -80,7 +90,7 @@ void unit8(uint c, uint row, uint u, out float w[8]) {
         uint idx = rd8(c, bb + 2u + 8u * ib + l);
         uint aux = rd32(c, bb + 2u + 8u * ib + 4u);
         float db = d * (0.5 + float(aux >> 28)) * 0.25;
-        uint g0 = GRID.d[2u * idx], g1 = GRID.d[2u * idx + 1u];
+        uint g0 = grid_s[2u * idx], g1 = grid_s[2u * idx + 1u];
         uint s7 = (aux >> (7u * l)) & 127u;
         uint signs = s7 | ((uint(bitCount(s7)) & 1u) << 7);
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
@@ -118,6 +128,10 @@ void main() {
     if (pc.sel_mode != 0u) {
         int s = SEL.d[pc.sel_off + col0];
         e = s >= 0 && uint(s) < pc.n_expert ? uint(s) : 0u;
+    }
+    if (TYPE == T_IQ2_XXS) {
+        for (uint i = gl_LocalInvocationID.x; i < 512u; i += WG) grid_s[i] = GRID.d[i];
+        barrier();
     }
     uint units = pc.K / 8u;
     for (uint r = gl_SubgroupID; r < pc.rows_per_wg; r += gl_NumSubgroups) {

@@ -13,7 +13,8 @@
 #      DEBS=dir          the .deb files for phase 1 (default .carry/vk-slim/debs, else
 #                        .carry/vulkan/debs);
 #      DEPTH=0           skip the depth-24,576 tests (default: run them);
-#      REPS=N            llama-bench's and halo's -r at depth 0 (default 2).
+#      REPS=N            llama-bench's and halo's -r at depth 0 (default 2);
+#      PROMPTS=LIST      the prefill lengths at depth 0 (default 512,2048).
 # The last lines compare the two on every test both ran: t/s and halo / llama.cpp.
 #
 # Phases (each skipped when already done on a warm machine, so calls of <= 10 min add up):
@@ -45,6 +46,7 @@ cd "$(dirname "$0")/../.."
 R=$(pwd)
 arg=${1:-24}
 reps=${REPS:-2}
+prompts=${PROMPTS:-512,2048}
 debs=${DEBS:-.carry/vk-slim/debs}
 [ -d "$debs" ] || debs=.carry/vulkan/debs
 out=${OUT:-/tmp/halo-out}
@@ -83,7 +85,7 @@ fi
 if [ -n "${LLAMA_BENCH:-}" ]; then
     lb() { "$LLAMA_BENCH" -m "$model" -ngl 99 "$@" 2>>"$out/llamacpp-vulkan.err"; }
     if [ ! -f "$out/llamacpp-vulkan.csv" ]; then
-        { lb -p 512,2048 -n 64 -r "$reps" -o csv
+        { lb -p "$prompts" -n 64 -r "$reps" -o csv
           [ "${DEPTH:-1}" = 0 ] || lb -p 2048 -n 64 -d 24576 -r 1 -o csv | grep -v "^build_commit"
         } >"$out/llamacpp-vulkan.csv.part" && mv "$out/llamacpp-vulkan.csv.part" "$out/llamacpp-vulkan.csv"
         # without a Vulkan device llama-bench silently runs on the CPU: show which it found
@@ -117,7 +119,7 @@ fi
 
 # 4. halo on the same file, same lengths, as llama-bench's -r.
 hb() { "$halo" bench -m "$model" --backend vulkan "$@" 2>"$out/halo-vulkan.err"; }
-{ hb -p 512,2048 -n 64 -r "$reps" -o csv
+{ hb -p "$prompts" -n 64 -r "$reps" -o csv
   [ "${DEPTH:-1}" = 0 ] || hb -p 2048 -n 64 -d 24576 -r 1 -o csv | grep -v "^build_commit"
 } >"$out/halo-vulkan.csv"
 grep -E "rror" "$out/halo-vulkan.err" | head -5

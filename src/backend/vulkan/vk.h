@@ -118,10 +118,11 @@ typedef enum vk_kernel {
     VK_K_MOE_ROUTE,
     VK_K_MOE_SWIGLU,
     VK_K_MOE_SUM,
-    VK_K_QUANT_Q8,  /* fast mode: activations to Q8_0 */
-    VK_K_MATMUL_Q8, /* fast mode: Q8_0 weights by integer dot products */
-    VK_K_MATVEC,    /* a few columns (decode, routed experts): 8 weights a lane */
-    VK_K_HC_MIX,    /* hc_pre's projection, in parallel chunks */
+    VK_K_QUANT_Q8,    /* fast mode: activations to Q8_0 */
+    VK_K_MATMUL_Q8,   /* fast mode: Q8_0 weights by integer dot products */
+    VK_K_MATVEC,      /* a few columns (decode, routed experts): 8 weights a lane */
+    VK_K_HC_MIX,      /* hc_pre's projection, in parallel chunks */
+    VK_K_MATVEC_WIDE, /* matvec with a workgroup per row (few rows) */
     VK_K_COUNT
 } vk_kernel;
 
@@ -212,6 +213,7 @@ typedef struct vk_backend {
     bool has_int_dot; /* VK_KHR_shader_integer_dot_product offered */
     bool int_dot;     /* fast mode on a device that has them: Q8_0 projections by integer dots */
     bool matvec;      /* matvec.comp for a few columns (HALO_VK_MATVEC=0: matmul.comp only) */
+    uint32_t matvec_rows; /* HALO_VK_MATVEC_ROWS: 1 a workgroup per row, 4 a subgroup; 0 auto */
 
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout pipe_layout;

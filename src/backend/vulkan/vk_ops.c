@@ -102,6 +102,8 @@ void vk_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens,
 
 /* Columns matvec.comp takes at once (its tile). */
 #define VK_MATVEC_COLS 4
+/* Up to this many rows x column tiles, matvec.comp gives each row a whole workgroup. */
+#define VK_MATVEC_WIDE_ROWS 16384
 
 typedef struct matmul_pc {
     uint32_t K, N, n_cols, groups, type, w_rel, w_chunk_rows, w_row_bytes;
@@ -227,8 +229,15 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     if (use_matvec(vb, w, m)) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
         kern = VK_K_MATVEC;
-        pc.rows_per_wg = s >= 128 ? 1 : 128 / s;
         pc.col_tile = m->sel.buf ? 1u : VK_MATVEC_COLS;
+        /* A subgroup per row, or the whole workgroup per row where there are few rows to go
+         * round (a decode step's small projections and the routed experts' gate and up: one
+         * subgroup each would leave most of a large GPU idle, each walking a long row). */
+        uint32_t tiles = (m->n_cols + pc.col_tile - 1) / pc.col_tile;
+        bool wide =
+            vb->matvec_rows ? vb->matvec_rows == 1 : (uint64_t)m->N * tiles <= VK_MATVEC_WIDE_ROWS;
+        pc.rows_per_wg = wide || s >= 128 ? 1 : 128 / s;
+        if (wide) kern = VK_K_MATVEC_WIDE;
     }
     uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
     uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;

@@ -58,6 +58,9 @@ static const uint32_t spv_matvec[] =
 #include "matvec.spv.h"
     ;
 
+static const uint32_t spv_matvec_wide[] =
+#include "matvec_wide.spv.h"
+    ;
 static const uint32_t spv_hc_mix[] =
 #include "hc_mix.spv.h"
     ;
@@ -86,6 +89,7 @@ static const struct {
     S(VK_K_MATMUL_Q8, spv_matmul_q8),
     S(VK_K_MATVEC, spv_matvec),
     S(VK_K_HC_MIX, spv_hc_mix),
+    S(VK_K_MATVEC_WIDE, spv_matvec_wide),
 #undef S
 };
 
@@ -115,7 +119,8 @@ static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo 
 }
 
 static bool is_typed(int k) {
-    return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_MATVEC || k == VK_K_HC_MIX;
+    return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_MATVEC || k == VK_K_HC_MIX ||
+           k == VK_K_MATVEC_WIDE;
 }
 
 VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {

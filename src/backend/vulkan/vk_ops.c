@@ -232,10 +232,12 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         pc.col_tile = m->sel.buf ? 1u : VK_MATVEC_COLS;
         /* A subgroup per row, or the whole workgroup per row where there are few rows to go
          * round (a decode step's small projections and the routed experts' gate and up: one
-         * subgroup each would leave most of a large GPU idle, each walking a long row). */
+         * subgroup each would leave most of a large GPU idle, each walking a long row). Not on
+         * a CPU implementation (lavapipe), where a workgroup's barriers cost more than that. */
         uint32_t tiles = (m->n_cols + pc.col_tile - 1) / pc.col_tile;
-        bool wide =
-            vb->matvec_rows ? vb->matvec_rows == 1 : (uint64_t)m->N * tiles <= VK_MATVEC_WIDE_ROWS;
+        bool few = (uint64_t)m->N * tiles <= VK_MATVEC_WIDE_ROWS &&
+                   vb->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+        bool wide = vb->matvec_rows ? vb->matvec_rows == 1 : few;
         pc.rows_per_wg = wide || s >= 128 ? 1 : 128 / s;
         if (wide) kern = VK_K_MATVEC_WIDE;
     }

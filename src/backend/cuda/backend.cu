@@ -771,6 +771,13 @@ extern "C" bool halo_backend_cuda_graph_stats(halo_backend *hbe, halo_cuda_graph
     return true;
 }
 
+extern "C" bool halo_backend_cuda_set_precise(halo_backend *hbe, bool precise) {
+    if (!hbe || hbe->ops != &cu_ops) return false;
+    const char *env = getenv("HALO_CUDA_MMA");
+    cu_of(hbe)->mma = env && *env ? strcmp(env, "0") != 0 : !precise;
+    return true;
+}
+
 extern "C" const char *halo_backend_cuda_flavor(void) {
     return GPU_RUNTIME;
 }
@@ -819,6 +826,7 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->fail_at = fail ? strtoll(fail, NULL, 10) : 0;
     const char *naive = getenv("HALO_CUDA_NAIVE"), *prof = getenv("HALO_CUDA_PROFILE");
     be->naive = naive && *naive && strcmp(naive, "0") != 0;
+    halo_backend_cuda_set_precise(&be->base, true); /* precise unless HALO_CUDA_MMA=1 */
     if (prof && *prof && strcmp(prof, "0") != 0) be->prof = (cu_prof *)calloc(1, sizeof(cu_prof));
     cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */

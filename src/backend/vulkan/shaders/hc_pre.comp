@@ -43,14 +43,12 @@ void main() {
     barrier();
     float s0 = SCALE.d[pc.scale_off], s1 = SCALE.d[pc.scale_off + 1u];
     float s2 = SCALE.d[pc.scale_off + 2u];
-    if (lid == 0u) {
-        for (uint k = 0u; k < hc; k++)
-            pre[k] = sigm(mix[k] * s0 + BASE.d[pc.base_off + k]) + pc.eps;
-        if (pc.head == 0u)
-            for (uint k = 0u; k < hc; k++)
-                POST.d[pc.post_off + t * hc + k] =
-                    2.0 * sigm(mix[hc + k] * s1 + BASE.d[pc.base_off + hc + k]);
-    }
+    // pre by invocations 0 .. hc-1, post by hc .. 2hc-1 (one invocation's chain of loads was
+    // a few microseconds a call)
+    if (lid < hc) pre[lid] = sigm(mix[lid] * s0 + BASE.d[pc.base_off + lid]) + pc.eps;
+    if (pc.head == 0u && lid >= hc && lid < 2u * hc)
+        POST.d[pc.post_off + t * hc + lid - hc] =
+            2.0 * sigm(mix[lid] * s1 + BASE.d[pc.base_off + lid]);
     if (pc.head == 0u) {
         // Sinkhorn-Knopp: softmax rows, then column and row normalisation (the reference
         // starts with a column pass). Invocation j·hc + k keeps element (j, k) in shared memory

@@ -819,6 +819,8 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->fail_at = fail ? strtoll(fail, NULL, 10) : 0;
     const char *naive = getenv("HALO_CUDA_NAIVE"), *prof = getenv("HALO_CUDA_PROFILE");
     be->naive = naive && *naive && strcmp(naive, "0") != 0;
+    /* Until the engine's mode reaches the backend (halo_backend_cuda_set_precise, from the
+     * cuda branch): the int8 one-token path only when asked. */
     const char *intdot = getenv("HALO_CUDA_INTDOT");
     be->intdot = intdot && *intdot && strcmp(intdot, "0") != 0;
     if (prof && *prof && strcmp(prof, "0") != 0) be->prof = (cu_prof *)calloc(1, sizeof(cu_prof));

@@ -75,7 +75,7 @@ typedef struct cu_backend {
     uint64_t ring_cap, ring_used;
     cu_copy_batch copies;
     bool naive;    /* HALO_CUDA_NAIVE=1: the generic kernels only (speed comparison, tests) */
-    bool intdot;   /* HALO_CUDA_INTDOT=1: one-token projections over int8 activations (mvq.cu) */
+    bool intdot;   /* fast mode: one-token projections over int8 activations (mvq.cu) */
     cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;
     /* CUDA graphs (graph.cu): NULL when steps run eagerly (HALO_CUDA_GRAPHS=0, profiling,

@@ -757,24 +757,47 @@ static bool moeq_ok(const cu_backend *be, const expert_mats &m, uint32_t tr, uin
     return false;
 }
 
+/* Relative time per weight on the int8 path, for sharing the blocks between the routed and
+ * the shared expert: Q8_0 streams 1.06 bytes a weight and is bound by memory; IQ2_XXS (0.26
+ * bytes) and Q2_K (0.33) are bound by their decoding, ~60 and ~50 instructions per 32 weights
+ * against ~37 for Q8_0 (estimates from the instruction counts, not measured per part). The
+ * f32 path's costs (moe_cost) had the 2-bit formats dearer; here the shared expert's Q8_0 rows
+ * would be left to a sixteenth of the blocks and finish last. */
+static double moeq_cost(uint32_t t) {
+    return t == HALO_TYPE_Q8_0 ? 2.0 : t == HALO_TYPE_Q2_K ? 0.8 : 1.0;
+}
+
+/* sp with its blocks shared by the work of the routed experts (wr) and of the shared one. */
+static moe_stream_plan moeq_plan(const moe_stream_plan &sp, double wr, double ws) {
+    moe_stream_plan p = sp;
+    if (sp.n_sh == 0) return p;
+    unsigned bs = (unsigned)((double)sp.blocks * ws / (wr + ws) + 0.5);
+    bs = bs < 1 ? 1 : bs >= sp.blocks ? sp.blocks - 1 : bs;
+    p.blocks_r = sp.blocks - bs;
+    return p;
+}
+
 /* Gate/up of every pair, then SwiGLU and h's quantization (moeq_ok said yes). */
 static void moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t ts, uint32_t tdr,
                     uint32_t tds, const moe_stream_plan &sp, const float *x, float *hg, float *hu,
                     uint8_t *xq, int64_t n_pairs, uint32_t k, float clamp_exp, float clamp_sh,
                     const char *op) {
+    const double ex = (double)((int64_t)k < m.n_expert ? (int64_t)k : m.n_expert);
+    const moe_stream_plan sp_up =
+        moeq_plan(sp, ex * 2.0 * (double)(m.n_ff * m.n_embd) * moeq_cost(tr),
+                  2.0 * (double)(m.n_ff_sh * m.n_embd) * moeq_cost(ts));
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (int)mvq_act_bytes(m.n_embd) +
                      (int)sizeof(mvq_tabs);
 #define Q_UP(a, b, c, d)                                                                           \
     if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
         static bool done;                                                                          \
         if (!cu_smem_attr(be, moeq_up_stream<a, b>, smem, &done, op)) return;                      \
-        moeq_up_stream<a, b><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(              \
-            m, x, hg, hu, sp.n_sh, sp.blocks_r);                                                   \
+        moeq_up_stream<a, b><<<sp_up.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(           \
+            m, x, hg, hu, sp_up.n_sh, sp_up.blocks_r);                                             \
         if (!CU_LAUNCHED(be, op, "moeq_up_stream")) return;                                        \
         moeq_swiglu_kernel<<<(unsigned)n_pairs, 256, 0, be->stream>>>(                             \
             hg, hu, xq, m.n_h, k, m.slots, m.n_ff, m.n_ff_sh, clamp_exp, clamp_sh, mvq_k(c),       \
-            mvq_k(d));                                                                             \
-        CU_LAUNCHED(be, op, "moeq_swiglu_kernel");                                                 \
+            mvq_k(d)); /* checked (and counted) by the caller */                                   \
         return;                                                                                    \
     }
     MOEQ_PAIRS(Q_UP)
@@ -784,15 +807,17 @@ static void moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
 /* The down projections of every pair over the quantized h (moeq_ok said yes). */
 static void moeq_down(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t ts, uint32_t tdr,
                       uint32_t tds, const moe_stream_plan &sp, const uint8_t *xq, float *y,
-                      const char *op) {
+                      uint32_t k, const char *op) {
+    const double ex = (double)((int64_t)k < m.n_expert ? (int64_t)k : m.n_expert);
+    const moe_stream_plan sp_dn = moeq_plan(sp, ex * (double)(m.n_embd * m.n_ff) * moeq_cost(tdr),
+                                            (double)(m.n_embd * m.n_ff_sh) * moeq_cost(tds));
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (int)sizeof(mvq_tabs);
 #define Q_DN(a, b, c, d)                                                                           \
     if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
         static bool done;                                                                          \
         if (!cu_smem_attr(be, moeq_down_stream<c, d>, smem, &done, op)) return;                    \
-        moeq_down_stream<c, d><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(            \
-            m, xq, y, sp.n_sh, sp.blocks_r);                                                       \
-        CU_LAUNCHED(be, op, "moeq_down_stream");                                                   \
+        moeq_down_stream<c, d><<<sp_dn.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(         \
+            m, xq, y, sp_dn.n_sh, sp_dn.blocks_r); /* checked by the caller */                     \
         return;                                                                                    \
     }
     MOEQ_PAIRS(Q_DN)
@@ -1014,7 +1039,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     dim3 f2(cu_blocks(n_embd, MOE_FAST_WARPS), (unsigned)n_groups);
     if (fast_in && moe_fast_down(be, tdr, tds, nt, f2, m, h, y)) {
 #else
-    if (q_in) moeq_down(be, m, tr, ts, tdr, tds, sp, xq, y, op);
+    if (q_in) moeq_down(be, m, tr, ts, tdr, tds, sp, xq, y, k, op);
     if (q_in || (fast_in && moe_stream_down(be, tdr, tds, nt, sp, m, h, y))) {
 #endif
         if (!CU_LAUNCHED(be, op, "down_fast")) return;

@@ -91,6 +91,170 @@ __global__ void attention_kernel(attn_params a) {
     }
 }
 
+#ifndef HALO_HIP
+/* ---- prefill: rows shared by the heads of a block -------------------------------------------
+ * With many tokens the kernel above is bound by reading rows: each (token, head) block reads its
+ * ~640 rows of 2 KB on its own, once per head although every head reads the same rows (one
+ * shared KV head), one row per warp at a time. Here a block is one token and AP_HEADS heads
+ * (a warp each): chunks of AP_ROWS rows go to shared memory by cp.async (the next chunk in
+ * flight while one is used), each warp dots its query with the chunk's rows, sums the AP_ROWS
+ * partial dots across the warp in one transposing butterfly (16 shuffles instead of 80), and
+ * updates its online softmax once per chunk. f32 throughout: the CPU's results to f32 rounding. */
+enum { AP_HEADS = 8, AP_ROWS = 16 };
+
+static __device__ __forceinline__ void ap_cp16(void *smem, const void *gmem) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
+}
+
+/* Candidate row i of token t (window rows lo.. first, then the compressed ones), NULL when the
+ * indexer's entry is -1 or not yet visible. */
+static __device__ __forceinline__ const float *ap_row(const attn_params &a, int64_t t, int64_t i,
+                                                      int64_t lo, int64_t n_wv, int64_t visible) {
+    if (i < n_wv) return a.window + (lo + i) * a.head_dim;
+    i -= n_wv;
+    if (!a.select) return a.comp + i * a.head_dim;
+    const int32_t s = a.select[t * a.k_sel + i];
+    return s >= 0 && s < visible ? a.comp + (int64_t)s * a.head_dim : NULL;
+}
+
+template <int F4> /* float4s per lane: head_dim = 128·F4 */
+__global__ void __launch_bounds__(AP_HEADS *WARP) attention_prefill_kernel(attn_params a) {
+    extern __shared__ __align__(16) float ap_sm[]; /* [2][AP_ROWS][head_dim] */
+    constexpr int HD = 128 * F4;
+    const int64_t t = blockIdx.x;
+    const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+    const int64_t h = (int64_t)blockIdx.y * AP_HEADS + w;
+    const int64_t pos = cu_int_at(a.pos, a.pos_small, t);
+    /* Visible raw rows: positions pos - sliding_window + 1 .. pos, a contiguous index range. */
+    int64_t lo = pos - (int64_t)a.sliding_window + 1 - a.win_pos0, hi = pos - a.win_pos0;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > a.n_win - 1 ? a.n_win - 1 : hi;
+    const int64_t n_wv = hi >= lo ? hi - lo + 1 : 0;
+    int64_t visible = a.comp ? (pos + 1) / a.ratio : 0;
+    if (visible > a.n_comp) visible = a.n_comp;
+    const int64_t n_cand = n_wv + (a.comp ? (a.select ? a.k_sel : visible) : 0);
+    const int64_t n_ch = (n_cand + AP_ROWS - 1) / AP_ROWS;
+
+    const float4 *q4 = (const float4 *)(a.q + (t * a.n_head + h) * HD);
+    float4 qv[F4], acc[F4];
+#pragma unroll
+    for (int f = 0; f < F4; f++) {
+        qv[f] = q4[lane + WARP * f];
+        acc[f] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    float m = -INFINITY, l = 0.0f;
+    /* Chunk c into buffer c & 1: 16-byte copies, zeros for a missing row (so a masked row
+     * multiplies by 0, never by stale bytes). */
+    auto issue = [&](int64_t c) {
+        float *buf = ap_sm + (c & 1) * AP_ROWS * HD;
+        for (int idx = threadIdx.x; idx < AP_ROWS * HD / 4; idx += AP_HEADS * WARP) {
+            const int r = idx / (HD / 4), col = idx % (HD / 4);
+            const int64_t i = c * AP_ROWS + r;
+            const float *src = i < n_cand ? ap_row(a, t, i, lo, n_wv, visible) : NULL;
+            if (src)
+                ap_cp16(buf + r * HD + 4 * col, src + 4 * col);
+            else
+                *(float4 *)(buf + r * HD + 4 * col) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    if (n_ch > 0) issue(0);
+    for (int64_t c = 0; c < n_ch; c++) {
+        if (c + 1 < n_ch)
+            issue(c + 1);
+        else
+            asm volatile("cp.async.commit_group;\n" ::);
+        asm volatile("cp.async.wait_group 1;\n" ::);
+        __syncthreads();
+        const float *buf = ap_sm + (c & 1) * AP_ROWS * HD;
+        float part[AP_ROWS];
+#pragma unroll
+        for (int r = 0; r < AP_ROWS; r++) {
+            const float4 *rw = (const float4 *)(buf + r * HD);
+            float sum = 0.0f;
+#pragma unroll
+            for (int f = 0; f < F4; f++) {
+                const float4 x = rw[lane + WARP * f];
+                sum += qv[f].x * x.x + qv[f].y * x.y + qv[f].z * x.z + qv[f].w * x.w;
+            }
+            part[r] = sum;
+        }
+        /* Transposing butterfly: after it lane L holds the whole sum of row (L >> 1) & 15. */
+#pragma unroll
+        for (int mk = 16, n = AP_ROWS / 2; mk >= 2; mk >>= 1, n >>= 1) {
+            const bool upper = lane & mk;
+#pragma unroll
+            for (int i = 0; i < n; i++) {
+                const float send = upper ? part[i] : part[i + n];
+                const float keep = upper ? part[i + n] : part[i];
+                part[i] = keep + gpu_shfl_xor(send, mk);
+            }
+        }
+        part[0] += gpu_shfl_xor(part[0], 1);
+        const int my_r = (lane >> 1) & (AP_ROWS - 1);
+        const int64_t my_i = c * AP_ROWS + my_r;
+        const bool valid = my_i < n_cand && ap_row(a, t, my_i, lo, n_wv, visible) != NULL;
+        const float score = valid ? part[0] * a.scale : -INFINITY;
+        const float m_new = fmaxf(m, warp_max(score));
+        if (m_new != -INFINITY) { /* uniform across the warp */
+            const float corr = expf(m - m_new), p = valid ? expf(score - m_new) : 0.0f;
+            l = l * corr + warp_sum(lane & 1 ? 0.0f : p);
+#pragma unroll
+            for (int f = 0; f < F4; f++)
+                acc[f].x *= corr, acc[f].y *= corr, acc[f].z *= corr, acc[f].w *= corr;
+#pragma unroll
+            for (int r = 0; r < AP_ROWS; r++) {
+                const float pr = __shfl_sync(0xffffffffu, p, 2 * r);
+                const float4 *rw = (const float4 *)(buf + r * HD);
+#pragma unroll
+                for (int f = 0; f < F4; f++) {
+                    const float4 x = rw[lane + WARP * f];
+                    acc[f].x += pr * x.x, acc[f].y += pr * x.y;
+                    acc[f].z += pr * x.z, acc[f].w += pr * x.w;
+                }
+            }
+            m = m_new;
+        }
+        __syncthreads(); /* buffer c & 1 is refilled by the next iteration's issue */
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    const float sink = load_float(a.sinks_type, a.sinks, h);
+    const float mx = fmaxf(m, sink);
+    const float fr = m == -INFINITY ? 0.0f : expf(m - mx);
+    const float inv = fr / (l * fr + expf(sink - mx));
+    float4 *out = (float4 *)(a.out + (t * a.n_head + h) * HD);
+#pragma unroll
+    for (int f = 0; f < F4; f++)
+        out[lane + WARP * f] =
+            make_float4(acc[f].x * inv, acc[f].y * inv, acc[f].z * inv, acc[f].w * inv);
+}
+
+/* The prefill kernel when it takes the shape (head_dim 128 or 512, heads in blocks of 8, 16-byte
+ * aligned rows, at least AP_MIN_TOK tokens: decode keeps the kernel above, whose 64 blocks a
+ * token fill more of the GPU than 8 would). */
+enum { AP_MIN_TOK = 16 };
+static bool attention_prefill(cu_backend *be, const attn_params &p, int64_t n_tok) {
+    const uintptr_t al =
+        (uintptr_t)p.q | (uintptr_t)p.window | (uintptr_t)p.comp | (uintptr_t)p.out;
+    if (be->naive || n_tok < AP_MIN_TOK || p.n_head % AP_HEADS || (al & 15) ||
+        (p.head_dim != 128 && p.head_dim != 512) || p.n_head / AP_HEADS > 65535)
+        return false;
+    const int smem = 2 * AP_ROWS * (int)p.head_dim * (int)sizeof(float);
+    dim3 grid((unsigned)n_tok, (unsigned)(p.n_head / AP_HEADS));
+    static bool done1, done4;
+    if (p.head_dim == 128) {
+        if (!cu_smem_attr(be, attention_prefill_kernel<1>, smem, &done1, "attention")) return true;
+        attention_prefill_kernel<1><<<grid, AP_HEADS * WARP, smem, be->stream>>>(p);
+    } else {
+        if (!cu_smem_attr(be, attention_prefill_kernel<4>, smem, &done4, "attention")) return true;
+        attention_prefill_kernel<4><<<grid, AP_HEADS * WARP, smem, be->stream>>>(p);
+    }
+    CU_LAUNCHED(be, "attention", "attention_prefill_kernel");
+    return true;
+}
+#endif
+
 void cu_attention(halo_backend *hbe, const halo_attn_args *a) {
     cu_backend *be = cu_of(hbe);
     const int64_t hd = a->q->ne[0], n_head = a->q->ne[1], n_tok = a->q->ne[2];
@@ -124,6 +288,9 @@ void cu_attention(halo_backend *hbe, const halo_attn_args *a) {
                      cu_f32(a->out),
                      ps};
     if (a->comp && a->comp->ne[1] == 0) p.comp = NULL;
+#ifndef HALO_HIP
+    if (attention_prefill(be, p, n_tok)) return;
+#endif
     dim3 grid((unsigned)n_tok, (unsigned)n_head);
     attention_kernel<<<grid, ATT_WARPS * WARP, 0, be->stream>>>(p);
     CU_LAUNCHED(be, "attention", "attention_kernel");

@@ -1,6 +1,7 @@
 /* Embedding lookup and projections (matmul) on the GPU. A projection is one warp per output
  * row, each lane decoding 32-weight chunks of the row (quant.cuh) and dotting them with up to
  * MM_TOK token rows at once, so each weight is read once per MM_TOK tokens; f32 accumulation. */
+#include "backend/cuda/gemm_mma.h"
 #include "backend/cuda/mv.cuh"
 
 #define MM_WARPS 4
@@ -224,8 +225,14 @@ void cu_matmul_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
 void cu_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
                halo_tensor *out) {
     int64_t n_out = w->ne[1] * w->ne[2] * w->ne[3];
-    cu_matmul_launch(cu_of(hbe), w->type, cu_ptr(w), w->ne[0], n_out, groups, cu_f32(x), x->ne[0],
-                     x->ne[1], cu_f32(out), "matmul");
+    /* Batches of many tokens (prefill) on tensor cores (gemm_mma.cu) where it takes them. */
+    cu_backend *be = cu_of(hbe);
+    if (!be->failed && n_out > 0 &&
+        cu_mma_matmul(be, w->type, cu_ptr(w), w->ne[0], n_out, groups, cu_f32(x), x->ne[0],
+                      x->ne[1], cu_f32(out), "matmul"))
+        return;
+    cu_matmul_launch(be, w->type, cu_ptr(w), w->ne[0], n_out, groups, cu_f32(x), x->ne[0], x->ne[1],
+                     cu_f32(out), "matmul");
 }
 
 /* One token per block: its table row decoded to f32. */

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/cuda/gemm_mma.h"
 #include "backend/cuda/mvq.cuh"
 
 enum { MOE_WARPS = 4, MOE_TOK = 8, MOE_ITEM = 64 /* pairs per work item */ };
@@ -977,6 +978,36 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                                   mv_shape_ok(types[4], m.up_sh, m.urb_sh, n_embd) &&
                                   mv_shape_ok(types[5], m.down_sh, m.drb_sh, n_ff_sh)));
     const int nt = n_tok == 1 ? 1 : 8;
+#ifndef HALO_HIP
+    /* Prefill: each work item (an expert's pairs, at most MOE_ITEM of them) one tile of the
+     * tensor-core kernels (gemm_mma.cu), weights decoded once per item. */
+    static_assert(MOE_ITEM == 64, "gemm_mma.cu's tiles take 64 pairs");
+    const cu_mma_experts mx = {m.gate,   m.up,     m.down, m.gate_sh, m.up_sh, m.down_sh, tr,
+                               tdr,      ts,       tds,    m.grb,     m.urb,   m.drb,     m.grb_sh,
+                               m.urb_sh, m.drb_sh, n_embd, n_ff,      n_ff_sh, n_expert,  n_h,
+                               slots,    pairs,    act,    n_groups};
+    if (types[0] == types[1] && (!sh || types[3] == types[4]) &&
+        ((uintptr_t)cu_f32(a->x) & 15) == 0 && cu_mma_moe_ok(be, &mx, n_tok)) {
+        if (!cu_mma_moe_up(be, &mx, cu_f32(a->x), h, hu, op)) return;
+        moe_swiglu_kernel<<<cu_blocks(n_pairs * n_h, 256), 256, 0, be->stream>>>(
+            h, hu, n_pairs, n_h, k, slots, n_ff, n_ff_sh, a->clamp_exp, a->clamp_shexp);
+        if (!CU_LAUNCHED(be, op, "moe_swiglu_kernel")) return;
+        if (prof) {
+            cu_prof_end(be, CU_PROF_MOE_GATE_UP, mark, ev);
+            cu_prof_begin(be, mark, &ev);
+        }
+        if (!cu_mma_moe_down(be, &mx, h, y, op)) return;
+        if (prof) {
+            cu_prof_end(be, CU_PROF_MOE_DOWN, mark, ev);
+            cu_prof_begin(be, mark, &ev);
+        }
+        moe_sum_kernel<<<cu_blocks(n_tok * n_embd, 256), 256, 0, be->stream>>>(
+            y, weight, slots, n_embd, n_tok, cu_f32(a->out));
+        CU_LAUNCHED(be, op, "moe_sum_kernel");
+        if (prof) cu_prof_end(be, CU_PROF_MOE_SUM, mark, ev);
+        return;
+    }
+#endif
 #ifdef HALO_HIP
     const bool fast_in = fast_ok;
     dim3 f1(cu_blocks(n_h, MOE_FAST_WARPS), (unsigned)n_groups);

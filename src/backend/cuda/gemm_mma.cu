@@ -1,0 +1,646 @@
+/* Prefill projections on tensor cores (see gemm_mma.h).
+ *
+ * The matvec kernels of decode (mv.cuh) decode every weight on CUDA cores once per group of 8
+ * tokens and multiply in f32: at 2048 tokens that is ~4 TFLOP/s on an H200, the prefill's bound.
+ * Here a block of 8 warps owns a tile of GM_BM weight rows x GM_BN tokens: per GM_BK-wide slice
+ * of the inputs each thread decodes one 32-weight unit (quant.cuh's decoders, the same values
+ * as the CPU's) to f16 in shared memory, the block rounds its tokens' f32 activations to f16
+ * beside them, and each warp multiplies a 32 x 32 part of the tile with mma.sync m16n8k16
+ * (f16 x f16 -> f32). A weight is decoded once per 64 tokens, and the multiply-adds run on
+ * tensor cores.
+ *
+ * Numerics: weights rounded once to f16 (2^-11 relative; the 2-bit formats' values and Q8_0's
+ * d·q fit in 11 bits of mantissa up to that rounding), activations rounded to f16 with
+ * saturation at ±65504, products and sums in f32. That is the precision class of ggml's CUDA
+ * prefill (cuBLAS on f16 activations for float weights; q8_1 activations, a 1/254 step of the
+ * block's largest value, for its quantized MMQ kernels), not the CPU's precise mode: the op
+ * tests hold these kernels to 2e-3 of the output's range, not 1e-5. They run in the backend's
+ * fast mode only (precision.h): precise mode keeps f32 activations at every batch size. */
+#include <stdlib.h>
+
+#include "backend/cuda/gemm_mma.h"
+#include "backend/cuda/quant.cuh"
+
+#ifndef HALO_HIP
+#include <cuda_fp16.h>
+
+enum {
+    GM_BM = 128,       /* weight rows of a tile */
+    GM_BN = 64,        /* tokens (or expert pairs) of a tile: moe.cu's MOE_ITEM */
+    GM_BK = 64,        /* inputs per step: one 32-weight unit per thread */
+    GM_THREADS = 256,  /* 8 warps: 4 along the rows x 2 along the tokens, 32 x 32 each */
+    GM_LD = GM_BK + 8, /* f16 per smem row: +16 bytes, so ldmatrix's 8 rows hit 8 bank groups */
+};
+
+/* The tile's shared memory: decoded weights, f16 activations, and where each token's
+ * activation row and output row are (NULL past the batch). */
+typedef struct gm_smem {
+    __half a[GM_BM][GM_LD];
+    __half b[GM_BN][GM_LD];
+    const float *xrow[GM_BN];
+    float *orow[GM_BN];
+    uint64_t iq2xxs[256]; /* IQ2_XXS's grid, read four times per 32 weights decoded */
+} gm_smem;
+
+static __device__ __forceinline__ void ldm_x4(uint32_t r[4], const __half *p) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+static __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], const uint32_t b0,
+                                                 const uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* f32 to f16 with saturation: an activation past f16's range becomes ±65504, not infinity. */
+static __device__ __forceinline__ __half2 sat_h2(float x, float y) {
+    x = fminf(fmaxf(x, -65504.0f), 65504.0f);
+    y = fminf(fmaxf(y, -65504.0f), 65504.0f);
+    return __floats2half2_rn(x, y);
+}
+
+static __device__ __forceinline__ void store32(__half *dst, const float v[32]) {
+    uint4 *d = (uint4 *)dst;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        __half2 h[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            h[j] = __floats2half2_rn(v[8 * i + 2 * j], v[8 * i + 2 * j + 1]);
+        d[i] = *(const uint4 *)h;
+    }
+}
+
+/* One thread's 32-weight unit of a step, in two halves so the loads of step k + 1 are in flight
+ * while the tensor cores work on step k: fetch (global memory to registers; the 2-bit formats'
+ * unit is 10 bytes or 38, not the whole super-block) and put (decode to f16 in shared memory).
+ * Types without a fetch here decode straight from global memory in put (quant.cuh). */
+template <int T> struct gm_raw {
+    const char *row;
+    int64_t c;
+    __device__ void fetch(const char *r, int64_t u) {
+        row = r, c = u;
+    }
+    __device__ void put(__half *dst, cu_grids g, const uint64_t *) const {
+        float v[32];
+        deq32_body((uint32_t)T, (const uint8_t *)row, c, v, g);
+        store32(dst, v);
+    }
+};
+
+template <> struct gm_raw<HALO_TYPE_F16> {
+    uint4 q[4];
+    __device__ void fetch(const char *r, int64_t c) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            q[i] = __ldg((const uint4 *)(r + 64 * c) + i);
+    }
+    __device__ void put(__half *dst, cu_grids, const uint64_t *) const {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            ((uint4 *)dst)[i] = q[i];
+    }
+};
+
+template <> struct gm_raw<HALO_TYPE_BF16> {
+    uint4 q[4];
+    __device__ void fetch(const char *r, int64_t c) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            q[i] = __ldg((const uint4 *)(r + 64 * c) + i);
+    }
+    __device__ void put(__half *dst, cu_grids, const uint64_t *) const {
+        float v[32];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t w[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                v[8 * i + 2 * j] = __uint_as_float(w[j] << 16);
+                v[8 * i + 2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+            }
+        }
+        store32(dst, v);
+    }
+};
+
+/* The block formats below are decoded in f16 arithmetic: a byte b becomes the f16 1024 + b by
+ * placing it under the exponent bits 0x64 (__byte_perm, two weights a word), an exact
+ * subtraction leaves the integer, and one f16 multiply (or fma) applies the scale, so a weight
+ * costs about two full-rate instructions instead of an int-to-float and a float-to-f16
+ * conversion (quarter-rate each). */
+static __device__ __forceinline__ __half2 u8x2_h2(uint32_t x, uint32_t sel) {
+    const uint32_t w = __byte_perm(x, 0x64u, sel);
+    return *(const __half2 *)&w;
+}
+enum { GM_LO = 0x4140, GM_HI = 0x4342 }; /* bytes 0, 1 / 2, 3 of x, each under 0x64 */
+
+static __device__ __forceinline__ void store16h2(__half *dst, const __half2 h[16]) {
+    uint4 *d = (uint4 *)dst;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        d[i] = *(const uint4 *)(h + 4 * i);
+}
+
+/* Q8_0: d (f16) then 32 int8; blocks of 34 bytes are 2-byte aligned: 17 2-byte loads. q + 128
+ * (the sign bit flipped) is a byte; (1024 + q + 128) - 1152 = q exactly, and d·q is rounded
+ * once, as the f32 product rounded to f16 would be. */
+template <> struct gm_raw<HALO_TYPE_Q8_0> {
+    uint16_t q[17];
+    __device__ void fetch(const char *r, int64_t c) {
+        const uint16_t *b = (const uint16_t *)(r + 34 * c);
+#pragma unroll
+        for (int i = 0; i < 17; i++)
+            q[i] = __ldg(b + i);
+    }
+    __device__ void put(__half *dst, cu_grids, const uint64_t *) const {
+        const __half2 d2 = __half2half2(__ushort_as_half(q[0]));
+        const __half2 off = __float2half2_rn(1152.0f);
+        __half2 h[16];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t w =
+                ((uint32_t)q[1 + 2 * i] | ((uint32_t)q[2 + 2 * i] << 16)) ^ 0x80808080u;
+            h[2 * i] = __hmul2(__hsub2(u8x2_h2(w, GM_LO), off), d2);
+            h[2 * i + 1] = __hmul2(__hsub2(u8x2_h2(w, GM_HI), off), d2);
+        }
+        store16h2(dst, h);
+    }
+};
+
+/* IQ2_XXS: super-block d (f16), then 8 bytes per 32 weights: four grid indices and a word of
+ * four 7-bit sign indices and the 4-bit scale (quant.cuh's decoder, ggml's). The scale db is
+ * rounded to f16 before its product with the grid value (one more f16 rounding than the f32
+ * product rounded once). */
+template <> struct gm_raw<HALO_TYPE_IQ2_XXS> {
+    uint16_t d, q[4];
+    __device__ void fetch(const char *r, int64_t c) {
+        const uint16_t *b = (const uint16_t *)(r + 66 * (c >> 3));
+        d = __ldg(b);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            q[i] = __ldg(b + 1 + 4 * (c & 7) + i);
+    }
+    __device__ void put(__half *dst, cu_grids, const uint64_t *grid) const {
+        const uint32_t aux = (uint32_t)q[2] | ((uint32_t)q[3] << 16);
+        const float db = __fmul_rn(
+            __fmul_rn(__half2float(__ushort_as_half(d)), __fadd_rn(0.5f, (float)(aux >> 28))),
+            0.25f);
+        const __half2 db2 = __float2half2_rn(db), off = __float2half2_rn(1024.0f);
+        __half2 h[16];
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            const uint64_t gv = grid[(q[l >> 1] >> (8 * (l & 1))) & 0xff];
+            const uint32_t sg = iq_signs((aux >> (7 * l)) & 127);
+            const uint32_t word[2] = {(uint32_t)gv, (uint32_t)(gv >> 32)};
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const uint32_t t = sg >> (2 * k); /* signs of weights 2k, 2k + 1 */
+                const uint32_t neg = ((t & 1u) << 15) | ((t & 2u) << 30);
+                const __half2 m = __hsub2(u8x2_h2(word[k >> 1], k & 1 ? GM_HI : GM_LO), off);
+                const uint32_t mb = *(const uint32_t *)&m ^ neg;
+                h[4 * l + k] = __hmul2(*(const __half2 *)&mb, db2);
+            }
+        }
+        store16h2(dst, h);
+    }
+};
+
+/* Q2_K: scales[16] qs[64] d dmin per 256; unit sub takes 32 qs bytes at one shift and two
+ * 16-weight groups with their own 4-bit scale and min: weight = dl·q - ml, dl = d·sc and
+ * ml = dmin·m computed in f32 and rounded to f16, then one f16 fma per weight. */
+template <> struct gm_raw<HALO_TYPE_Q2_K> {
+    uint32_t qs[8], dd;
+    uint16_t sc;
+    int sub;
+    __device__ void fetch(const char *r, int64_t c) {
+        const char *b = r + 84 * (c >> 3);
+        sub = (int)(c & 7);
+        sc = __ldg((const uint16_t *)(b + 2 * sub));
+        dd = __ldg((const uint32_t *)(b + 80));
+        const uint32_t *q = (const uint32_t *)(b + 16 + 32 * (sub >> 2));
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            qs[i] = __ldg(q + i);
+    }
+    __device__ void put(__half *dst, cu_grids, const uint64_t *) const {
+        const float d = __half2float(__ushort_as_half((uint16_t)(dd & 0xffff)));
+        const float dmin = __half2float(__ushort_as_half((uint16_t)(dd >> 16)));
+        const int shift = 2 * (sub & 3);
+        const __half2 off = __float2half2_rn(1024.0f);
+        __half2 h[16];
+#pragma unroll
+        for (int g = 0; g < 2; g++) {
+            const uint32_t s = (sc >> (8 * g)) & 0xff;
+            const __half2 dl = __float2half2_rn(__fmul_rn(d, (float)(s & 0xf)));
+            const __half2 nml = __float2half2_rn(-__fmul_rn(dmin, (float)(s >> 4)));
+#pragma unroll
+            for (int w4 = 0; w4 < 4; w4++) {
+                const uint32_t q4 = (qs[4 * g + w4] >> shift) & 0x03030303u;
+                h[8 * g + 2 * w4] = __hfma2(__hsub2(u8x2_h2(q4, GM_LO), off), dl, nml);
+                h[8 * g + 2 * w4 + 1] = __hfma2(__hsub2(u8x2_h2(q4, GM_HI), off), dl, nml);
+            }
+        }
+        store16h2(dst, h);
+    }
+};
+
+/* The tile's product: acc[mi][ni] (this warp's 2 x 4 fragments of 16 x 8) = Σ over the K
+ * inputs of w rows [0, n_rows) (row_bytes apart, type T) times s.xrow's activations. One
+ * barrier pair per step; step k + 1's weights and activations are loaded into registers before
+ * step k's multiplies, so their latency hides behind the tensor cores. */
+template <int T>
+static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64_t row_bytes,
+                                               int n_rows, int64_t k_begin, int64_t k_end,
+                                               int n_live, float acc[2][4][4], cu_grids g) {
+    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+    const int wm = warp % 4, wn = warp / 4;
+    /* This thread's decoding: row ar, unit au of each step; activations: token bj, 16 inputs
+     * at bq. */
+    const int ar = tid >> 1, au = tid & 1, bj = tid >> 2, bq = 16 * (tid & 3);
+    const char *arow = ar < n_rows ? w + (uint64_t)ar * row_bytes : NULL;
+    const float *xr = s.xrow[bj];
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                acc[mi][ni][k] = 0.0f;
+    /* Weights fetched one step ahead, or two for the 2-bit formats (a few registers each; the
+     * experts' tiles are mostly decoding, with little multiply work to cover a load). */
+    constexpr int PF = T == HALO_TYPE_IQ2_XXS || T == HALO_TYPE_Q2_K ? 2 : 1;
+    gm_raw<T> r0, r1;
+    float4 xf[4];
+    auto fetch_x = [&](int64_t k0) {
+        if (xr) {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                xf[i] = __ldg((const float4 *)(xr + k0 + bq) + i);
+        }
+    };
+    /* Tokens of this warp's half of the tile that exist: fragments past them are skipped
+     * (an expert's item often has a dozen pairs, not 64). */
+    const int live = n_live - 32 * wn;
+    fetch_x(k_begin);
+    if (arow) r0.fetch(arow, k_begin / 32 + au);
+    if (PF == 2 && arow && k_begin + GM_BK < k_end) r1.fetch(arow, (k_begin + GM_BK) / 32 + au);
+    /* Step k0: cur holds its weights; other gets step k0 + 1's (PF 1), or cur step k0 + 2's. */
+    auto step = [&](gm_raw<T> &cur, gm_raw<T> &other, int64_t k0) {
+        uint4 *da = (uint4 *)&s.a[ar][32 * au];
+        if (arow) {
+            cur.put(&s.a[ar][32 * au], g, s.iq2xxs);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                da[i] = make_uint4(0, 0, 0, 0);
+        }
+        uint4 hv[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+        if (xr) {
+            __half2 h[8];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                h[2 * i] = sat_h2(xf[i].x, xf[i].y);
+                h[2 * i + 1] = sat_h2(xf[i].z, xf[i].w);
+            }
+            hv[0] = *(const uint4 *)h;
+            hv[1] = *(const uint4 *)(h + 4);
+        }
+        *(uint4 *)&s.b[bj][bq] = hv[0];
+        *(uint4 *)&s.b[bj][bq + 8] = hv[1];
+        __syncthreads();
+        if (k0 + GM_BK < k_end) {
+            fetch_x(k0 + GM_BK);
+            if (PF == 1 && arow) other.fetch(arow, (k0 + GM_BK) / 32 + au);
+        }
+        if (PF == 2 && arow && k0 + 2 * GM_BK < k_end) cur.fetch(arow, (k0 + 2 * GM_BK) / 32 + au);
+#pragma unroll
+        for (int kk = 0; kk < GM_BK && live > 0; kk += 16) {
+            uint32_t af[2][4], bf[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+                ldm_x4(af[mi], &s.a[32 * wm + 16 * mi + (lane & 15)][kk + 8 * (lane >> 4)]);
+#pragma unroll
+            for (int nj = 0; nj < 2; nj++) {
+                if (16 * nj >= live) break;
+                uint32_t r[4];
+                ldm_x4(r, &s.b[32 * wn + 16 * nj + (lane & 7) + 8 * (lane >> 4)]
+                              [kk + 8 * ((lane >> 3) & 1)]);
+                bf[2 * nj][0] = r[0], bf[2 * nj][1] = r[1];
+                bf[2 * nj + 1][0] = r[2], bf[2 * nj + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++)
+                    if (8 * ni < live) mma_16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+        }
+        __syncthreads();
+    };
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += 2 * GM_BK) {
+        step(r0, r1, k0);
+        if (k0 + GM_BK < k_end) step(r1, r0, k0 + GM_BK);
+    }
+}
+
+/* Writes the tile: row r (< n_rows) of token j goes to s.orow[j][o0 + r]. */
+static __device__ __forceinline__ void gm_store(const gm_smem &s, const float acc[2][4][4],
+                                                int64_t o0, int n_rows) {
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int wm = warp % 4, wn = warp / 4;
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int r = 32 * wm + 16 * mi + lane / 4 + 8 * (k >> 1);
+                const int j = 32 * wn + 8 * ni + 2 * (lane % 4) + (k & 1);
+                float *o = s.orow[j];
+                if (o && r < n_rows) o[o0 + r] = acc[mi][ni][k];
+            }
+}
+
+typedef struct gm_dense_args {
+    const char *w;
+    uint64_t row_bytes;
+    int64_t n_in, n_out, out_per_group;
+    const float *x;
+    int64_t x_stride, n_tok;
+    float *out;    /* the result, or with split-K the partial sums [ks][n_tok][n_out] */
+    int64_t k_per; /* inputs per split (a multiple of 256), n_in without split-K */
+    cu_grids g;
+} gm_dense_args;
+
+/* grid.x: token tiles (the fast index: the blocks reading the same weight rows run together
+ * and find them in L2), grid.y: row tiles, each inside one group (checked on the host), grid.z:
+ * the splits of K when the tiles alone would leave most of the GPU idle (a 512-row projection
+ * of 512 tokens is 32 tiles for 132 multiprocessors). */
+template <int T> __global__ void __launch_bounds__(GM_THREADS, 2) gm_dense(const gm_dense_args a) {
+    __shared__ __align__(16) gm_smem s;
+    const int64_t o0 = (int64_t)blockIdx.y * GM_BM, t0 = (int64_t)blockIdx.x * GM_BN;
+    const int64_t grp = o0 / a.out_per_group;
+    float *out = a.out + (int64_t)blockIdx.z * a.n_tok * a.n_out;
+    if (threadIdx.x < GM_BN) {
+        const int64_t t = t0 + threadIdx.x;
+        const bool live = t < a.n_tok;
+        s.xrow[threadIdx.x] = live ? a.x + t * a.x_stride + grp * a.n_in : NULL;
+        s.orow[threadIdx.x] = live ? out + t * a.n_out : NULL;
+    }
+    if constexpr (T == HALO_TYPE_IQ2_XXS)
+        for (int i = threadIdx.x; i < 256; i += GM_THREADS)
+            s.iq2xxs[i] = a.g.iq2xxs[i];
+    __syncthreads();
+    const int n_rows = a.n_out - o0 < GM_BM ? (int)(a.n_out - o0) : GM_BM;
+    const int n_live = a.n_tok - t0 < GM_BN ? (int)(a.n_tok - t0) : GM_BN;
+    const int64_t k0 = (int64_t)blockIdx.z * a.k_per;
+    const int64_t k1 = k0 + a.k_per < a.n_in ? k0 + a.k_per : a.n_in;
+    float acc[2][4][4];
+    gm_tile<T>(s, a.w + (uint64_t)o0 * a.row_bytes, a.row_bytes, n_rows, k0, k1, n_live, acc, a.g);
+    gm_store(s, acc, o0, n_rows);
+}
+
+/* out[i] = Σ_z part[z][i], in order of z (the same sums whatever the launch). */
+__global__ void gm_split_sum(const float *part, int ks, int64_t n, float *out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = part[i];
+    for (int z = 1; z < ks; z++)
+        v += part[(int64_t)z * n + i];
+    out[i] = v;
+}
+
+/* The expert projections: grid.y the work items (found on the device; past act[0] a block
+ * leaves), grid.x the row tiles (for gate+up: the gate's tiles then the up's). */
+typedef struct gm_moe_args {
+    cu_mma_experts m;
+    const float *x; /* up: the moe input [n_tok][n_embd]; down: h [pairs][n_h] */
+    float *o1, *o2; /* up: hg, hu; down: y, unused */
+    int up;
+    int tiles; /* row tiles per matrix */
+    cu_grids g;
+} gm_moe_args;
+
+template <int TR, int TS>
+__global__ void __launch_bounds__(GM_THREADS, 2) gm_moe(const gm_moe_args a) {
+    __shared__ __align__(16) gm_smem s;
+    const cu_mma_experts &m = a.m;
+    if ((int32_t)blockIdx.y >= m.act[0]) return;
+    const int32_t *item = m.act + 1 + 3 * blockIdx.y;
+    const int64_t e = item[0];
+    const int32_t p0 = item[1], p1 = item[2];
+    const bool shared = e == m.n_expert;
+    const int mat = a.up ? (int)(blockIdx.x / a.tiles) : 0;
+    const int64_t o0 = (int64_t)(blockIdx.x % a.tiles) * GM_BM;
+    const int64_t rows = a.up ? (shared ? m.n_ff_sh : m.n_ff) : m.n_embd;
+    if (o0 >= rows) return; /* the whole block */
+    const int64_t K = a.up ? m.n_embd : (shared ? m.n_ff_sh : m.n_ff);
+    const char *w;
+    uint64_t rb;
+    if (a.up) {
+        rb = shared ? (mat ? m.urb_sh : m.grb_sh) : (mat ? m.urb : m.grb);
+        const char *base = shared ? (mat ? m.up_sh : m.gate_sh) : (mat ? m.up : m.gate);
+        w = base + ((uint64_t)(shared ? 0 : e) * m.n_ff + o0) * rb;
+    } else {
+        rb = shared ? m.drb_sh : m.drb;
+        w = (shared ? m.down_sh : m.down) + ((uint64_t)(shared ? 0 : e) * m.n_embd + o0) * rb;
+    }
+    if (threadIdx.x < GM_BN) {
+        const int32_t i = p0 + (int32_t)threadIdx.x;
+        const bool live = i < p1;
+        const int64_t pair = live ? m.pairs[i] : 0;
+        if (a.up) {
+            s.xrow[threadIdx.x] = live ? a.x + (pair / m.slots) * m.n_embd : NULL;
+            s.orow[threadIdx.x] = live ? (mat ? a.o2 : a.o1) + pair * m.n_h : NULL;
+        } else {
+            s.xrow[threadIdx.x] = live ? a.x + pair * m.n_h : NULL;
+            s.orow[threadIdx.x] = live ? a.o1 + pair * m.n_embd : NULL;
+        }
+    }
+    if constexpr (TR == HALO_TYPE_IQ2_XXS || TS == HALO_TYPE_IQ2_XXS)
+        for (int i = threadIdx.x; i < 256; i += GM_THREADS)
+            s.iq2xxs[i] = a.g.iq2xxs[i];
+    __syncthreads();
+    const int n_rows = rows - o0 < GM_BM ? (int)(rows - o0) : GM_BM;
+    const int n_live = p1 - p0 < GM_BN ? p1 - p0 : GM_BN;
+    float acc[2][4][4];
+    if (shared)
+        gm_tile<TS>(s, w, rb, n_rows, 0, K, n_live, acc, a.g);
+    else
+        gm_tile<TR>(s, w, rb, n_rows, 0, K, n_live, acc, a.g);
+    gm_store(s, acc, o0, n_rows);
+}
+
+/* ---- host side ----------------------------------------------------------------------------- */
+
+/* The fewest tokens of a batch that take these kernels (HALO_CUDA_MMA_MIN for projections,
+ * HALO_CUDA_MMA_MOE_MIN for the experts; the op tests' 37-token batches stay below). */
+static int64_t env_int(const char *name, int64_t dflt) {
+    const char *v = getenv(name);
+    return v && *v ? strtoll(v, NULL, 10) : dflt;
+}
+static int64_t mma_min_dense(void) {
+    static const int64_t v = env_int("HALO_CUDA_MMA_MIN", 64);
+    return v;
+}
+static int64_t mma_min_moe(void) {
+    static const int64_t v = env_int("HALO_CUDA_MMA_MOE_MIN", 64);
+    return v;
+}
+
+/* Types with a tile decoder here (block formats through quant.cuh's deq32_body). */
+static bool gm_type(uint32_t t) {
+    return t == HALO_TYPE_Q8_0 || t == HALO_TYPE_F16 || t == HALO_TYPE_BF16 ||
+           t == HALO_TYPE_IQ2_XXS || t == HALO_TYPE_Q2_K || t == HALO_TYPE_Q4_K ||
+           t == HALO_TYPE_MXFP4;
+}
+
+/* Rows the 16-byte (float types) or 2-byte (Q8_0) loads can read: every row start aligned. */
+static bool gm_rows_ok(uint32_t t, const char *w, uint64_t row_bytes) {
+    const uint64_t al = t == HALO_TYPE_F16 || t == HALO_TYPE_BF16 ? 16 : 4;
+    return ((uintptr_t)w % al) == 0 && row_bytes % al == 0;
+}
+
+bool cu_mma_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
+                   uint32_t groups, const float *x, int64_t x_stride, int64_t n_tok, float *out,
+                   const char *op) {
+    if (be->naive || !be->mma || n_tok < mma_min_dense() || !gm_type(type) || n_in % GM_BK ||
+        n_out % groups || (n_out / groups) % GM_BM || ((uintptr_t)x & 15) || (x_stride & 3))
+        return false;
+    const uint64_t rb = cu_row_bytes(type, n_in);
+    if (!gm_rows_ok(type, w, rb)) return false;
+    const int64_t tt = (n_tok + GM_BN - 1) / GM_BN, rt = n_out / GM_BM;
+    if (tt > 0x7fffffff || rt > 65535) return false;
+    /* Split-K while the tiles fill less than one resident round (two blocks a multiprocessor),
+     * each split at least 512 inputs and whole 256-weight super-blocks. */
+    const int64_t slots = 2 * (int64_t)(be->sm_count > 0 ? be->sm_count : 132);
+    int64_t ks = 1, k_per = n_in;
+    while (ks < 16 && tt * rt * ks * 2 <= slots && n_in / (ks * 2) >= 512)
+        ks *= 2;
+    if (ks > 1) {
+        k_per = (n_in / ks + 255) / 256 * 256;
+        ks = (n_in + k_per - 1) / k_per;
+    }
+    float *dst = out;
+    if (ks > 1) {
+        dst = (float *)cu_scratch(be, (uint64_t)(ks * n_tok * n_out) * sizeof(float), op);
+        if (!dst) return true; /* recorded: the op fails at sync */
+    }
+    gm_dense_args a = {w,        rb,    n_in, n_out, n_out / groups,         x,
+                       x_stride, n_tok, dst,  k_per, cu_grids_get(&be->base)};
+    dim3 grid((unsigned)tt, (unsigned)rt, (unsigned)ks);
+    switch (type) {
+#define GM_CASE(t)                                                                                 \
+    case t:                                                                                        \
+        gm_dense<t><<<grid, GM_THREADS, 0, be->stream>>>(a);                                       \
+        break;
+        GM_CASE(HALO_TYPE_Q8_0)
+        GM_CASE(HALO_TYPE_F16)
+        GM_CASE(HALO_TYPE_BF16)
+        GM_CASE(HALO_TYPE_Q2_K)
+        GM_CASE(HALO_TYPE_IQ2_XXS)
+        GM_CASE(HALO_TYPE_Q4_K)
+        GM_CASE(HALO_TYPE_MXFP4)
+#undef GM_CASE
+    default:
+        return false;
+    }
+    if (!CU_LAUNCHED(be, op, "gm_dense") || ks == 1) return true;
+    gm_split_sum<<<cu_blocks(n_tok * n_out, 256), 256, 0, be->stream>>>(dst, (int)ks, n_tok * n_out,
+                                                                        out);
+    CU_LAUNCHED(be, op, "gm_split_sum");
+    return true;
+}
+
+/* (routed, shared) type pairs with a grouped kernel: ds4's q2 mix (IQ2_XXS gate/up, Q2_K
+ * down), its q4 layers (Q4_K) and the MXFP4 mix, each with a Q8_0 shared expert. */
+#define GM_UP_PAIRS(X)                                                                             \
+    X(HALO_TYPE_IQ2_XXS, HALO_TYPE_Q8_0)                                                           \
+    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
+#define GM_DOWN_PAIRS(X)                                                                           \
+    X(HALO_TYPE_Q2_K, HALO_TYPE_Q8_0)                                                              \
+    X(HALO_TYPE_Q4_K, HALO_TYPE_Q8_0) X(HALO_TYPE_MXFP4, HALO_TYPE_Q8_0)
+
+static bool gm_pair(uint32_t tr, uint32_t ts, bool up) {
+#define GM_IS(a, b)                                                                                \
+    if (tr == (a) && ts == (b)) return true;
+    if (up) {
+        GM_UP_PAIRS(GM_IS)
+    } else {
+        GM_DOWN_PAIRS(GM_IS)
+    }
+#undef GM_IS
+    return false;
+}
+
+bool cu_mma_moe_ok(cu_backend *be, const cu_mma_experts *m, int64_t n_tok) {
+    const bool sh = m->gate_sh != NULL;
+    const uint32_t ts_up = sh ? m->ts_up : m->tr_up, ts_down = sh ? m->ts_down : m->tr_down;
+    if (be->naive || !be->mma || n_tok < mma_min_moe() || !gm_pair(m->tr_up, ts_up, true) ||
+        !gm_pair(m->tr_down, ts_down, false) || m->n_embd % GM_BM || m->n_embd % GM_BK ||
+        m->n_ff % GM_BK || (sh && m->n_ff_sh % GM_BK) || m->n_h % 4 || m->max_items > 65535)
+        return false;
+    if (!gm_rows_ok(m->tr_up, m->gate, m->grb) || !gm_rows_ok(m->tr_up, m->up, m->urb) ||
+        !gm_rows_ok(m->tr_down, m->down, m->drb))
+        return false;
+    if (sh &&
+        (!gm_rows_ok(ts_up, m->gate_sh, m->grb_sh) || !gm_rows_ok(ts_up, m->up_sh, m->urb_sh) ||
+         !gm_rows_ok(ts_down, m->down_sh, m->drb_sh)))
+        return false;
+    return true;
+}
+
+static bool gm_moe_launch(cu_backend *be, const gm_moe_args &a, uint32_t tr, uint32_t ts,
+                          const char *op) {
+    const int64_t mats = a.up ? 2 : 1;
+    dim3 grid((unsigned)(a.tiles * mats), (unsigned)a.m.max_items);
+#define GM_LAUNCH(x, y)                                                                            \
+    if (tr == (x) && ts == (y)) {                                                                  \
+        gm_moe<x, y><<<grid, GM_THREADS, 0, be->stream>>>(a);                                      \
+        return CU_LAUNCHED(be, op, "gm_moe");                                                      \
+    }
+    if (a.up) {
+        GM_UP_PAIRS(GM_LAUNCH)
+    } else {
+        GM_DOWN_PAIRS(GM_LAUNCH)
+    }
+#undef GM_LAUNCH
+    return false;
+}
+
+bool cu_mma_moe_up(cu_backend *be, const cu_mma_experts *m, const float *x, float *hg, float *hu,
+                   const char *op) {
+    const int64_t rows = m->n_ff > m->n_ff_sh ? m->n_ff : m->n_ff_sh;
+    gm_moe_args a = {*m, x, hg, hu, 1, (int)((rows + GM_BM - 1) / GM_BM), cu_grids_get(&be->base)};
+    return gm_moe_launch(be, a, m->tr_up, m->gate_sh ? m->ts_up : m->tr_up, op);
+}
+
+bool cu_mma_moe_down(cu_backend *be, const cu_mma_experts *m, const float *h, float *y,
+                     const char *op) {
+    gm_moe_args a = {*m, h, y, NULL, 0, (int)(m->n_embd / GM_BM), cu_grids_get(&be->base)};
+    return gm_moe_launch(be, a, m->tr_down, m->gate_sh ? m->ts_down : m->tr_down, op);
+}
+
+#else /* HIP: no mma.sync; the matvec kernels run every batch. */
+
+bool cu_mma_matmul(cu_backend *, uint32_t, const char *, int64_t, int64_t, uint32_t, const float *,
+                   int64_t, int64_t, float *, const char *) {
+    return false;
+}
+bool cu_mma_moe_ok(cu_backend *, const cu_mma_experts *, int64_t) {
+    return false;
+}
+bool cu_mma_moe_up(cu_backend *, const cu_mma_experts *, const float *, float *, float *,
+                   const char *) {
+    return false;
+}
+bool cu_mma_moe_down(cu_backend *, const cu_mma_experts *, const float *, float *, const char *) {
+    return false;
+}
+
+#endif

@@ -19,8 +19,8 @@ typedef struct halo_engine_params {
     const char *model_path;
     /* "cpu" (default when NULL), "cuda" (HIP builds: also "hip"), "vulkan", or "auto": the GPU
      * backend when this halo has one and a GPU is usable (CUDA/HIP first, then a Vulkan GPU),
-     * else the CPU with one line on stderr saying why. NULL: $HALO_BACKEND, else "cpu". CUDA and
-     * HIP keep activations f32 for every weight type (as `precise`); Vulkan follows `precise`. */
+     * else the CPU with one line on stderr saying why. NULL: $HALO_BACKEND, else "cpu". Every
+     * backend follows `precise` (HIP has no fast path: always precise). */
     const char *backend;
     uint32_t threads;    /* 0: one per core */
     /* Keep activations f32 for quantized weights (slower; the reference for comparisons).

@@ -10,6 +10,11 @@ halo_status halo_backend_cuda_create(int device, halo_backend **out, halo_error 
                      "-DHALO_HIP=ON)");
 }
 
+bool halo_backend_cuda_set_precise(halo_backend *be, bool precise) {
+    (void)be, (void)precise;
+    return false;
+}
+
 const char *halo_backend_cuda_flavor(void) {
     return NULL;
 }

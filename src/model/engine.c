@@ -115,6 +115,7 @@ static halo_status pick_backend(const halo_engine_params *params, halo_backend *
         halo_error why = {0};
         if (halo_backend_cuda_create(0, be, &why) == HALO_OK) {
             *kind = gpu && strcmp(gpu, "hip") == 0 ? HALO_BACKEND_HIP : HALO_BACKEND_CUDA;
+            halo_backend_cuda_set_precise(*be, params->precise);
             return HALO_OK;
         }
         if (want_gpu) {

@@ -18,14 +18,6 @@
 #include "core/error.h"
 #include "halo/plan.h"
 #include "halo/types.h"
-#if defined(HALO_CUDA) || defined(HALO_HIP)
-#include "backend/cuda/precision.h"
-#else /* a build without a GPU backend: main skips before any test */
-static bool halo_backend_cuda_set_precise(halo_backend *be, bool precise) {
-    (void)be, (void)precise;
-    return false;
-}
-#endif
 
 static halo_backend *cpu, *gpu;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -266,7 +258,7 @@ static void matmul_matches_the_cpu_for_every_type(void) {
     drop(&y);
 }
 
-/* Fast mode (precision.h): prefill batches (64 tokens and more) of the types gemm_mma.cu
+/* Fast mode (halo_backend_cuda_set_precise): prefill batches (64 tokens and more) of the types gemm_mma.cu
  * decodes go to tensor cores, weights and activations rounded to f16 and f32 sums, so they are
  * held to 2e-3 of the output's range (the class of ggml's f16/q8_1 prefill), not 1e-5; 200
  * tokens leave a partial tile and the grouped projection keeps each tile in one group. A type

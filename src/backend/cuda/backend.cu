@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include "backend/cuda/graph.h"
-#include "backend/cuda/precision.h"
 #include "backend/cuda/quant.cuh"
 
 extern "C" {

@@ -3,19 +3,22 @@
  * The matvec kernels of decode (mv.cuh) decode every weight on CUDA cores once per group of 8
  * tokens and multiply in f32: at 2048 tokens that is ~4 TFLOP/s on an H200, the prefill's bound.
  * Here a block of 8 warps owns a tile of GM_BM weight rows x GM_BN tokens: per GM_BK-wide slice
- * of the inputs each thread decodes one 32-weight unit (quant.cuh's decoders, the same values
- * as the CPU's) to f16 in shared memory, the block rounds its tokens' f32 activations to f16
- * beside them, and each warp multiplies a 32 x 32 part of the tile with mma.sync m16n8k16
- * (f16 x f16 -> f32). A weight is decoded once per 64 tokens, and the multiply-adds run on
- * tensor cores.
+ * of the inputs each thread decodes one 32-weight unit to f16 in shared memory, the block
+ * rounds its tokens' f32 activations to f16 beside them, and each warp multiplies a 32 x 32 part
+ * of the tile with mma.sync m16n8k16 (f16 x f16 -> f32). A weight is decoded once per 64
+ * tokens, and the multiply-adds run on tensor cores. Measured on the H200 (bench/cuda/RESULTS.md
+ * runs 22-24): 43-layer q2 prefill 122 -> 828 tok/s at pp2048; the experts' tiles, which decode
+ * every expert once per 512-token ubatch, are most of what is left (bench/cuda/NOTES.md).
  *
- * Numerics: weights rounded once to f16 (2^-11 relative; the 2-bit formats' values and Q8_0's
- * d·q fit in 11 bits of mantissa up to that rounding), activations rounded to f16 with
- * saturation at ±65504, products and sums in f32. That is the precision class of ggml's CUDA
+ * Numerics: weights rounded to f16 (Q8_0's d·q once, as quant.cuh's f32 value rounded; IQ2_XXS
+ * and Q2_K with their scales rounded to f16 first: at most one more rounding, 2^-11 relative
+ * each), activations rounded to f16 with saturation at ±65504, products and sums in f32; split-K
+ * sums its parts in a fixed order, so results are the same run to run. That is the precision
+ * class of ggml's CUDA
  * prefill (cuBLAS on f16 activations for float weights; q8_1 activations, a 1/254 step of the
  * block's largest value, for its quantized MMQ kernels), not the CPU's precise mode: the op
  * tests hold these kernels to 2e-3 of the output's range, not 1e-5. They run in the backend's
- * fast mode only (precision.h): precise mode keeps f32 activations at every batch size. */
+ * fast mode only (halo_backend_cuda_set_precise): precise mode keeps f32 activations at every batch size. */
 #include <stdlib.h>
 
 #include "backend/cuda/gemm_mma.h"
@@ -251,9 +254,10 @@ template <> struct gm_raw<HALO_TYPE_Q2_K> {
 };
 
 /* The tile's product: acc[mi][ni] (this warp's 2 x 4 fragments of 16 x 8) = Σ over the K
- * inputs of w rows [0, n_rows) (row_bytes apart, type T) times s.xrow's activations. One
- * barrier pair per step; step k + 1's weights and activations are loaded into registers before
- * step k's multiplies, so their latency hides behind the tensor cores. */
+ * inputs [k_begin, k_end) of w rows [0, n_rows) (row_bytes apart, type T) times s.xrow's
+ * activations; tokens from n_live on are padding. One barrier pair per step; the next step's
+ * weights and activations are loaded into registers before this step's multiplies (the 2-bit
+ * weights two steps ahead), so their latency hides behind the tensor cores. */
 template <int T>
 static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64_t row_bytes,
                                                int n_rows, int64_t k_begin, int64_t k_end,

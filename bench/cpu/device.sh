@@ -2,6 +2,7 @@
 # bench/cpu/run.sh on the H200 machine's CPU (the `run` tool; no GPU used), from binaries
 # built on the development VM and carried in .carry/cpu (see bench/cpu/RESULTS.md):
 #   .carry/cpu/bin/{bench_cpu,bench_membw,bench_make_medium}   halo's, this tree
+#   .carry/cpu/bin/bench_matvec   (if present) the output head's matvec against plain reads
 #   .carry/cpu/lib/{libcjson.so.1,liburing.so.2}                their Debian 12 libraries
 #   .carry/cpu/llama-bench   llama.cpp v0.5.0, static, -DGGML_NATIVE=OFF with explicit AVX-512
 #                            flags and no AMX (GGML_NATIVE's AMX buffer type aborts deepseek4)
@@ -17,5 +18,6 @@ nproc; grep -m1 "model name" /proc/cpuinfo; free -g | head -2
 echo "[+$(( $(date +%s) - t0 ))s] model written"
 for t in ${THREADS:-16 8}; do
     LLAMA_BENCH=$c/llama-bench BIN=$c/bin bench/cpu/run.sh $m "$t" "${ROUNDS:-2}"
+    [ -x "$c/bin/bench_matvec" ] && "$c/bin/bench_matvec" "$t" # the one-token Q8_0 read pattern
     echo "[+$(( $(date +%s) - t0 ))s] $t threads done"
 done

@@ -36,6 +36,11 @@ INLINE __m512 scale2(float s0, float s1) {
                                                   _mm256_castps_si256(_mm256_set1_ps(s1)), 1));
 }
 
+INLINE __m512 join2(__m256 lo, __m256 hi) {
+    return _mm512_castpd_ps(
+        _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+
 INLINE float hsum128_ps(__m128 m) {
     m = _mm_add_ps(m, _mm_movehl_ps(m, m));
     m = _mm_add_ss(m, _mm_movehdup_ps(m));
@@ -178,24 +183,103 @@ static const q8_0_tile_fn q8_0_tiles[2][4] = {
 /* Rows up to this length prepare the tokens' side on the stack (8 tokens: 192 KiB). */
 enum { PREP_MAX_CHUNKS = 128 };
 
+/* One token's side of a row of Q8_0 blocks for q8_0_row1, per block of the main loop: its 32
+ * bytes, -128 x (each lane's four bytes summed), and its scale as f32. */
+typedef struct q8_0_prep1 {
+    __m256i av, neg;
+} q8_0_prep1;
+
+AVX512 static void q8_0_prepare1(int64_t nb, const block_q8_0 *a, q8_0_prep1 *p, float *as) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    for (int64_t b = 0; b < nb / 4 * 4; b++) {
+        p[b].av = _mm256_loadu_si256((const __m256i *)a[b].qs);
+        p[b].neg = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                    _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, p[b].av));
+        as[b] = f16(a[b].d);
+    }
+}
+
+/* One row against one prepared token: the row dot's arithmetic (halo_dot_q8_0_avx512: lanes
+ * 0-7 and 8-15 of its two accumulators hold blocks 4k, 4k+1 and 4k+2, 4k+3) in four 256-bit
+ * accumulators, one per block of the four, reduced as it reduces: the same results with fewer
+ * instructions (in cache 95 ns a 4096-wide row against the 2-row tile's 115 on this Zen 4,
+ * where 512-bit operations take two passes). 16 blocks' weight scales are converted together
+ * and multiplied by the token's (the same wd * ad products), and each block takes its product
+ * with one permute. A gather of the 16 scales cost more than the 16 loads (126 ns), and the
+ * products stored and broadcast back from memory waited on store forwarding (114 ns). */
+INLINE float q8_0_row1(int64_t nb, const block_q8_0 *x, const block_q8_0 *a, const q8_0_prep1 *p,
+                       const float *as) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    __m256 acc[4];
+    for (int k = 0; k < 4; k++)
+        acc[k] = _mm256_setzero_ps();
+    int64_t main = nb / 4 * 4, i = 0;
+    for (; i + 16 <= main; i += 16) {
+        __m256i h = _mm256_set_epi16(
+            (short)x[i + 15].d, (short)x[i + 14].d, (short)x[i + 13].d, (short)x[i + 12].d,
+            (short)x[i + 11].d, (short)x[i + 10].d, (short)x[i + 9].d, (short)x[i + 8].d,
+            (short)x[i + 7].d, (short)x[i + 6].d, (short)x[i + 5].d, (short)x[i + 4].d,
+            (short)x[i + 3].d, (short)x[i + 2].d, (short)x[i + 1].d, (short)x[i].d);
+        __m512 pr = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_loadu_ps(as + i));
+        __m256 ph[2] = {_mm512_castps512_ps256(pr),
+                        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pr), 1))};
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) {
+            __m256i wu = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[i + k].qs), bias);
+            __m256i d = _mm256_dpbusd_epi32(p[i + k].neg, wu, p[i + k].av);
+            __m256 sc = _mm256_permutevar8x32_ps(ph[k / 8], _mm256_set1_epi32(k % 8));
+            acc[k & 3] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(d), acc[k & 3]);
+        }
+    }
+    for (; i < main; i++) {
+        __m256i wu = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[i].qs), bias);
+        __m256i d = _mm256_dpbusd_epi32(p[i].neg, wu, p[i].av);
+        acc[i & 3] =
+            _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * as[i]), _mm256_cvtepi32_ps(d), acc[i & 3]);
+    }
+    __m512 acc0 = join2(acc[0], acc[1]), acc1 = join2(acc[2], acc[3]);
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    if (i < nb) sum += halo_dot_q8_0_avx2(QK32 * (nb - i), x + i, a + i);
+    return sum;
+}
+
+AVX512 static void q8_0_rows1(int64_t nb, const unsigned char *w, size_t w_stride, int64_t nr,
+                              const block_q8_0 *a, float *y) {
+    q8_0_prep1 p[PREP_MAX_CHUNKS * 2];
+    float as[PREP_MAX_CHUNKS * 2];
+    q8_0_prepare1(nb, a, p, as);
+    for (int64_t r = 0; r < nr; r++)
+        y[r] = q8_0_row1(nb, (const block_q8_0 *)(w + (size_t)r * w_stride), a, p, as);
+}
+
 AVX512 void halo_gemm_q8_0_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,
                                   const void *const *act, int nt, float *const *y) {
     int64_t nb = n / QK32, chunks = nb / 4 * 2;
     /* Preparing pays when the tokens meet several pairs of rows. */
     bool prep = nr >= 4 && chunks <= PREP_MAX_CHUNKS;
+    if (nt == 1 && prep) {
+        q8_0_rows1(nb, w, w_stride, nr, act[0], y[0]);
+        return;
+    }
     q8_0_prep buf[prep ? HALO_GEMM_MAX_TOK * PREP_MAX_CHUNKS : 1];
     const q8_0_prep *pt[HALO_GEMM_MAX_TOK];
     for (int t = 0; t < nt; t++) {
         pt[t] = prep ? buf + t * PREP_MAX_CHUNKS : NULL;
         if (prep) q8_0_prepare(nb, act[t], buf + t * PREP_MAX_CHUNKS);
     }
+    /* One token takes one row at a time: a single sequential stream per thread. Two rows read
+     * side by side are two streams 4 KiB apart, and on the 2-core Zen 4 VM a 563 MB matvec
+     * from DRAM fell to half the read bandwidth that way (10 GB/s against 28 for a plain read;
+     * one row at a time 19; bench/cpu/bench_matvec). With several tokens the tile is
+     * compute-bound and sharing each token's loads between two rows pays. */
+    int rstep = nt == 1 ? 1 : 2;
     for (int t0 = 0; t0 < nt; t0 += 4) {
         int T = nt - t0 < 4 ? nt - t0 : 4;
         const block_q8_0 *a[4];
         for (int t = 0; t < T; t++)
             a[t] = act[t0 + t];
-        for (int64_t r0 = 0; r0 < nr; r0 += 2) {
-            int R = nr - r0 < 2 ? (int)(nr - r0) : 2;
+        for (int64_t r0 = 0; r0 < nr; r0 += rstep) {
+            int R = nr - r0 < rstep ? (int)(nr - r0) : rstep;
             const block_q8_0 *x[2];
             for (int r = 0; r < R; r++)
                 x[r] = (const block_q8_0 *)((const unsigned char *)w + (size_t)(r0 + r) * w_stride);
@@ -315,10 +399,9 @@ INLINE void q2_K_row(const int T, int64_t nsb, const block_q2_K *x, const block_
             for (int c = 0; c < 2; c++) {
                 __m512i y01 = _mm512_loadu_si512((const void *)(b->qs + 128 * c));
                 __m512i y23 = _mm512_loadu_si512((const void *)(b->qs + 128 * c + 64));
-                sumi0 = _mm512_add_epi32(
-                    sumi0, _mm512_madd_epi16(_mm512_maddubs_epi16(q01[c], y01), s01[c]));
-                sumi1 = _mm512_add_epi32(
-                    sumi1, _mm512_madd_epi16(_mm512_maddubs_epi16(q23[c], y23), s23[c]));
+                /* vpdpwssd: madd and add in one (exact integers: the same sums) */
+                sumi0 = _mm512_dpwssd_epi32(sumi0, _mm512_maddubs_epi16(q01[c], y01), s01[c]);
+                sumi1 = _mm512_dpwssd_epi32(sumi1, _mm512_maddubs_epi16(q23[c], y23), s23[c]);
             }
             acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(b->d * d),
                                      _mm512_cvtepi32_ps(_mm512_add_epi32(sumi0, sumi1)), acc[t]);
@@ -437,11 +520,11 @@ INLINE void q4_K_row(const int T, int64_t nsb, const block_q4_K *x, const block_
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 __m512i v = _mm512_loadu_si512((const void *)(b->qs + 64 * c));
-                __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(q[c], v), sc[c]);
+                __m512i p = _mm512_maddubs_epi16(q[c], v); /* vpdpwssd: madd and add in one */
                 if (c & 1)
-                    sumi1 = _mm512_add_epi32(sumi1, p);
+                    sumi1 = _mm512_dpwssd_epi32(sumi1, p, sc[c]);
                 else
-                    sumi0 = _mm512_add_epi32(sumi0, p);
+                    sumi0 = _mm512_dpwssd_epi32(sumi0, p, sc[c]);
             }
             acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(b->d * d),
                                      _mm512_cvtepi32_ps(_mm512_add_epi32(sumi0, sumi1)), acc[t]);

@@ -59,6 +59,45 @@ static void gemm_pairs_match_the_single_row_dot_bitwise(void) {
     }
 }
 
+/* One token against Q8_0 rows takes its own kernel (16 blocks' scales converted together, the
+ * main loop's 4-block steps in 16-block groups, then single blocks, then the AVX2 tail): every
+ * row bitwise equal to the row dot at lengths that end in each of those parts, and at one too
+ * long for the prepared token (the tile then). */
+static void gemm_q8_0_one_token_matches_the_row_dot_at_every_length(void) {
+    enum { NR = 8 };
+    static const int64_t blocks[] = {1, 4, 8, 12, 16, 17, 20, 36, 100, 128, 129, 131, 256, 260};
+    int mismatches = 0;
+    for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++) {
+        int64_t n = 32 * blocks[k];
+        uint64_t rb = (uint64_t)blocks[k] * 34; /* a Q8_0 block: f16 scale, 32 int8 */
+        uint8_t *w = malloc(rb * NR), *a = malloc(rb);
+        float *x = malloc((size_t)n * 4), out[NR];
+        for (int r = 0; r < NR; r++)
+            for (int64_t b = 0; b < blocks[k]; b++)
+                random_block(HALO_TYPE_Q8_0, w + r * rb + b * 34,
+                             (r + b) % 5 ? SCALE_TYPICAL
+                             : b % 2     ? SCALE_SUBNORMAL
+                                         : SCALE_ZERO);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = rng_normal() * 10.0f;
+        halo_error err = {0};
+        CHECK_INT(halo_quant_quantize_row(HALO_TYPE_Q8_0, x, a, n, &err), HALO_OK);
+        const void *act[1] = {a};
+        float *y[1] = {out};
+        halo_quant_gemm(HALO_TYPE_Q8_0, n, w, rb, NR, act, 1, y);
+        for (int r = 0; r < NR; r++) {
+            float want = halo_quant_vec_dot(HALO_TYPE_Q8_0, n, w + r * rb, a);
+            if (memcmp(&want, &out[r], 4) != 0 && mismatches++ < 3)
+                fprintf(stderr, "q8_0 %lld blocks: row %d: %.9g, dot %.9g\n", (long long)blocks[k],
+                        r, out[r], want);
+        }
+        free(w);
+        free(a);
+        free(x);
+    }
+    CHECK_INT(mismatches, 0);
+}
+
 /* The types of DeepSeek V4's mixes (q2: Q8_0, IQ2_XXS, Q2_K, F16; q2q4: Q4_K; mxfp4) have
  * tiled kernels where the CPU has AVX-512, so the test above compares them (not only the
  * per-pair fallback). */
@@ -74,6 +113,7 @@ static void gemm_has_tiled_kernels_for_the_dsv4_mixes(void) {
 
 int main(void) {
     RUN(gemm_pairs_match_the_single_row_dot_bitwise);
+    RUN(gemm_q8_0_one_token_matches_the_row_dot_at_every_length);
     RUN(gemm_has_tiled_kernels_for_the_dsv4_mixes);
     return check_report();
 }

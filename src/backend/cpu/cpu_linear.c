@@ -86,16 +86,17 @@ void cpu_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens
     halo_threadpool_run(cpu_of(be)->pool, out->ne[1], embed_task, &c);
 }
 
-/* Rows per matmul task: 16 for one token (many tasks, so every thread streams its share of the
- * weights), up to 64 for a batch so a tile's prepared tokens meet more rows, while there are
- * still at least 4 tasks per thread. */
+/* Rows per matmul task: from 16 up to 64, while there are still at least 4 tasks per thread
+ * for a batch (so a tile's prepared tokens meet more rows) and 16 for one token (many tasks,
+ * so every thread streams its share of the weights; larger ones spread the one-token kernel's
+ * preparation of the activation, ~5 % of a 16-row task's work, over more rows). */
 enum { ROWS_PER_TASK = 16, ROWS_PER_TASK_BATCH = 64 };
 
 typedef struct matmul_ctx {
     bool precise;
     const halo_tensor *w;
-    const unsigned char *acts; /* n_tok × groups activation rows */
-    uint64_t act_bytes;        /* one activation row (one group slice) */
+    const unsigned char *acts;                 /* n_tok × groups activation rows */
+    uint64_t act_bytes;                        /* one activation row (one group slice) */
     int64_t n_tok, n_out, out_per_group, rows; /* rows per task */
     uint32_t groups;
     float *out;
@@ -153,11 +154,11 @@ void cpu_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, ui
     halo_threadpool *pool = cpu_of(be)->pool;
     halo_threadpool_run(pool, n_tok * groups, act_task, &a);
     int64_t rows = ROWS_PER_TASK;
-    while (n_tok > 1 && rows < ROWS_PER_TASK_BATCH &&
-           n_out / (2 * rows) >= 4 * (int64_t)halo_threadpool_size(pool))
+    while (rows < ROWS_PER_TASK_BATCH &&
+           n_out / (2 * rows) >= (n_tok > 1 ? 4 : 16) * (int64_t)halo_threadpool_size(pool))
         rows *= 2;
-    matmul_ctx m = {precise, w,      a.acts,         a.act_bytes, n_tok,
-                    n_out,   n_out / groups, rows, groups,      cpu_f32(out)};
+    matmul_ctx m = {precise,        w,    a.acts, a.act_bytes, n_tok, n_out,
+                    n_out / groups, rows, groups, cpu_f32(out)};
     halo_threadpool_run(pool, (n_out + rows - 1) / rows, matmul_task, &m);
     free(a.acts);
 }

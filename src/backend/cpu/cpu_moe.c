@@ -273,18 +273,33 @@ static bool group_pairs(moe_ctx *c) {
     return true;
 }
 
-/* One task per (group of this round, block of rows). */
+/* One task per (group of this round, block of rows), the shared expert's spread evenly among
+ * the routed experts': its matrices (Q8_0 in ds4's mixes) stream from memory while the routed
+ * experts' 2-bit ones are bound by arithmetic, so threads working on both at once use the
+ * memory and the cores together instead of waiting on each in turn. */
 static int64_t plan_tasks(moe_ctx *c, int64_t rows_routed, int64_t rows_shared) {
-    int64_t n_tasks = 0;
-    for (int64_t e = 0; e < c->n_expert + 1; e++) {
+    int64_t n_tasks = 0, e_sh = c->n_expert;
+    for (int64_t e = 0; e < c->n_expert; e++) {
         if (c->first[e + 1] == c->first[e] || !c->in_round[e]) continue;
-        int64_t rows = e < c->n_expert ? rows_routed : rows_shared;
-        for (int64_t r0 = 0; r0 < rows; r0 += ROW_BLOCK) {
+        for (int64_t r0 = 0; r0 < rows_routed; r0 += ROW_BLOCK) {
             c->tasks[n_tasks][0] = e;
             c->tasks[n_tasks++][1] = r0;
         }
     }
-    return n_tasks;
+    if (c->first[e_sh + 1] == c->first[e_sh] || !c->in_round[e_sh]) return n_tasks;
+    int64_t n_routed = n_tasks, n_sh = (rows_shared + ROW_BLOCK - 1) / ROW_BLOCK;
+    /* move the routed tasks apart from the back, leaving a slot every (total / n_sh) */
+    int64_t total = n_routed + n_sh;
+    for (int64_t k = n_sh - 1, src = n_routed - 1, dst = total - 1; k >= 0; k--) {
+        int64_t slot = k * total / n_sh; /* where shared task k goes */
+        for (; dst > slot; dst--, src--) {
+            c->tasks[dst][0] = c->tasks[src][0];
+            c->tasks[dst][1] = c->tasks[src][1];
+        }
+        c->tasks[dst][0] = e_sh;
+        c->tasks[dst--][1] = k * ROW_BLOCK;
+    }
+    return total;
 }
 
 /* The gate/up, activation and down phases for the groups of the current round. */

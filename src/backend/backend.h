@@ -226,9 +226,11 @@ halo_status halo_backend_cpu_create(uint32_t threads, bool precise, halo_backend
 halo_status halo_backend_cuda_create(int device, halo_backend **out, halo_error *err);
 /* Precise or fast, as the engine's `precise` says for every backend. Precise: activations stay
  * f32 for every weight type (the CPU's precise mode). Fast: batches of many tokens (prefill) run
- * on tensor cores with weights and activations rounded to f16 and f32 sums (cuda/gemm_mma.cu).
- * HALO_CUDA_MMA=1 (or 0) in the environment forces fast (or precise) whatever is set here, for
- * measuring; HIP builds have no fast path. False for a backend not made by
+ * on tensor cores with weights and activations rounded to f16 and f32 sums (cuda/gemm_mma.cu),
+ * and one-token steps take int8 activations for Q8_0, IQ2_XXS and Q2_K weights, quantized as the
+ * CPU's fast mode does (cuda/mvq.cu). HALO_CUDA_MMA=1 (or 0) and HALO_CUDA_INTDOT=1 (or 0) in the
+ * environment force each part on (or off) whatever is set here, for measuring; HIP builds have
+ * no fast path. False for a backend not made by
  * halo_backend_cuda_create (and always in a build without it). */
 bool halo_backend_cuda_set_precise(halo_backend *be, bool precise);
 /* "cuda", "hip", or NULL when halo was built without a GPU backend of this family. */

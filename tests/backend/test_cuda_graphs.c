@@ -16,7 +16,8 @@
  * model at DeepSeek V4 Flash's real shapes (4 layers: window-only, ratio 4 with the indexer,
  * ratio 128, hash-routed; q2 mix; vocabulary cut to 8,192) decoded across position 127, where
  * the ratio-128 window closes and the 128-row raw window wraps, so pieces change shape and are
- * re-instantiated mid-decode. And a failure injected into a captured decode step (an op's
+ * re-instantiated mid-decode; the same model again in fast mode (tensor-core prefill, int8
+ * one-token steps). And a failure injected into a captured decode step (an op's
  * scratch request, HALO_TEST_FAIL_SCRATCH) fails that step only, with the op's error. Skipped (exit
  * 77) without a GPU; HIP builds (which run eagerly) skip too. */
 #include <stdio.h>
@@ -39,6 +40,7 @@
 typedef struct run_cfg {
     const char *model;
     int n_seq, n_prompt, n_decode;
+    bool fast; /* the engine's fast mode (precise = false) rather than precise */
 } run_cfg;
 
 typedef struct run_out {
@@ -68,7 +70,7 @@ static bool run(const run_cfg *c, bool graphs, bool greedy, run_out *o) {
     uint32_t n_ctx = (uint32_t)(c->n_prompt + c->n_decode);
     halo_engine_params p = {.model_path = c->model,
                             .backend = "cuda",
-                            .precise = true,
+                            .precise = !c->fast,
                             .n_ctx = n_ctx,
                             .n_seq = (uint32_t)c->n_seq};
     halo_status st = halo_engine_open(&p, &e, &err);
@@ -145,15 +147,16 @@ static void replay_equals_eager(const run_cfg *c) {
                 }
             }
             const halo_cuda_graph_stats *g = &graph.st, *off = &eager.st;
-            printf("  %s, %d sequence(s), %d prompt + %d decode: %d of %d logit rows differ "
+            printf("  %s%s, %d sequence(s), %d prompt + %d decode: %d of %d logit rows differ "
                    "(first: row %d, max |d| %.3g); graphs: %llu of %llu small steps, %llu "
                    "graphs, %llu instantiated, %llu updated, %llu refused, %llu breaks, %llu "
                    "kernel launches in the last step\n",
-                   c->model, c->n_seq, c->n_prompt, c->n_decode, n_diff, rows, first_diff, worst,
-                   (unsigned long long)g->graph_steps, (unsigned long long)g->steps,
-                   (unsigned long long)g->graphs, (unsigned long long)g->instantiated,
-                   (unsigned long long)g->updated, (unsigned long long)g->refused,
-                   (unsigned long long)g->breaks, (unsigned long long)g->last_step_kernels);
+                   c->model, c->fast ? " (fast mode)" : "", c->n_seq, c->n_prompt, c->n_decode,
+                   n_diff, rows, first_diff, worst, (unsigned long long)g->graph_steps,
+                   (unsigned long long)g->steps, (unsigned long long)g->graphs,
+                   (unsigned long long)g->instantiated, (unsigned long long)g->updated,
+                   (unsigned long long)g->refused, (unsigned long long)g->breaks,
+                   (unsigned long long)g->last_step_kernels);
             CHECK_INT(n_diff, 0);
             if (n_diff) { /* diagnosis: are eager launches themselves reproducible? */
                 run_out again = {.ids = eager.ids};
@@ -187,19 +190,26 @@ static void replay_equals_eager(const run_cfg *c) {
 }
 
 static void graph_replay_equals_eager_on_the_embedded_model(void) {
-    run_cfg c = {"models/kjv-tiny.gguf", 1, 40, 40};
+    run_cfg c = {"models/kjv-tiny.gguf", 1, 40, 40, false};
     replay_equals_eager(&c);
 }
 
 static void graph_replay_equals_eager_with_two_sequences_per_step(void) {
-    run_cfg c = {"models/kjv-tiny.gguf", 2, 30, 34};
+    run_cfg c = {"models/kjv-tiny.gguf", 2, 30, 34, false};
     replay_equals_eager(&c);
 }
 
 static void graph_replay_equals_eager_at_full_width(void) {
     /* Positions 0..139: decode crosses 127 (a ratio-128 window closes, the raw window of 128
      * rows wraps) and closes a ratio-4 window every 4 steps. */
-    run_cfg c = {"synthetic:dsv4-flash-q2:4/v8192", 1, 100, 40};
+    run_cfg c = {"synthetic:dsv4-flash-q2:4/v8192", 1, 100, 40, false};
+    replay_equals_eager(&c);
+}
+
+/* Fast mode (the engine's default): the prompt's long chunk on tensor cores (eager), the
+ * one-token steps over int8 activations (mvq.cu), captured and replayed. */
+static void graph_replay_equals_eager_in_fast_mode(void) {
+    run_cfg c = {"synthetic:dsv4-flash-q2:4/v8192", 1, 100, 40, true};
     replay_equals_eager(&c);
 }
 
@@ -335,6 +345,7 @@ int main(void) {
     RUN(graph_replay_equals_eager_on_the_embedded_model);
     RUN(graph_replay_equals_eager_with_two_sequences_per_step);
     RUN(graph_replay_equals_eager_at_full_width);
+    RUN(graph_replay_equals_eager_in_fast_mode);
     RUN(a_failure_inside_a_captured_step_fails_only_that_step);
     return check_report();
 }

@@ -821,7 +821,8 @@ static void moe_streamed_matches_the_cpu_resident(void) {
 
 int main(void) {
     halo_error err = {0};
-    unsetenv("HALO_CUDA_MMA"); /* it would override the modes the tests set */
+    unsetenv("HALO_CUDA_MMA"); /* they would override the modes the tests set */
+    unsetenv("HALO_CUDA_INTDOT");
     if (halo_backend_cuda_create(0, &gpu, &err)) {
         printf("skipped: no GPU backend here: %s\n", err.message);
         return 77;

@@ -6,7 +6,9 @@
  * test keeps a weight larger than a storage-buffer descriptor to check it is split. Every
  * weight type of the golden fixtures and both DeepSeek V4 mixes is decoded. Tolerances are
  * max |vulkan - cpu| / max |cpu| per op: 1e-4 for long f32 dots (summation order), tighter
- * where nothing is summed. Skips (exit 77) when no Vulkan device works. */
+ * where nothing is summed. The projections run twice: matvec.comp with a workgroup per row
+ * (HALO_VK_MATVEC_ROWS=1: a GPU's choice for few rows) and with a subgroup per row (=4: what
+ * many rows, and lavapipe, take). Skips (exit 77) when no Vulkan device works. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -471,7 +473,10 @@ static void a_missing_device_is_an_error_naming_it(void) {
 
 int main(void) {
     halo_error err = {0};
-    if (halo_backend_vulkan_create(-1, &vk, &err)) {
+    setenv("HALO_VK_MATVEC_ROWS", "1", 1); /* a workgroup per row (a GPU's choice for these) */
+    halo_status st = halo_backend_vulkan_create(-1, &vk, &err);
+    unsetenv("HALO_VK_MATVEC_ROWS");
+    if (st) {
         printf("skipped: %s\n", err.message);
         return 77;
     }
@@ -492,6 +497,18 @@ int main(void) {
     RUN(an_unsupported_weight_type_is_an_error_at_sync);
     RUN(a_failed_allocation_is_an_error_naming_its_size);
     RUN(a_missing_device_is_an_error_naming_it);
+    /* Projections again through matvec's other variant, a subgroup per row (what projections
+     * with many rows take; the shapes above are small enough for a workgroup per row). */
+    halo_backend *wide = vk;
+    setenv("HALO_VK_MATVEC_ROWS", "4", 1);
+    CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
+    unsetenv("HALO_VK_MATVEC_ROWS");
+    printf("matvec by a subgroup per row:\n");
+    RUN(matmul_decodes_every_weight_type);
+    RUN(grouped_matmul_reads_its_group_slice);
+    RUN(moe_routes_and_mixes_like_the_cpu);
+    vk->ops->destroy(vk);
+    vk = wide;
     vk->ops->destroy(vk);
     cpu->ops->destroy(cpu);
     return check_report();

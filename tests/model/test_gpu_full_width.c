@@ -7,7 +7,13 @@
  * one-token decode steps (fed the same token ids on both backends), compared at every position:
  * max |Δ| within 1e-2 of the CPU logits' range, and top-1 identical except where the CPU's own
  * margin between the two choices is within twice the difference measured there (a near-tie the
- * rounding difference can flip). Skipped (exit 77) without a GPU. Takes about a minute there. */
+ * rounding difference can flip). Then the GPU in fast mode (precise = false, which the engine
+ * passes to the backend: tensor-core prefill, int8 one-token steps) against the same precise
+ * CPU logits: every position carries the activations' rounding, and expert choices of
+ * near-tied tokens change with it, so the bound is 8e-2 of the range, twice the distance of
+ * the CPU's own fast mode from its precise mode on this model (3.98e-2). Measured on the H200:
+ * int8 decode after a precise prefill 3.14e-2; tensor-core prefill 1.29e-2 on the prompt.
+ * Skipped (exit 77) without a GPU. Takes about a minute there. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -19,14 +25,15 @@
 #define N_PREFILL 600
 #define N_DECODE 64
 #define TOL_REL 1e-2
+#define TOL_FAST 8e-2
 
 /* All logits: the prefill's rows, then one row per decode step (caller frees). */
-static float *run(const char *backend, const int32_t *tokens, uint32_t *n_vocab) {
+static float *run(const char *backend, bool precise, const int32_t *tokens, uint32_t *n_vocab) {
     halo_engine *e = NULL;
     halo_session *s = NULL;
     halo_error err = {0};
     halo_engine_params p = {
-        .model_path = MODEL, .backend = backend, .precise = true, .n_ctx = N_PREFILL + N_DECODE};
+        .model_path = MODEL, .backend = backend, .precise = precise, .n_ctx = N_PREFILL + N_DECODE};
     if (halo_engine_open(&p, &e, &err) || halo_session_create(e, N_PREFILL + N_DECODE, &s, &err)) {
         fprintf(stderr, "  %s: %s\n", backend, err.message);
         check_failures++;
@@ -57,21 +64,10 @@ static uint32_t argmax(const float *r, uint32_t n) {
     return b;
 }
 
-static void full_width_gpu_equals_cpu_over_prefill_and_decode(void) {
-    int32_t tokens[N_PREFILL + N_DECODE];
-    uint32_t seed = 12345;
-    for (int i = 0; i < N_PREFILL + N_DECODE; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        tokens[i] = (int32_t)((seed >> 8) % 8192);
-    }
-    uint32_t V = 0, Vg = 0;
-    float *ref = run("cpu", tokens, &V), *got = run("cuda", tokens, &Vg);
-    if (!ref || !got || V != Vg) {
-        CHECK(ref && got && V == Vg);
-        free(ref);
-        free(got);
-        return;
-    }
+/* got against ref at every position: max |Δ| over the range within tol, top-1 flips only at
+ * near-ties. */
+static void compare_logits(const char *what, const float *ref, const float *got, uint32_t V,
+                           double tol) {
     double worst = 0;
     int flips = 0, bad_flips = 0, worst_at = -1;
     for (int t = 0; t < N_PREFILL + N_DECODE; t++) {
@@ -100,13 +96,29 @@ static void full_width_gpu_equals_cpu_over_prefill_and_decode(void) {
             }
         }
     }
-    printf("  %s, %d prefill + %d decode: max rel %.2e (position %d), top-1 differs at %d "
+    printf("  %s %s, %d prefill + %d decode: max rel %.2e (position %d), top-1 differs at %d "
            "positions (%d not near-ties)\n",
-           MODEL, N_PREFILL, N_DECODE, worst, worst_at, flips, bad_flips);
-    CHECK(worst <= TOL_REL);
+           what, MODEL, N_PREFILL, N_DECODE, worst, worst_at, flips, bad_flips);
+    CHECK(worst <= tol);
     CHECK_INT(bad_flips, 0);
+}
+
+static void full_width_gpu_equals_cpu_over_prefill_and_decode(void) {
+    int32_t tokens[N_PREFILL + N_DECODE];
+    uint32_t seed = 12345;
+    for (int i = 0; i < N_PREFILL + N_DECODE; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        tokens[i] = (int32_t)((seed >> 8) % 8192);
+    }
+    uint32_t V = 0, Vg = 0, Vf = 0;
+    float *ref = run("cpu", true, tokens, &V), *got = run("cuda", true, tokens, &Vg);
+    float *fast = run("cuda", false, tokens, &Vf);
+    CHECK(ref && got && fast && V == Vg && V == Vf);
+    if (ref && got && V == Vg) compare_logits("precise", ref, got, V, TOL_REL);
+    if (ref && fast && V == Vf) compare_logits("fast", ref, fast, V, TOL_FAST);
     free(ref);
     free(got);
+    free(fast);
 }
 
 int main(void) {

@@ -775,6 +775,8 @@ extern "C" bool halo_backend_cuda_set_precise(halo_backend *hbe, bool precise) {
     if (!hbe || hbe->ops != &cu_ops) return false;
     const char *env = getenv("HALO_CUDA_MMA");
     cu_of(hbe)->mma = env && *env ? strcmp(env, "0") != 0 : !precise;
+    const char *q = getenv("HALO_CUDA_INTDOT"); /* the int8 one-token path (mvq.cu) */
+    cu_of(hbe)->intdot = q && *q ? strcmp(q, "0") != 0 : !precise;
     return true;
 }
 
@@ -826,7 +828,8 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->fail_at = fail ? strtoll(fail, NULL, 10) : 0;
     const char *naive = getenv("HALO_CUDA_NAIVE"), *prof = getenv("HALO_CUDA_PROFILE");
     be->naive = naive && *naive && strcmp(naive, "0") != 0;
-    halo_backend_cuda_set_precise(&be->base, true); /* precise unless HALO_CUDA_MMA=1 */
+    /* precise unless HALO_CUDA_MMA=1 / HALO_CUDA_INTDOT=1 */
+    halo_backend_cuda_set_precise(&be->base, true);
     if (prof && *prof && strcmp(prof, "0") != 0) be->prof = (cu_prof *)calloc(1, sizeof(cu_prof));
     cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */

@@ -76,6 +76,7 @@ typedef struct cu_backend {
     cu_copy_batch copies;
     bool naive;    /* HALO_CUDA_NAIVE=1: the generic kernels only (speed comparison, tests) */
     bool mma;      /* fast mode: prefill on tensor cores, f16 (halo_backend_cuda_set_precise, gemm_mma.cu) */
+    bool intdot;   /* fast mode: one-token projections over int8 activations (mvq.cu) */
     cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;
     /* CUDA graphs (graph.cu): NULL when steps run eagerly (HALO_CUDA_GRAPHS=0, profiling,
@@ -141,6 +142,9 @@ static inline unsigned cu_blocks(int64_t n, unsigned per) {
 void cu_matmul_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
                       uint32_t groups, const float *x, int64_t x_stride, int64_t n_tok, float *out,
                       const char *op);
+/* The one-token int8 projection (mvq.cu) when be->intdot and the shape suits it; else false. */
+bool cu_mvq_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
+                   uint32_t groups, const float *x, float *out, const char *op);
 
 /* Graph capture of small steps (graph.cu has the whole story). */
 void cu_graph_init(cu_backend *be);

@@ -212,6 +212,7 @@ void cu_matmul_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
                       uint32_t groups, const float *x, int64_t x_stride, int64_t n_tok, float *out,
                       const char *op) {
     if (be->failed || !cu_type_supported(be, type, op) || n_out <= 0 || n_tok <= 0) return;
+    if (n_tok == 1 && cu_mvq_matmul(be, type, w, n_in, n_out, groups, x, out, op)) return;
     if (mv_launch(be, type, w, n_in, n_out, groups, x, x_stride, n_tok, out, op)) return;
     int64_t ty = (n_tok + MM_TOK - 1) / MM_TOK;
     dim3 grid(cu_blocks(n_out, MM_WARPS), (unsigned)(ty < MAX_GRID_Y ? ty : MAX_GRID_Y));

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "backend/cuda/gemm_mma.h"
-#include "backend/cuda/mv.cuh"
+#include "backend/cuda/mvq.cuh"
 
 enum { MOE_WARPS = 4, MOE_TOK = 8, MOE_ITEM = 64 /* pairs per work item */ };
 enum { MOE_FAST_WARPS = 8 }; /* warps per block of the fast kernels */
@@ -597,6 +597,234 @@ static bool moe_stream_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt,
 #undef DN_CASE
     return false;
 }
+
+/* ---- one token over int8 activations (HALO_CUDA_INTDOT=1, mvq.cuh) --------------------------
+ * The routed blocks quantize x as their type's activation (Q8_K for IQ2_XXS), the shared
+ * expert's blocks as theirs (Q8_0), each into its own shared memory; the SwiGLU kernel
+ * quantizes each pair's h for the down projections (into xq, mvq_act_bytes(n_h) a pair). */
+template <int T> struct moeq_up_rows {
+    moe_up_rows<1> r;
+    const float *x;
+    uint8_t *xq;
+    mvq_tabs *tab;
+    int64_t n;
+    __device__ int64_t row(int64_t i, const char **w) const {
+        return r.row(i, w);
+    }
+    __device__ void prepare() const {
+        if constexpr (T == HALO_TYPE_IQ2_XXS) mvq_tabs_load(tab, r.m.g);
+        mvq_quant_block<mvq_k(T)>(x, n, xq);
+        __syncthreads();
+    }
+    __device__ int64_t begin(int64_t i) {
+        const float *xs[1];
+        int nt = 1;
+        return r.begin(i, xs, nt);
+    }
+    __device__ q8act act() const {
+        return mvq_act_at(xq, n);
+    }
+    __device__ void end(int64_t i, float sum) const {
+        r.end(i, &sum, 1);
+    }
+};
+
+template <int T> struct moeq_down_rows {
+    moe_down_rows<1> r;
+    const uint8_t *xq; /* every pair's quantized h */
+    mvq_tabs *tab;
+    __device__ int64_t row(int64_t i, const char **w) const {
+        return r.row(i, w);
+    }
+    __device__ void prepare() const {
+        if constexpr (T == HALO_TYPE_IQ2_XXS) {
+            mvq_tabs_load(tab, r.m.g);
+            __syncthreads();
+        }
+    }
+    __device__ int64_t begin(int64_t i) {
+        const float *xs[1];
+        int nt = 1;
+        return r.begin(i, xs, nt);
+    }
+    __device__ q8act act() const {
+        const int64_t pair = r.m.pairs[r.cur.p0];
+        return mvq_act_at(xq + pair * mvq_act_bytes(r.m.n_h), r.m.n_h);
+    }
+    __device__ void end(int64_t i, float sum) const {
+        r.end(i, &sum, 1);
+    }
+};
+
+template <int TR, int TS>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
+    moeq_up_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *hg, float *hu,
+                   int n_sh, unsigned blocks_r) {
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
+    const int warp = threadIdx.x / WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    uint8_t *xq = mv_dyn + MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16;
+    mvq_tabs *tab = (mvq_tabs *)(xq + mvq_act_bytes(m.n_embd));
+    const int32_t n_items = m.act[0];
+    const bool routed = blockIdx.x < blocks_r;
+    const int32_t y0 = routed ? 0 : n_items - n_sh, n_y = routed ? n_items - n_sh : n_sh;
+    const int64_t total = (int64_t)n_y * 2 * m.n_h;
+    const int64_t b = routed ? blockIdx.x : blockIdx.x - blocks_r;
+    const int64_t nb = routed ? blocks_r : gridDim.x - blocks_r;
+    const moe_up_rows<1> r = {m, x, hg, hu, y0, 1, {}};
+    if (routed) {
+        moeq_up_rows<TR> rows = {r, x, xq, tab, m.n_embd};
+        mvq_stream<TR>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, tab);
+    } else {
+        moeq_up_rows<TS> rows = {r, x, xq, tab, m.n_embd};
+        mvq_stream<TS>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, tab);
+    }
+}
+
+template <int TR, int TS>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
+    moeq_down_stream(GPU_GRID_CONST const expert_mats m, const uint8_t *xq, float *y, int n_sh,
+                     unsigned blocks_r) {
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
+    const int warp = threadIdx.x / WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    mvq_tabs *tab = (mvq_tabs *)(mv_dyn + MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16);
+    const int32_t n_items = m.act[0];
+    const bool routed = blockIdx.x < blocks_r;
+    const int32_t y0 = routed ? 0 : n_items - n_sh, n_y = routed ? n_items - n_sh : n_sh;
+    const int64_t total = (int64_t)n_y * m.n_embd;
+    const int64_t b = routed ? blockIdx.x : blockIdx.x - blocks_r;
+    const int64_t nb = routed ? blocks_r : gridDim.x - blocks_r;
+    const moe_down_rows<1> r = {m, NULL, y, y0, 1, {}};
+    if (routed) {
+        moeq_down_rows<TR> rows = {r, xq, tab};
+        mvq_stream<TR>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, tab);
+    } else {
+        moeq_down_rows<TS> rows = {r, xq, tab};
+        mvq_stream<TS>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, tab);
+    }
+}
+
+/* One block a pair: h = silu(min(g, c)) · clamp(u, ±c) (as moe_swiglu_kernel, kept in hg),
+ * quantized for the down projection of the pair's expert (Q8_K when kr / ks, else Q8_0). */
+__global__ void moeq_swiglu_kernel(float *hg, const float *hu, uint8_t *xq, int64_t n_h, uint32_t k,
+                                   uint32_t slots, int64_t n_ff, int64_t n_ff_sh, float clamp_exp,
+                                   float clamp_sh, bool kr, bool ks) {
+    const int64_t p = blockIdx.x;
+    const bool shared = (uint32_t)(p % slots) >= k;
+    const int64_t n = shared ? n_ff_sh : n_ff;
+    const float c = shared ? clamp_sh : clamp_exp;
+    const bool K = shared ? ks : kr;
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    uint8_t *base = xq + p * mvq_act_bytes(n_h);
+    for (int64_t ch = warp; ch < n / 256; ch += nw) {
+        float *g = hg + p * n_h + 256 * ch + 8 * lane;
+        const float *u = hu + p * n_h + 256 * ch + 8 * lane;
+        float v[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            float a = g[i], b = u[i];
+            if (c > 0) {
+                a = a > c ? c : a;
+                b = b > c ? c : b < -c ? -c : b;
+            }
+            v[i] = a / (1.0f + expf(-a)) * b;
+            g[i] = v[i];
+        }
+        if (K)
+            mvq_quant256<true>(v, 256 * ch, base, n_h);
+        else
+            mvq_quant256<false>(v, 256 * ch, base, n_h);
+    }
+}
+
+/* The type quadruples (routed gate/up, shared gate/up, routed down, shared down) with int8
+ * kernels: ds4's q2 mix, and Q8_0 throughout. */
+#define MOEQ_PAIRS(X)                                                                              \
+    X(HALO_TYPE_IQ2_XXS, HALO_TYPE_Q8_0, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0)                           \
+    X(HALO_TYPE_Q8_0, HALO_TYPE_Q8_0, HALO_TYPE_Q8_0, HALO_TYPE_Q8_0)
+
+/* Whether one token's experts take the int8 path: their types are a quadruple above and the
+ * widths whole 256-value pieces (the activation of x in shared memory: at most 16384). */
+static bool moeq_ok(const cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t ts,
+                    uint32_t tdr, uint32_t tds, const float *x) {
+    if (!be->intdot || m.n_embd % 256 || m.n_embd > 16384 || m.n_ff % 256 || m.n_ff_sh % 256 ||
+        m.n_h % 256 || ((uintptr_t)x & 15))
+        return false;
+#define Q_OK(a, b, c, d)                                                                           \
+    if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) return true;
+    MOEQ_PAIRS(Q_OK)
+#undef Q_OK
+    return false;
+}
+
+/* Relative time per weight on the int8 path, for sharing the blocks between the routed and
+ * the shared expert: Q8_0 streams 1.06 bytes a weight and is bound by memory; IQ2_XXS (0.26
+ * bytes) and Q2_K (0.33) are bound by their decoding, ~60 and ~50 instructions per 32 weights
+ * against ~37 for Q8_0 (estimates from the instruction counts, not measured per part). The
+ * f32 path's costs (moe_cost) had the 2-bit formats dearer; here the shared expert's Q8_0 rows
+ * would be left to a sixteenth of the blocks and finish last. */
+static double moeq_cost(uint32_t t) {
+    return t == HALO_TYPE_Q8_0 ? 2.0 : t == HALO_TYPE_Q2_K ? 0.8 : 1.0;
+}
+
+/* sp with its blocks shared by the work of the routed experts (wr) and of the shared one. */
+static moe_stream_plan moeq_plan(const moe_stream_plan &sp, double wr, double ws) {
+    moe_stream_plan p = sp;
+    if (sp.n_sh == 0) return p;
+    unsigned bs = (unsigned)((double)sp.blocks * ws / (wr + ws) + 0.5);
+    bs = bs < 1 ? 1 : bs >= sp.blocks ? sp.blocks - 1 : bs;
+    p.blocks_r = sp.blocks - bs;
+    return p;
+}
+
+/* Gate/up of every pair, then SwiGLU and h's quantization (moeq_ok said yes). */
+static void moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t ts, uint32_t tdr,
+                    uint32_t tds, const moe_stream_plan &sp, const float *x, float *hg, float *hu,
+                    uint8_t *xq, int64_t n_pairs, uint32_t k, float clamp_exp, float clamp_sh,
+                    const char *op) {
+    const double ex = (double)((int64_t)k < m.n_expert ? (int64_t)k : m.n_expert);
+    const moe_stream_plan sp_up =
+        moeq_plan(sp, ex * 2.0 * (double)(m.n_ff * m.n_embd) * moeq_cost(tr),
+                  2.0 * (double)(m.n_ff_sh * m.n_embd) * moeq_cost(ts));
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (int)mvq_act_bytes(m.n_embd) +
+                     (int)sizeof(mvq_tabs);
+#define Q_UP(a, b, c, d)                                                                           \
+    if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
+        static bool done;                                                                          \
+        if (!cu_smem_attr(be, moeq_up_stream<a, b>, smem, &done, op)) return;                      \
+        moeq_up_stream<a, b><<<sp_up.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(           \
+            m, x, hg, hu, sp_up.n_sh, sp_up.blocks_r);                                             \
+        if (!CU_LAUNCHED(be, op, "moeq_up_stream")) return;                                        \
+        moeq_swiglu_kernel<<<(unsigned)n_pairs, 256, 0, be->stream>>>(                             \
+            hg, hu, xq, m.n_h, k, m.slots, m.n_ff, m.n_ff_sh, clamp_exp, clamp_sh, mvq_k(c),       \
+            mvq_k(d)); /* checked (and counted) by the caller */                                   \
+        return;                                                                                    \
+    }
+    MOEQ_PAIRS(Q_UP)
+#undef Q_UP
+}
+
+/* The down projections of every pair over the quantized h (moeq_ok said yes). */
+static void moeq_down(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t ts, uint32_t tdr,
+                      uint32_t tds, const moe_stream_plan &sp, const uint8_t *xq, float *y,
+                      uint32_t k, const char *op) {
+    const double ex = (double)((int64_t)k < m.n_expert ? (int64_t)k : m.n_expert);
+    const moe_stream_plan sp_dn = moeq_plan(sp, ex * (double)(m.n_embd * m.n_ff) * moeq_cost(tdr),
+                                            (double)(m.n_embd * m.n_ff_sh) * moeq_cost(tds));
+    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (int)sizeof(mvq_tabs);
+#define Q_DN(a, b, c, d)                                                                           \
+    if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
+        static bool done;                                                                          \
+        if (!cu_smem_attr(be, moeq_down_stream<c, d>, smem, &done, op)) return;                    \
+        moeq_down_stream<c, d><<<sp_dn.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(         \
+            m, xq, y, sp_dn.n_sh, sp_dn.blocks_r); /* checked by the caller */                     \
+        return;                                                                                    \
+    }
+    MOEQ_PAIRS(Q_DN)
+#undef Q_DN
+}
+
 #endif
 
 __global__ void moe_sum_kernel(const float *y, const float *weight, uint32_t slots, int64_t n_embd,
@@ -647,7 +875,8 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                               (uint64_t)(n_pairs * n_h) * 4,
                               (uint64_t)(n_pairs * n_embd) * 4,
                               (uint64_t)(3 * (n_expert + 2 + n_pairs / MOE_ITEM) + 1) * 4,
-                              (uint64_t)(n_pairs * n_h) * 4};
+                              (uint64_t)(n_pairs * n_h) * 4,
+                              n_tok == 1 ? (uint64_t)(n_pairs * mvq_act_bytes(n_h)) : 0};
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         total += (sizes[i] + 255) & ~255ull;
@@ -663,8 +892,9 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     float *h = (float *)carve(&at, sizes[7]);
     float *y = (float *)carve(&at, sizes[8]);
     int32_t *act = (int32_t *)carve(&at, sizes[9]);
-    float *hu = (float *)carve(&at, sizes[10]); /* up projections (CUDA's expert streams) */
-    (void)hu;
+    float *hu = (float *)carve(&at, sizes[10]);     /* up projections (CUDA's expert streams) */
+    uint8_t *xq = (uint8_t *)carve(&at, sizes[11]); /* h quantized (one token, int8 path) */
+    (void)hu, (void)xq;
 
     uint64_t mark[2];
     cudaEvent_t ev = NULL;
@@ -813,8 +1043,13 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     }
     /* The streams index items in 32 bits. */
     const bool fast_in = fast_ok && (double)n_groups * 2 * sp.n_pg * (double)(n_h + n_embd) < 2e9;
-    const bool up_fast = fast_in && moe_stream_up(be, tr, ts, nt, sp, m, cu_f32(a->x), h, hu);
-    if (up_fast) {
+    const bool q_in = fast_in && nt == 1 && moeq_ok(be, m, tr, ts, tdr, tds, cu_f32(a->x));
+    if (q_in)
+        moeq_up(be, m, tr, ts, tdr, tds, sp, cu_f32(a->x), h, hu, xq, n_pairs, k, a->clamp_exp,
+                a->clamp_shexp, op);
+    const bool up_fast =
+        q_in || (fast_in && moe_stream_up(be, tr, ts, nt, sp, m, cu_f32(a->x), h, hu));
+    if (up_fast && !q_in) {
         if (!CU_LAUNCHED(be, op, "moe_up_stream")) return;
         moe_swiglu_kernel<<<cu_blocks(n_pairs * n_h, 256), 256, 0, be->stream>>>(
             h, hu, n_pairs, n_h, k, slots, n_ff, n_ff_sh, a->clamp_exp, a->clamp_shexp);
@@ -835,7 +1070,8 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     dim3 f2(cu_blocks(n_embd, MOE_FAST_WARPS), (unsigned)n_groups);
     if (fast_in && moe_fast_down(be, tdr, tds, nt, f2, m, h, y)) {
 #else
-    if (fast_in && moe_stream_down(be, tdr, tds, nt, sp, m, h, y)) {
+    if (q_in) moeq_down(be, m, tr, ts, tdr, tds, sp, xq, y, k, op);
+    if (q_in || (fast_in && moe_stream_down(be, tdr, tds, nt, sp, m, h, y))) {
 #endif
         if (!CU_LAUNCHED(be, op, "down_fast")) return;
     } else {

@@ -84,7 +84,12 @@ enum { VK_CHUNKS = 8, VK_MAX_BINDINGS = 12, VK_GRID_BINDING = 12, VK_PUSH_BYTES 
     X(vkResetFences)                                                                               \
     X(vkWaitForFences)                                                                             \
     X(vkQueueSubmit)                                                                               \
-    X(vkDeviceWaitIdle)
+    X(vkDeviceWaitIdle)                                                                            \
+    X(vkCreateQueryPool)                                                                           \
+    X(vkDestroyQueryPool)                                                                          \
+    X(vkCmdResetQueryPool)                                                                         \
+    X(vkCmdWriteTimestamp)                                                                         \
+    X(vkGetQueryPoolResults)
 
 /* Device entry points of optional extensions (NULL when the extension is absent). */
 #define HALO_VK_OPTIONAL_FNS(X) X(vkGetMemoryHostPointerPropertiesEXT)
@@ -113,8 +118,11 @@ typedef enum vk_kernel {
     VK_K_MOE_ROUTE,
     VK_K_MOE_SWIGLU,
     VK_K_MOE_SUM,
-    VK_K_QUANT_Q8,  /* fast mode: activations to Q8_0 */
-    VK_K_MATMUL_Q8, /* fast mode: Q8_0 weights by integer dot products */
+    VK_K_QUANT_Q8,    /* fast mode: activations to Q8_0 */
+    VK_K_MATMUL_Q8,   /* fast mode: Q8_0 weights by integer dot products */
+    VK_K_MATVEC,      /* a few columns (decode, routed experts): 8 weights a lane */
+    VK_K_HC_MIX,      /* hc_pre's projection, in parallel chunks */
+    VK_K_MATVEC_WIDE, /* matvec with a workgroup per row (few rows) */
     VK_K_COUNT
 } vk_kernel;
 
@@ -144,6 +152,40 @@ typedef struct vk_upload {
     uint64_t used;
 } vk_upload;
 
+/* One command buffer of the submission ring (vk_submit.c): recorded, submitted without waiting,
+ * and waited for only when the ring comes back to it or the queue must drain. Its descriptor
+ * pools and timestamp queries belong to it until then. */
+enum { VK_RING = 4, VK_PROF_LABELS = 160 };
+typedef struct vk_slot {
+    VkCommandBuffer cmd;
+    VkFence fence;
+    VkQueryPool stamps; /* [0] before the first command, [1 + i] after dispatch i, then the end */
+    VkDescriptorPool *pools;
+    uint32_t n_pools;
+    bool pending;          /* submitted, not yet waited for */
+    uint64_t seq;          /* submission number, 1-based */
+    double work;           /* estimated work recorded in it */
+    double t_submit;       /* host clock at submission (the rate without timestamps) */
+    uint32_t n_stamps;     /* profile: dispatch stamps written */
+    uint16_t *stamp_label; /* profile: the label of each */
+} vk_slot;
+
+/* A range a recorded command reads or writes (vk_hazard.c), in VkBuffer bytes. */
+enum { VK_MAX_ACCESS = 96 };
+typedef struct vk_access {
+    VkBuffer buf;
+    uint64_t off, end;
+    bool write;
+} vk_access;
+
+/* Copies gathered into one command (vk_record.c). */
+enum { VK_COPY_REGIONS = 64 };
+typedef struct vk_copies {
+    halo_buf *src, *dst;
+    VkBufferCopy r[VK_COPY_REGIONS];
+    uint32_t n;
+} vk_copies;
+
 typedef struct vk_backend {
     halo_backend base;
     void *lib; /* dlopen handle of the loader */
@@ -158,15 +200,20 @@ typedef struct vk_backend {
     /* Memory types (vk_memory.c): device-local for the device pool and working memory
      * (device_mapped: host-visible too, so no staging), host-visible for the gpu-host pool. */
     uint32_t type_device, type_host;
+    uint32_t type_device_staged; /* device-local, not host-visible (type_device when none) */
     bool device_mapped;
-    bool has_host_import;  /* VK_EXT_external_memory_host enabled and not turned off */
-    bool wrap_to_device;   /* buf_wrap_host copies into device memory (HALO_VK_IMPORT=device) */
-    uint64_t import_align; /* minImportedHostPointerAlignment */
-    halo_buf *staging;     /* host-visible bounce buffer for staged device memory */
+    bool stage_uncached_reads; /* large reads of uncached mapped memory by a GPU copy */
+    bool stage_all_reads;      /* ... of any mapped device memory (HALO_VK_STAGED_READ=1) */
+    bool has_host_import;      /* VK_EXT_external_memory_host enabled and not turned off */
+    bool wrap_to_device;       /* buf_wrap_host copies into device memory (HALO_VK_IMPORT=device) */
+    uint64_t import_align;     /* minImportedHostPointerAlignment */
+    halo_buf *staging;         /* host-visible bounce buffer for staged device memory */
     uint64_t max_range, max_alloc, max_buffer, align;
     uint32_t subgroup_size;
     bool has_int_dot; /* VK_KHR_shader_integer_dot_product offered */
     bool int_dot;     /* fast mode on a device that has them: Q8_0 projections by integer dots */
+    bool matvec;      /* matvec.comp for a few columns (HALO_VK_MATVEC=0: matmul.comp only) */
+    uint32_t matvec_rows; /* HALO_VK_MATVEC_ROWS: 1 a workgroup per row, 4 a subgroup; 0 auto */
 
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout pipe_layout;
@@ -178,6 +225,15 @@ typedef struct vk_backend {
     uint32_t n_pools, cur_pool;
 
     VkCommandPool cmd_pool;
+    /* The ring; cmd, fence and pools alias the slot being recorded. */
+    vk_slot ring[VK_RING];
+    uint32_t slot;
+    uint32_t since_drain; /* submissions since the queue last drained */
+    bool async;      /* submit without waiting (HALO_VK_ASYNC=0: wait after every submission) */
+    bool has_stamps; /* the queue writes timestamps: submissions timed on the GPU */
+    double stamp_s;  /* seconds per timestamp tick */
+    uint64_t stamp_mask;
+    uint32_t stamp_cap; /* dispatch stamps per submission (profile) */
     VkCommandBuffer cmd;
     VkFence fence;
     bool recording;
@@ -193,16 +249,27 @@ typedef struct vk_backend {
     uint64_t lose_at;
 
     halo_buf *deferred; /* freed after the next wait */
+    vk_copies copies;   /* recorded at the next dispatch or submission */
+    /* Ranges accessed since the last barrier (vk_hazard.c); HALO_VK_BARRIERS=all: a barrier
+     * before every command. */
+    vk_access access[VK_MAX_ACCESS];
+    uint32_t n_access;
+    bool barrier_all;
+    uint64_t n_barriers;
     vk_upload upload;
     halo_buf *scratch; /* grown on demand; ops are serialised by barriers, so it is shared */
     halo_buf *grid;    /* IQ2_XXS codebook */
     halo_buf *qact;    /* fast mode: activations quantized to Q8_0 (grown on demand) */
 
-    /* HALO_VK_PROFILE=1: wait after every dispatch and add its time to its kernel (a
-     * diagnostic: it serialises everything); printed to stderr when the backend is destroyed. */
+    /* HALO_VK_PROFILE=1: a timestamp after every dispatch; each dispatch's GPU time (from the
+     * previous stamp: its barrier included) is added to its label (op/shader/type), printed to
+     * stderr when the backend is destroyed. Nothing waits more than without it. */
     bool profile;
-    double prof_s[VK_K_COUNT];
-    uint64_t prof_n[VK_K_COUNT];
+    uint32_t n_labels;
+    char prof_name[VK_PROF_LABELS][40];
+    double prof_s[VK_PROF_LABELS];
+    uint64_t prof_n[VK_PROF_LABELS];
+    double prof_gpu_s, prof_wall0, prof_wall1;
 
     halo_status failed; /* first failure since the last sync */
     char failed_msg[400];
@@ -241,8 +308,18 @@ bool vk_test_hides(const char *feature);
 
 /* vk_submit.c: submission and its time bound. */
 void vk_submit_init(vk_backend *vb);
-/* Submits what was recorded and waits for it; releases deferred buffers. */
+/* The ring's command buffers, fences and timestamp queries (after the device and its command
+ * pool exist), and their release. */
+halo_status vk_submit_create(vk_backend *vb, halo_error *err);
+void vk_submit_destroy(vk_backend *vb);
+/* Submits what was recorded and waits for everything submitted (the queue drains); releases
+ * deferred buffers. */
 halo_status vk_flush(vk_backend *vb, halo_error *err);
+/* Whether submitted work may still be running (buffers it uses must not change or go). */
+bool vk_in_flight(const vk_backend *vb);
+/* Profile: a timestamp after the dispatch just recorded, labelled op/kernel/type. */
+void vk_profile_stamp(vk_backend *vb, const char *op, const char *kernel, uint32_t type);
+void vk_profile_print(vk_backend *vb);
 void vk_release_deferred(vk_backend *vb);
 /* The next dispatch's work in multiply-adds (else estimated from its workgroup count). */
 void vk_note_work(vk_backend *vb, double work);
@@ -253,11 +330,23 @@ bool vk_submit_bound(vk_backend *vb, double work);
  * work_per_unit multiply-adds, so no dispatch runs longer than half the bound. */
 uint32_t vk_chunk(const vk_backend *vb, double work_per_unit, uint32_t n_units, uint32_t granule);
 
+/* vk_hazard.c: a barrier before a command only where it meets work since the last one. */
+void vk_hazard_init(vk_backend *vb);
+uint32_t vk_kernel_writes(vk_kernel k);
+/* Records a barrier (everything before it done and visible to everything after). */
+void vk_barrier(vk_backend *vb);
+void vk_barrier_if_pending(vk_backend *vb);
+/* Before recording a command with these accesses: a barrier where one meets pending work. */
+void vk_hazard(vk_backend *vb, const vk_access *acc, uint32_t n);
+
 /* vk_record.c */
+/* Records the gathered copies (before any other command). */
+void vk_copy_flush(vk_backend *vb);
 /* Starts recording into the command buffer when not already (false on failure, recorded). */
 bool vk_begin_recording(vk_backend *vb);
 
 /* vk_pipelines.c */
+const char *vk_kernel_name(vk_kernel k);
 halo_status vk_pipelines_create(vk_backend *vb, halo_error *err);
 void vk_pipelines_destroy(vk_backend *vb);
 

@@ -79,13 +79,10 @@ static halo_status check(halo_backend *be, halo_error *err) {
 static void destroy(halo_backend *be) {
     if (!be) return;
     vk_backend *vb = vk_of(be);
-    for (int k = 0; vb->profile && k < VK_K_COUNT; k++)
-        if (vb->prof_n[k])
-            fprintf(stderr, "vulkan profile: kernel %2d: %8llu dispatches %9.3f s\n", k,
-                    (unsigned long long)vb->prof_n[k], vb->prof_s[k]);
     if (vb->device) {
         halo_error err;
         vk_flush(vb, &err);
+        vk_profile_print(vb);
         vb->fn.vkDeviceWaitIdle(vb->device);
         vk_release_deferred(vb);
         vk_buf_destroy(vb, vb->upload.buf);
@@ -93,8 +90,8 @@ static void destroy(halo_backend *be) {
         vk_buf_destroy(vb, vb->grid);
         vk_buf_destroy(vb, vb->staging);
         vk_buf_destroy(vb, vb->qact);
+        vk_submit_destroy(vb);
         vk_pipelines_destroy(vb);
-        if (vb->fence) vb->fn.vkDestroyFence(vb->device, vb->fence, NULL);
         if (vb->cmd_pool) vb->fn.vkDestroyCommandPool(vb->device, vb->cmd_pool, NULL);
         vb->fn.vkDestroyDevice(vb->device, NULL);
     }
@@ -390,21 +387,10 @@ static halo_status make_device(vk_backend *vb, halo_vk_mode mode, halo_error *er
                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                   .queueFamilyIndex = vb->queue_family};
     r = vb->fn.vkCreateCommandPool(vb->device, &pi, NULL, &vb->cmd_pool);
-    if (r == VK_SUCCESS) {
-        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                          .commandPool = vb->cmd_pool,
-                                          .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                          .commandBufferCount = 1};
-        r = vb->fn.vkAllocateCommandBuffers(vb->device, &ai, &vb->cmd);
-    }
-    if (r == VK_SUCCESS) {
-        VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-        r = vb->fn.vkCreateFence(vb->device, &fi, NULL, &vb->fence);
-    }
     if (r != VK_SUCCESS)
-        return halo_fail(err, HALO_E_NOMEM, "vulkan backend: cannot create a command buffer: %s",
+        return halo_fail(err, HALO_E_NOMEM, "vulkan backend: cannot create a command pool: %s",
                          vk_result_name(r));
-    return HALO_OK;
+    return vk_submit_create(vb, err);
 }
 
 halo_status halo_backend_vulkan_create(int device, halo_backend **out, halo_error *err) {
@@ -423,7 +409,11 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     const char *env = getenv("HALO_VK_DEVICE");
     if (device < 0 && env && *env) device = atoi(env);
     vk_submit_init(vb);
+    vk_hazard_init(vb);
     vb->profile = getenv("HALO_VK_PROFILE") && atoi(getenv("HALO_VK_PROFILE")) > 0;
+    vb->matvec = !(getenv("HALO_VK_MATVEC") && !strcmp(getenv("HALO_VK_MATVEC"), "0"));
+    vb->matvec_rows =
+        getenv("HALO_VK_MATVEC_ROWS") ? (uint32_t)atoi(getenv("HALO_VK_MATVEC_ROWS")) : 0;
     halo_status st = open_instance(vb, err);
     if (!st) st = pick_device(vb, device, err);
     if (!st) st = make_device(vb, mode, err);

@@ -16,7 +16,10 @@
  *
  * HALO_VK_STAGING=1 stages device memory even where it is host-visible (to test the discrete
  * path on lavapipe); HALO_VK_IMPORT=0 turns the import off (the copy fallback), =device copies
- * wrapped memory into device memory instead (tests). */
+ * wrapped memory into device memory instead (tests). Reads of 16 KiB or more from device
+ * memory that is mapped but uncached (a discrete GPU's BAR) go through the staging buffer;
+ * HALO_VK_STAGED_READ=0 reads it directly, =1 stages such reads from any mapped device memory
+ * (tests). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,8 @@
 
 /* Bytes per staging copy: the bounce buffer is at most this large. */
 #define VK_STAGING_BYTES (32ull << 20)
+/* Reads of uncached device memory at least this large go through the staging buffer. */
+#define VK_UNCACHED_READ (16u << 10)
 
 static bool env_is(const char *name, const char *value) {
     const char *v = getenv(name);
@@ -60,6 +65,9 @@ void vk_memory_choose(vk_backend *vb) {
     uint64_t dev_heap = dev >= 0 ? mp->memoryHeaps[mp->memoryTypes[dev].heapIndex].size : 0;
     vb->device_mapped =
         dev_hv >= 0 && mp->memoryHeaps[mp->memoryTypes[dev_hv].heapIndex].size >= dev_heap;
+    /* Device-local but not host-visible: where a mapped allocation is refused (a BAR window
+     * smaller than VRAM), device memory is staged instead. */
+    int dev_only = pick_type(mp, DL, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, ~0u);
     if (vb->device_mapped) dev = dev_hv;
     /* Host: coherent host-visible, system RAM (not device-local) where offered, cached first
      * (the host reads logits back). */
@@ -69,9 +77,12 @@ void vk_memory_choose(vk_backend *vb) {
     vb->type_host = host < 0 ? 0 : (uint32_t)host;
     vb->type_device = dev < 0 ? vb->type_host : (uint32_t)dev;
     if (dev < 0) vb->device_mapped = true; /* no device-local type: device memory is host's */
+    vb->type_device_staged = dev_only < 0 ? vb->type_device : (uint32_t)dev_only;
     if (env_is("HALO_VK_STAGING", "1")) vb->device_mapped = false;
     if (env_is("HALO_VK_IMPORT", "0")) vb->has_host_import = false;
     vb->wrap_to_device = env_is("HALO_VK_IMPORT", "device");
+    vb->stage_uncached_reads = !env_is("HALO_VK_STAGED_READ", "0");
+    vb->stage_all_reads = env_is("HALO_VK_STAGED_READ", "1");
 }
 
 /* ---- creation ----------------------------------------------------------------------------- */
@@ -89,6 +100,8 @@ static VkBufferCreateInfo buffer_info(uint64_t size, const void *next) {
 /* Records a fill of b with zeros (staged memory cannot be memset). */
 static bool record_zero(vk_backend *vb, halo_buf *b) {
     if (!vk_begin_recording(vb)) return false;
+    vk_copy_flush(vb);
+    vk_barrier_if_pending(vb);
     vb->fn.vkCmdFillBuffer(vb->cmd, b->buffer, 0, VK_WHOLE_SIZE, 0);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -100,6 +113,36 @@ static bool record_zero(vk_backend *vb, halo_buf *b) {
                                     VK_PIPELINE_STAGE_TRANSFER_BIT,
                                 0, 1, &mb, 0, NULL, 0, NULL);
     return true;
+}
+
+/* Releases b's Vulkan objects, keeping b. */
+static void vk_buf_destroy_vk(vk_backend *vb, halo_buf *b) {
+    if (b->buffer) vb->fn.vkDestroyBuffer(vb->device, b->buffer, NULL);
+    if (b->memory) vb->fn.vkFreeMemory(vb->device, b->memory, NULL);
+    b->buffer = VK_NULL_HANDLE;
+    b->memory = VK_NULL_HANDLE;
+    b->map = NULL;
+}
+
+/* b's buffer of `size` bytes in memory type `type`, mapped when asked. */
+static VkResult alloc_buffer(vk_backend *vb, halo_buf *b, uint64_t size, uint32_t type, bool map) {
+    VkBufferCreateInfo bi = buffer_info(size, NULL);
+    VkResult r = vb->fn.vkCreateBuffer(vb->device, &bi, NULL, &b->buffer);
+    VkMemoryRequirements req = {0};
+    if (r == VK_SUCCESS) {
+        vb->fn.vkGetBufferMemoryRequirements(vb->device, b->buffer, &req);
+        VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                   .allocationSize = req.size,
+                                   .memoryTypeIndex = type};
+        if (!(req.memoryTypeBits & (1u << type)))
+            r = VK_ERROR_FEATURE_NOT_PRESENT;
+        else
+            r = vb->fn.vkAllocateMemory(vb->device, &ai, NULL, &b->memory);
+    }
+    if (r == VK_SUCCESS) r = vb->fn.vkBindBufferMemory(vb->device, b->buffer, b->memory, 0);
+    if (r == VK_SUCCESS && map)
+        r = vb->fn.vkMapMemory(vb->device, b->memory, 0, VK_WHOLE_SIZE, 0, (void **)&b->map);
+    return r;
 }
 
 halo_status vk_buf_create_in(vk_backend *vb, vk_mem mem, uint64_t bytes, halo_buf **out,
@@ -122,22 +165,15 @@ halo_status vk_buf_create_in(vk_backend *vb, vk_mem mem, uint64_t bytes, halo_bu
     /* Round up so word-wise shader reads of the last bytes stay inside the buffer. */
     uint64_t size = (bytes + 15) & ~15ull;
     if (size == 0) size = 16;
-    VkBufferCreateInfo bi = buffer_info(size, NULL);
-    VkResult r = vb->fn.vkCreateBuffer(vb->device, &bi, NULL, &b->buffer);
-    VkMemoryRequirements req = {0};
-    if (r == VK_SUCCESS) {
-        vb->fn.vkGetBufferMemoryRequirements(vb->device, b->buffer, &req);
-        VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                   .allocationSize = req.size,
-                                   .memoryTypeIndex = type};
-        if (!(req.memoryTypeBits & (1u << type)))
-            r = VK_ERROR_FEATURE_NOT_PRESENT;
-        else
-            r = vb->fn.vkAllocateMemory(vb->device, &ai, NULL, &b->memory);
+    VkResult r = alloc_buffer(vb, b, size, type, mem != VK_MEM_DEVICE_STAGED);
+    /* A discrete GPU with resizable BAR offers its VRAM host-visible, but only as much as the
+     * BAR window holds (the H200 refused past ~66 GiB of 141): the rest is device-local memory
+     * that is not host-visible, reached through the staging buffer. */
+    if (r != VK_SUCCESS && mem == VK_MEM_DEVICE_MAPPED && vb->type_device_staged != type) {
+        vk_buf_destroy_vk(vb, b);
+        mem = VK_MEM_DEVICE_STAGED;
+        r = alloc_buffer(vb, b, size, vb->type_device_staged, false);
     }
-    if (r == VK_SUCCESS) r = vb->fn.vkBindBufferMemory(vb->device, b->buffer, b->memory, 0);
-    if (r == VK_SUCCESS && mem != VK_MEM_DEVICE_STAGED)
-        r = vb->fn.vkMapMemory(vb->device, b->memory, 0, VK_WHOLE_SIZE, 0, (void **)&b->map);
     if (r != VK_SUCCESS) {
         vk_buf_destroy(vb, b);
         return halo_fail(err, HALO_E_NOMEM,
@@ -164,8 +200,7 @@ halo_status vk_buf_create(vk_backend *vb, uint64_t bytes, halo_buf **out, halo_e
 
 void vk_buf_destroy(vk_backend *vb, halo_buf *b) {
     if (!b) return;
-    if (b->buffer) vb->fn.vkDestroyBuffer(vb->device, b->buffer, NULL);
-    if (b->memory) vb->fn.vkFreeMemory(vb->device, b->memory, NULL);
+    vk_buf_destroy_vk(vb, b);
     free(b);
 }
 
@@ -190,7 +225,7 @@ halo_status vk_buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes, h
 void vk_buf_free(halo_backend *be, halo_buf *b) {
     if (!b) return;
     vk_backend *vb = vk_of(be);
-    if (vb->recording) {
+    if (vb->recording || vk_in_flight(vb)) {
         b->next_free = vb->deferred;
         vb->deferred = b;
         return;
@@ -269,8 +304,8 @@ halo_status vk_buf_wrap_host(halo_backend *be, void *data, uint64_t bytes, halo_
         if (st) {
             vk_buf_destroy(vb, *out);
             *out = NULL;
-            return halo_error_prefix(err, "copying %llu bytes of weights to the device: ",
-                                     (unsigned long long)bytes);
+            return halo_error_prefix(
+                err, "copying %llu bytes of weights to the device: ", (unsigned long long)bytes);
         }
         return HALO_OK;
     }
@@ -298,6 +333,8 @@ static halo_status staged_copy(vk_backend *vb, halo_buf *b, uint64_t offset, uin
                                bool to_device, halo_error *err) {
     if (!vk_begin_recording(vb))
         return halo_fail(err, vb->failed, "vulkan backend: %s", vb->failed_msg);
+    vk_copy_flush(vb);
+    vk_barrier_if_pending(vb);
     VkBufferCopy c = {to_device ? 0 : b->base + offset, to_device ? b->base + offset : 0, n};
     if (to_device)
         vb->fn.vkCmdCopyBuffer(vb->cmd, vb->staging->buffer, b->buffer, 1, &c);
@@ -344,7 +381,14 @@ halo_status vk_buf_read(halo_backend *be, const halo_buf *b, uint64_t offset, vo
         return halo_fail(err, HALO_E_OUT_OF_BOUNDS, "vulkan backend: read past a buffer's end");
     halo_status st = vk_flush(vb, err);
     if (st) return st;
-    if (b->map) {
+    /* Device memory the host sees through a BAR is uncached there: the CPU reads it a few
+     * bytes per bus transaction (reading a 0.5 MB logits row took milliseconds), so a larger read
+     * goes through a GPU copy into the cached staging buffer instead. */
+    bool uncached =
+        b->mem == VK_MEM_DEVICE_MAPPED &&
+        (vb->stage_all_reads || !(vb->mem_props.memoryTypes[vb->type_device].propertyFlags &
+                                  VK_MEMORY_PROPERTY_HOST_CACHED_BIT));
+    if (b->map && (!uncached || n < VK_UNCACHED_READ || !vb->stage_uncached_reads)) {
         memcpy(dst, b->map + offset, (size_t)n);
         return HALO_OK;
     }

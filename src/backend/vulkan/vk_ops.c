@@ -100,6 +100,11 @@ void vk_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens,
     embed_rows(vb, "embed", table, ids, n, vk_bind_tensor(out));
 }
 
+/* Columns matvec.comp takes at once (its tile). */
+#define VK_MATVEC_COLS 4
+/* Up to this many rows x column tiles, matvec.comp gives each row a whole workgroup. */
+#define VK_MATVEC_WIDE_ROWS 16384
+
 typedef struct matmul_pc {
     uint32_t K, N, n_cols, groups, type, w_rel, w_chunk_rows, w_row_bytes;
     uint32_t x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
@@ -166,10 +171,32 @@ static void mm_q8(vk_backend *vb, const char *op, const halo_tensor *w, const vk
     }
 }
 
+/* Whether matvec.comp takes this projection: a type it decodes 8 weights at a time, and few
+ * columns (decode) or one expert per column (the routed experts, whose columns never share a
+ * weight). */
+static bool use_matvec(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    switch (w->type) {
+    case HALO_TYPE_F32:
+    case HALO_TYPE_F16:
+    case HALO_TYPE_BF16:
+    case HALO_TYPE_Q8_0:
+    case HALO_TYPE_Q2_K:
+    case HALO_TYPE_IQ2_XXS:
+        break;
+    default:
+        return false;
+    }
+    return vb->matvec && w->ne[0] % 8 == 0 && (m->sel.buf || m->n_cols <= VK_MATVEC_COLS);
+}
+
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m) {
     if (!vk_check_type(vb, op, w)) return;
-    /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots */
+    /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots,
+     * except for a few columns (decode): there quantizing the activations is one more dispatch
+     * and barrier per projection, which costs more than it saves, and matvec.comp's f32 path
+     * (the precise result, more accurate than ggml's) takes them. */
     if (vb->int_dot && w->type == HALO_TYPE_Q8_0 && !m->sel.buf &&
+        !(use_matvec(vb, w, m) && m->n_cols <= VK_MATVEC_COLS) &&
         (m->x_col_div ? m->x_col_div : 1) == 1 && w->ne[0] % 32 == 0) {
         mm_q8(vb, op, w, m);
         return;
@@ -198,9 +225,25 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
                     m->sel.buf ? 1u : 8u};
     /* Workgroups of rows fold into x and z so a vocabulary-sized projection stays within the
      * workgroup-count limit. */
+    vk_kernel kern = VK_K_MATMUL;
+    if (use_matvec(vb, w, m)) {
+        uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
+        kern = VK_K_MATVEC;
+        pc.col_tile = m->sel.buf ? 1u : VK_MATVEC_COLS;
+        /* A subgroup per row, or the whole workgroup per row where there are few rows to go
+         * round (a decode step's small projections and the routed experts' gate and up: one
+         * subgroup each would leave most of a large GPU idle, each walking a long row). Not on
+         * a CPU implementation (lavapipe), where a workgroup's barriers cost more than that. */
+        uint32_t tiles = (m->n_cols + pc.col_tile - 1) / pc.col_tile;
+        bool few = (uint64_t)m->N * tiles <= VK_MATVEC_WIDE_ROWS &&
+                   vb->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+        bool wide = vb->matvec_rows ? vb->matvec_rows == 1 : few;
+        pc.rows_per_wg = wide || s >= 128 ? 1 : 128 / s;
+        if (wide) kern = VK_K_MATVEC_WIDE;
+    }
     uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
     uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;
-    VkPipeline pipe = vk_typed_pipeline(vb, VK_K_MATMUL, w->type);
+    VkPipeline pipe = vk_typed_pipeline(vb, kern, w->type);
     /* Columns in chunks of whole tiles sharing whole x columns (vk_submit.c): each output is
      * computed by the same invocation as unsplit. */
     uint32_t div = pc.x_col_div, n_cols = m->n_cols;
@@ -213,7 +256,7 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         cp.out_off = pc.out_off + c0 * pc.out_col_stride;
         cp.sel_off = pc.sel_off + c0;
         vk_note_work(vb, per_col * cp.n_cols);
-        if (!vk_dispatch_pipe(vb, VK_K_MATMUL, pipe, op, b, nb, NULL, &cp, sizeof cp, gx,
+        if (!vk_dispatch_pipe(vb, kern, pipe, op, b, nb, NULL, &cp, sizeof cp, gx,
                               (cp.n_cols + cp.col_tile - 1) / cp.col_tile, gz))
             return;
     }
@@ -312,7 +355,15 @@ typedef struct hc_pc {
     uint32_t n_embd, hc, iters, head, type, w_rel, w_chunk_rows, w_row_bytes;
     uint32_t s_off, base_off, scale_off, col_off, post_off, comb_off;
     float eps, norm_eps;
+    uint32_t p_off, n_split;
 } hc_pc;
+
+typedef struct hc_mix_pc {
+    uint32_t width, n_mix, n_split, chunk, w_rel, w_chunk_rows, w_row_bytes, s_off, p_off;
+} hc_mix_pc;
+
+/* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row). */
+#define VK_HC_SPLIT 16
 
 void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     vk_backend *vb = vk_of(be);
@@ -320,29 +371,52 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
         vk_fail(vb, HALO_E_UNSUPPORTED, "hc_pre: %u hyper-connection streams (at most 16)", a->hc);
         return;
     }
+    bool head = a->post == NULL;
+    uint32_t n_tok = (uint32_t)a->collapsed->ne[1], width = a->hc * (uint32_t)a->collapsed->ne[0];
+    uint32_t n_mix = head ? a->hc : (2 + a->hc) * a->hc;
     uint64_t cur = 0, base_off = vk_take(&cur, vk_f32_bytes(a->base));
     uint64_t scale_off = vk_take(&cur, vk_f32_bytes(a->scale));
-    if (!vk_begin_uploads(vb, 8192) || (cur && !vk_scratch_reserve(vb, cur, "hc_pre"))) return;
+    uint64_t part_bytes = (uint64_t)n_tok * VK_HC_SPLIT * (n_mix + 1) * 4;
+    uint64_t part_off = vk_take(&cur, part_bytes);
+    if (!vk_begin_uploads(vb, 8192) || !vk_scratch_reserve(vb, cur, "hc_pre")) return;
     if (!vk_check_type(vb, "hc_pre", a->fn)) return;
-    bool head = a->post == NULL;
-    vk_binding b[7] = {vk_bind_weight(a->fn, 1),
+    vk_binding part = vk_scratch_at(vb, part_off, part_bytes);
+    /* 1. the mix projection and the squares, in chunks: weight (0), streams (1), partials (2) */
+    vk_binding mb[3] = {vk_bind_weight(a->fn, 1), vk_bind_tensor(a->streams), part};
+    vk_bound md[3] = {{0}};
+    if (!vk_resolve(vb, "hc_pre", mb, 3, md)) return;
+    hc_mix_pc mp = {width,
+                    n_mix,
+                    VK_HC_SPLIT,
+                    (width + VK_HC_SPLIT - 1) / VK_HC_SPLIT,
+                    md[0].rel,
+                    md[0].chunk_rows,
+                    (uint32_t)mb[0].row_bytes,
+                    md[1].rel / 4,
+                    md[2].rel / 4};
+    vk_note_work(vb, (double)n_tok * (n_mix + 1) * width);
+    if (!vk_dispatch_pipe(vb, VK_K_HC_MIX, vk_typed_pipeline(vb, VK_K_HC_MIX, a->fn->type),
+                          "hc_pre", mb, 3, NULL, &mp, sizeof mp, n_mix + 1, VK_HC_SPLIT, n_tok))
+        return;
+    /* 2. per token: the sums, pre/post/comb (Sinkhorn) and the collapsed stream */
+    vk_binding b[8] = {{0},
                        vk_bind_tensor(a->streams),
                        vk_as_f32(vb, "hc_pre", a->base, base_off),
                        vk_as_f32(vb, "hc_pre", a->scale, scale_off),
                        vk_bind_tensor(a->collapsed),
                        head ? (vk_binding){0} : vk_bind_tensor(a->post),
-                       head ? (vk_binding){0} : vk_bind_tensor(a->comb)};
-    uint32_t nb = head ? 5 : 7;
-    vk_bound bd[7] = {{0}};
-    if (!vk_resolve(vb, "hc_pre", b, nb, bd)) return;
+                       head ? (vk_binding){0} : vk_bind_tensor(a->comb),
+                       part};
+    vk_bound bd[8] = {{0}};
+    if (!vk_resolve(vb, "hc_pre", b, 8, bd)) return;
     hc_pc pc = {(uint32_t)a->collapsed->ne[0],
                 a->hc,
                 a->sinkhorn_iters,
                 head,
                 a->fn->type,
-                bd[0].rel,
-                bd[0].chunk_rows,
-                (uint32_t)b[0].row_bytes,
+                0,
+                0,
+                0,
                 bd[1].rel / 4,
                 bd[2].rel / 4,
                 bd[3].rel / 4,
@@ -350,9 +424,10 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                 bd[5].rel / 4,
                 bd[6].rel / 4,
                 a->eps,
-                a->norm_eps};
-    vk_dispatch_pipe(vb, VK_K_HC_PRE, vk_typed_pipeline(vb, VK_K_HC_PRE, a->fn->type), "hc_pre", b,
-                     nb, NULL, &pc, sizeof pc, (uint32_t)a->collapsed->ne[1], 1, 1);
+                a->norm_eps,
+                bd[7].rel / 4,
+                VK_HC_SPLIT};
+    vk_dispatch(vb, VK_K_HC_PRE, "hc_pre", b, 8, NULL, &pc, sizeof pc, n_tok, 1, 1);
 }
 
 typedef struct post_pc {

@@ -54,6 +54,17 @@ static const uint32_t spv_matmul_q8[] =
 #include "matmul_q8.spv.h"
     ;
 
+static const uint32_t spv_matvec[] =
+#include "matvec.spv.h"
+    ;
+
+static const uint32_t spv_matvec_wide[] =
+#include "matvec_wide.spv.h"
+    ;
+static const uint32_t spv_hc_mix[] =
+#include "hc_mix.spv.h"
+    ;
+
 static const struct {
     const uint32_t *code;
     size_t bytes;
@@ -76,8 +87,15 @@ static const struct {
     S(VK_K_MOE_SUM, spv_moe_sum),
     S(VK_K_QUANT_Q8, spv_quant_q8),
     S(VK_K_MATMUL_Q8, spv_matmul_q8),
+    S(VK_K_MATVEC, spv_matvec),
+    S(VK_K_HC_MIX, spv_hc_mix),
+    S(VK_K_MATVEC_WIDE, spv_matvec_wide),
 #undef S
 };
+
+const char *vk_kernel_name(vk_kernel k) {
+    return k < VK_K_COUNT ? shaders[k].name + 4 : "?";
+}
 
 static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo *spec,
                               VkPipeline *out) {
@@ -101,7 +119,8 @@ static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo 
 }
 
 static bool is_typed(int k) {
-    return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_HC_PRE;
+    return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_MATVEC || k == VK_K_HC_MIX ||
+           k == VK_K_MATVEC_WIDE;
 }
 
 VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {

@@ -2,7 +2,6 @@
  * uploads of host data, the shared scratch buffer, and recording dispatches. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/vulkan/vk.h"
 #include "core/error.h"
@@ -164,19 +163,6 @@ static VkDescriptorSet alloc_set(vk_backend *vb) {
     return VK_NULL_HANDLE;
 }
 
-bool vk_begin_recording(vk_backend *vb) {
-    if (vb->recording) return true;
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    vb->fn.vkResetCommandBuffer(vb->cmd, 0);
-    if (vb->fn.vkBeginCommandBuffer(vb->cmd, &bi) != VK_SUCCESS) {
-        vk_fail(vb, HALO_E_NOMEM, "vkBeginCommandBuffer failed");
-        return false;
-    }
-    vb->recording = true;
-    return true;
-}
-
 bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *b, uint32_t n,
                  vk_bound *bound, const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
                  uint32_t gz) {
@@ -215,6 +201,7 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
     double work = vb->next_work > 0 ? vb->next_work : (double)gx * gy * gz * 64;
     vb->next_work = 0;
     if (!vk_submit_bound(vb, work) || !vk_begin_recording(vb)) return false;
+    vk_copy_flush(vb);
     VkDescriptorSet set = alloc_set(vb);
     if (!set) {
         vk_fail(vb, HALO_E_NOMEM, "%s: cannot allocate a descriptor set", op);
@@ -236,31 +223,73 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
     memcpy(pc, push, push_bytes < VK_PUSH_BYTES ? push_bytes : VK_PUSH_BYTES);
     vb->fn.vkCmdPushConstants(vb->cmd, vb->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                               VK_PUSH_BYTES, pc);
+    /* A barrier first where this dispatch reads or writes what earlier work touches (the
+     * weights, binding 0, are never written by a shader; empty bindings hold the codebook). */
+    vk_access acc[VK_MAX_BINDINGS];
+    uint32_t na = 0, wmask = vk_kernel_writes(k);
+    for (uint32_t i = 1; i < n; i++)
+        if (b[i].buf && b[i].buf != vb->grid) {
+            uint64_t o = b[i].buf->base + b[i].offset;
+            acc[na++] = (vk_access){b[i].buf->buffer, o, o + b[i].bytes, (wmask >> i) & 1u};
+        }
+    vk_hazard(vb, acc, na);
     vb->fn.vkCmdDispatch(vb->cmd, gx, gy, gz);
-    /* Every op sees the previous op's writes (and copies'). */
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                           VK_ACCESS_TRANSFER_READ_BIT |
-                                           VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT};
-    vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
-                                    VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
-                                0, 1, &mb, 0, NULL, 0, NULL);
     vb->n_dispatch++;
     if (vb->profile) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        halo_error err;
-        if (vk_flush(vb, &err)) vk_fail(vb, err.status, "%s", err.message);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        vb->prof_s[k] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        vb->prof_n[k]++;
+        uint32_t type = 64;
+        for (uint32_t t = 0; t < 64 && pipe != vb->pipes[k]; t++)
+            if (vb->typed[k][t] == pipe) type = t;
+        vk_profile_stamp(vb, op, vk_kernel_name(k), type);
     }
     return true;
 }
 
-/* dst = src: a buffer copy (through scratch when the two ranges overlap in one buffer). */
+static bool ranges_meet(uint64_t a, uint64_t an, uint64_t b, uint64_t bn) {
+    return a < b + bn && b < a + an;
+}
+
+/* Records the copies gathered so far: one vkCmdCopyBuffer with their regions, one barrier. */
+void vk_copy_flush(vk_backend *vb) {
+    vk_copies *p = &vb->copies;
+    if (!p->n || !vb->recording) {
+        p->n = 0;
+        return;
+    }
+    /* Its regions do not touch each other (copy_joins); a barrier first where they touch
+     * earlier work. */
+    vk_access acc[2 * VK_COPY_REGIONS];
+    for (uint32_t i = 0; i < p->n; i++) {
+        const VkBufferCopy *r = &p->r[i];
+        acc[2 * i] = (vk_access){p->src->buffer, r->srcOffset, r->srcOffset + r->size, false};
+        acc[2 * i + 1] = (vk_access){p->dst->buffer, r->dstOffset, r->dstOffset + r->size, true};
+    }
+    vk_hazard(vb, acc, 2 * p->n);
+    vb->fn.vkCmdCopyBuffer(vb->cmd, p->src->buffer, p->dst->buffer, p->n, p->r);
+    p->n = 0;
+    vb->n_dispatch++;
+    vk_profile_stamp(vb, "copy", "transfer", 64);
+}
+
+/* Whether a copy of n bytes src_off -> dst_off may join the gathered ones: the same two
+ * buffers, room, and no byte it reads or writes written by one of them (nor one of theirs
+ * read), so their order does not matter and no barrier is needed between them. */
+static bool copy_joins(const vk_copies *p, const halo_buf *src, uint64_t src_off,
+                       const halo_buf *dst, uint64_t dst_off, uint64_t n) {
+    if (p->src != src || p->dst != dst || p->n == VK_COPY_REGIONS) return false;
+    for (uint32_t i = 0; i < p->n; i++) {
+        const VkBufferCopy *r = &p->r[i];
+        if (ranges_meet(r->dstOffset, r->size, dst_off, n)) return false;
+        if (src == dst && (ranges_meet(r->srcOffset, r->size, dst_off, n) ||
+                           ranges_meet(r->dstOffset, r->size, src_off, n)))
+            return false;
+    }
+    return true;
+}
+
+/* dst = src: a buffer copy (through scratch when the two ranges overlap in one buffer).
+ * Copies between the same two buffers that do not touch each other's bytes are gathered and
+ * recorded as one command with one barrier (vk_copy_flush, before the next dispatch or
+ * submission): the forward copies a sliding window's rows one at a time, up to 128 a layer. */
 void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
     vk_backend *vb = vk_of(be);
     uint64_t n = halo_tensor_nbytes(src);
@@ -273,6 +302,22 @@ void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
         dst->buf == src->buf && dst->offset < src->offset + n && src->offset < dst->offset + n;
     if (overlap && !vk_scratch_reserve(vb, n, "copy")) return;
     if (!vk_submit_bound(vb, (double)n / 4) || !vk_begin_recording(vb)) return;
+    if (!overlap) {
+        vk_copies *p = &vb->copies;
+        uint64_t so = src->buf->base + src->offset, d = dst->buf->base + dst->offset;
+        if (p->n && !copy_joins(p, src->buf, so, dst->buf, d, n)) vk_copy_flush(vb);
+        VkBufferCopy *last = p->n ? &p->r[p->n - 1] : NULL;
+        if (last && last->srcOffset + last->size == so && last->dstOffset + last->size == d) {
+            last->size += n; /* the next row of a run: one region */
+        } else {
+            p->src = src->buf;
+            p->dst = dst->buf;
+            p->r[p->n++] = (VkBufferCopy){so, d, n};
+        }
+        return;
+    }
+    vk_copy_flush(vb);
+    vk_barrier_if_pending(vb); /* this path orders its copies by full barriers */
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
@@ -294,4 +339,5 @@ void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
     vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, dst_stages, 0, 1, &mb, 0,
                                 NULL, 0, NULL);
     vb->n_dispatch++;
+    vk_profile_stamp(vb, "copy", "transfer", 64);
 }

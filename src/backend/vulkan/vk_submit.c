@@ -16,14 +16,24 @@
  * the same summation order, whichever dispatch it falls in (test_backend_vulkan_split).
  * HALO_VK_SUBMIT_MS=0 submits before every dispatch and HALO_VK_SPLIT_WORK=N caps a chunk at N
  * units of work (1: the smallest chunks), to test that. HALO_VK_MAX_DISPATCH caps dispatches per
- * submission (default 256) whatever their time. */
+ * submission (default 256) whatever their time.
+ *
+ * Submissions go out without waiting: a ring of VK_RING command buffers, each with its fence,
+ * descriptor pools and timestamp queries, so the host records the next one while the GPU runs
+ * the last. A slot is waited for when the ring comes back to it, and everything when the queue
+ * must drain (sync, host access to a buffer, an upload buffer that is full). Each submission's
+ * GPU time comes from the timestamps around it (its wall time where the queue writes none, an
+ * upper bound). Order between submissions needs nothing more: every dispatch is followed by a
+ * barrier, and a barrier orders everything earlier in submission order on the queue. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "backend/vulkan/vk.h"
 #include "backend/vulkan/vulkan.h"
 #include "core/error.h"
+#include "halo/types.h"
 
 /* Until a submission has been timed: dispatches per submission, and work per chunk. */
 #define VK_UNTIMED_DISPATCHES 32
@@ -45,6 +55,67 @@ void vk_submit_init(vk_backend *vb) {
     vb->split_work = sw && *sw ? atof(sw) : 0;
     const char *lose = getenv("HALO_VK_TEST_LOSE");
     vb->lose_at = lose && *lose ? strtoull(lose, NULL, 10) : 0;
+    const char *as = getenv("HALO_VK_ASYNC");
+    vb->async = !(as && !strcmp(as, "0"));
+}
+
+halo_status vk_submit_create(vk_backend *vb, halo_error *err) {
+    uint32_t nq = 0;
+    VkQueueFamilyProperties q[32];
+    vb->fn.vkGetPhysicalDeviceQueueFamilyProperties(vb->phys, &nq, NULL);
+    if (nq > 32) nq = 32;
+    vb->fn.vkGetPhysicalDeviceQueueFamilyProperties(vb->phys, &nq, q);
+    uint32_t bits = vb->queue_family < nq ? q[vb->queue_family].timestampValidBits : 0;
+    vb->has_stamps = bits > 0 && vb->props.limits.timestampPeriod > 0;
+    vb->stamp_mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+    vb->stamp_s = 1e-9 * vb->props.limits.timestampPeriod;
+    vb->stamp_cap = vb->profile ? vb->max_dispatch + 8 : 0;
+    VkCommandBuffer cmds[VK_RING];
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = vb->cmd_pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                      .commandBufferCount = VK_RING};
+    VkResult r = vb->fn.vkAllocateCommandBuffers(vb->device, &ai, cmds);
+    for (uint32_t i = 0; r == VK_SUCCESS && i < VK_RING; i++) {
+        vk_slot *s = &vb->ring[i];
+        s->cmd = cmds[i];
+        VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        r = vb->fn.vkCreateFence(vb->device, &fi, NULL, &s->fence);
+        if (r == VK_SUCCESS && vb->has_stamps) {
+            VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                        .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                        .queryCount = vb->stamp_cap + 2};
+            r = vb->fn.vkCreateQueryPool(vb->device, &qi, NULL, &s->stamps);
+        }
+        if (r == VK_SUCCESS && vb->stamp_cap) {
+            s->stamp_label = calloc(vb->stamp_cap, sizeof *s->stamp_label);
+            if (!s->stamp_label) r = VK_ERROR_OUT_OF_HOST_MEMORY;
+        }
+    }
+    if (r != VK_SUCCESS)
+        return halo_fail(err, HALO_E_NOMEM, "vulkan backend: cannot create a command buffer: %s",
+                         vk_result_name(r));
+    vb->slot = 0;
+    vb->cmd = vb->ring[0].cmd;
+    vb->fence = vb->ring[0].fence;
+    return HALO_OK;
+}
+
+void vk_submit_destroy(vk_backend *vb) {
+    vb->ring[vb->slot].pools = vb->pools;
+    vb->ring[vb->slot].n_pools = vb->n_pools;
+    vb->pools = NULL;
+    vb->n_pools = 0;
+    for (uint32_t i = 0; i < VK_RING; i++) {
+        vk_slot *s = &vb->ring[i];
+        for (uint32_t j = 0; j < s->n_pools; j++)
+            vb->fn.vkDestroyDescriptorPool(vb->device, s->pools[j], NULL);
+        free(s->pools);
+        if (s->fence) vb->fn.vkDestroyFence(vb->device, s->fence, NULL);
+        if (s->stamps) vb->fn.vkDestroyQueryPool(vb->device, s->stamps, NULL);
+        free(s->stamp_label);
+        memset(s, 0, sizeof *s);
+    }
 }
 
 void vk_release_deferred(vk_backend *vb) {
@@ -55,6 +126,12 @@ void vk_release_deferred(vk_backend *vb) {
     }
 }
 
+bool vk_in_flight(const vk_backend *vb) {
+    for (uint32_t i = 0; i < VK_RING; i++)
+        if (vb->ring[i].pending) return true;
+    return false;
+}
+
 /* Seconds per unit of work from one timed submission: a slower sample is taken at once (the
  * bound must hold), a faster one only slowly (one fast submission does not undo it). */
 static void learn_rate(vk_backend *vb, double seconds, double work) {
@@ -63,12 +140,70 @@ static void learn_rate(vk_backend *vb, double seconds, double work) {
     vb->rate = r > vb->rate ? r : 0.9 * vb->rate + 0.1 * r;
 }
 
-halo_status vk_flush(vk_backend *vb, halo_error *err) {
+static halo_status device_error(vk_backend *vb, VkResult r, const char *what, halo_error *err) {
+    if (r == VK_ERROR_DEVICE_LOST) vb->lost = true;
+    /* A lost device stays lost; later calls fail here again rather than crash. */
+    return halo_fail(err, r == VK_ERROR_DEVICE_LOST ? HALO_E_IO : HALO_E_NOMEM,
+                     "vulkan backend: %s failed: %s%s", what, vk_result_name(r),
+                     r == VK_ERROR_DEVICE_LOST ? " (the device was lost: a driver reset or "
+                                                 "a submission that ran too long)"
+                                               : "");
+}
+
+/* The slot's timestamps: its GPU time, and (profile) each dispatch's. */
+static double read_stamps(vk_backend *vb, vk_slot *s) {
+    uint32_t n = s->n_stamps + 2;
+    uint64_t small[2], *t = n <= 2 ? small : malloc(n * sizeof *t);
+    if (!t) return 0;
+    double gpu = 0;
+    if (vb->fn.vkGetQueryPoolResults(vb->device, s->stamps, 0, n, n * sizeof *t, t, sizeof *t,
+                                     VK_QUERY_RESULT_64_BIT) == VK_SUCCESS) {
+        for (uint32_t i = 1; i < n; i++) {
+            double d = (double)((t[i] - t[i - 1]) & vb->stamp_mask) * vb->stamp_s;
+            gpu += d;
+            if (i <= s->n_stamps) {
+                vb->prof_s[s->stamp_label[i - 1]] += d;
+                vb->prof_n[s->stamp_label[i - 1]]++;
+            }
+        }
+    }
+    if (t != small) free(t);
+    return gpu;
+}
+
+/* Waits for slot s and takes what it measured; its descriptor pools are free again. */
+static halo_status retire(vk_backend *vb, vk_slot *s, halo_error *err) {
+    if (!s->pending) return HALO_OK;
+    s->pending = false;
+    VkResult r = vb->fn.vkWaitForFences(vb->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
+    if (r == VK_SUCCESS) vb->fn.vkResetFences(vb->device, 1, &s->fence);
+    if (r == VK_SUCCESS && s->seq == vb->lose_at) r = VK_ERROR_DEVICE_LOST;
+    for (uint32_t i = 0; i < s->n_pools; i++)
+        vb->fn.vkResetDescriptorPool(vb->device, s->pools[i], 0);
+    if (r != VK_SUCCESS) return device_error(vb, r, "vkWaitForFences", err);
+    double t = vb->has_stamps ? read_stamps(vb, s) : now_s() - s->t_submit;
+    if (vb->profile) {
+        vb->prof_gpu_s += t;
+        vb->prof_wall1 = now_s();
+    }
+    learn_rate(vb, t, s->work);
+    s->n_stamps = 0;
+    return HALO_OK;
+}
+
+/* Ends and submits the slot being recorded, without waiting; the ring moves on. */
+static halo_status submit_current(vk_backend *vb, halo_error *err) {
     if (!vb->recording) return HALO_OK;
+    vk_copy_flush(vb);
+    vk_barrier_if_pending(vb); /* the host reads after the fence */
+    vk_slot *s = &vb->ring[vb->slot];
     vb->recording = false;
     vb->n_dispatch = 0;
-    double work = vb->queued_work, t0 = now_s();
+    s->work = vb->queued_work;
     vb->queued_work = 0;
+    if (s->stamps)
+        vb->fn.vkCmdWriteTimestamp(vb->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->stamps,
+                                   s->n_stamps + 1);
     VkResult r = vb->fn.vkEndCommandBuffer(vb->cmd);
     const char *what = "vkEndCommandBuffer";
     if (r == VK_SUCCESS) {
@@ -76,35 +211,69 @@ halo_status vk_flush(vk_backend *vb, halo_error *err) {
                            .commandBufferCount = 1,
                            .pCommandBuffers = &vb->cmd};
         what = "vkQueueSubmit";
-        r = vb->fn.vkQueueSubmit(vb->queue, 1, &si, vb->fence);
-        if (r == VK_SUCCESS) {
-            what = "vkWaitForFences";
-            r = vb->fn.vkWaitForFences(vb->device, 1, &vb->fence, VK_TRUE, UINT64_MAX);
-        }
-        if (r == VK_SUCCESS) vb->fn.vkResetFences(vb->device, 1, &vb->fence);
+        s->t_submit = now_s();
+        if (vb->profile && vb->prof_wall0 == 0) vb->prof_wall0 = s->t_submit;
+        r = vb->lost ? VK_ERROR_DEVICE_LOST : vb->fn.vkQueueSubmit(vb->queue, 1, &si, s->fence);
     }
-    vb->n_submits++;
-    if (r == VK_SUCCESS && (vb->lost || vb->n_submits == vb->lose_at)) {
-        what = vb->lost ? "vkQueueSubmit" : "vkWaitForFences";
-        r = VK_ERROR_DEVICE_LOST;
-    }
-    if (r == VK_ERROR_DEVICE_LOST) vb->lost = true;
-    if (r == VK_SUCCESS) learn_rate(vb, now_s() - t0, work);
-    for (uint32_t i = 0; i < vb->n_pools; i++)
-        vb->fn.vkResetDescriptorPool(vb->device, vb->pools[i], 0);
-    vb->cur_pool = 0;
-    /* The upload buffer is not reset here: an op split across submissions still reads its
-     * uploads. vk_op_begin resets it when nothing is queued. */
+    s->seq = ++vb->n_submits;
+    s->pools = vb->pools;
+    s->n_pools = vb->n_pools;
     if (r != VK_SUCCESS) {
-        /* A lost device stays lost; later calls fail here again rather than crash. */
-        return halo_fail(err, r == VK_ERROR_DEVICE_LOST ? HALO_E_IO : HALO_E_NOMEM,
-                         "vulkan backend: %s failed: %s%s", what, vk_result_name(r),
-                         r == VK_ERROR_DEVICE_LOST ? " (the device was lost: a driver reset or "
-                                                     "a submission that ran too long)"
-                                                   : "");
+        for (uint32_t i = 0; i < s->n_pools; i++)
+            vb->fn.vkResetDescriptorPool(vb->device, s->pools[i], 0);
+        s->n_stamps = 0;
+        vb->cur_pool = 0;
+        return device_error(vb, r, what, err);
     }
-    vk_release_deferred(vb);
+    s->pending = true;
+    vb->since_drain++;
+    vb->slot = (vb->slot + 1) % VK_RING;
+    vk_slot *n = &vb->ring[vb->slot];
+    vb->cmd = n->cmd;
+    vb->fence = n->fence;
+    vb->pools = n->pools;
+    vb->n_pools = n->n_pools;
+    vb->cur_pool = 0;
     return HALO_OK;
+}
+
+halo_status vk_flush(vk_backend *vb, halo_error *err) {
+    halo_status st = submit_current(vb, err);
+    /* Oldest first: the current slot (the ring has moved past the newest), then on. */
+    for (uint32_t i = 0; i < VK_RING; i++) {
+        halo_error e2;
+        halo_status s2 = retire(vb, &vb->ring[(vb->slot + i) % VK_RING], st ? &e2 : err);
+        if (!st) st = s2;
+    }
+    vb->cur_pool = 0;
+    vb->since_drain = 0;
+    if (!st) vk_release_deferred(vb);
+    return st;
+}
+
+bool vk_begin_recording(vk_backend *vb) {
+    if (vb->recording) return true;
+    vk_slot *s = &vb->ring[vb->slot];
+    halo_error err;
+    if (retire(vb, s, &err)) { /* the ring came back to a slot still running */
+        vk_fail(vb, err.status, "%s", err.message);
+        return false;
+    }
+    vb->cur_pool = 0;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    vb->fn.vkResetCommandBuffer(vb->cmd, 0);
+    if (vb->fn.vkBeginCommandBuffer(vb->cmd, &bi) != VK_SUCCESS) {
+        vk_fail(vb, HALO_E_NOMEM, "vkBeginCommandBuffer failed");
+        return false;
+    }
+    if (s->stamps) {
+        vb->fn.vkCmdResetQueryPool(vb->cmd, s->stamps, 0, vb->stamp_cap + 2);
+        vb->fn.vkCmdWriteTimestamp(vb->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, s->stamps, 0);
+    }
+    s->n_stamps = 0;
+    vb->recording = true;
+    return true;
 }
 
 static bool flush_or_fail(vk_backend *vb) {
@@ -114,11 +283,23 @@ static bool flush_or_fail(vk_backend *vb) {
     return false;
 }
 
+/* What the time bound asks for: the recorded work goes out, and (HALO_VK_ASYNC=0) is waited
+ * for. */
+static bool submit_or_fail(vk_backend *vb) {
+    if (!vb->async) return flush_or_fail(vb);
+    halo_error err;
+    if (!submit_current(vb, &err)) return true;
+    vk_fail(vb, err.status, "%s", err.message);
+    return false;
+}
+
 bool vk_op_begin(vk_backend *vb, uint64_t upload_bytes) {
     uint64_t need = (upload_bytes + 255) & ~255ull;
-    if (vb->recording && vb->upload.used + need > vb->upload.buf->size && !flush_or_fail(vb))
-        return false;
-    if (!vb->recording) vb->upload.used = 0; /* nothing queued reads it */
+    /* The upload buffer is reused only when nothing queued or running reads it (an op split
+     * across submissions still reads its uploads): a full one drains the queue. */
+    bool busy = vb->recording || vk_in_flight(vb);
+    if (busy && vb->upload.used + need > vb->upload.buf->size && !flush_or_fail(vb)) return false;
+    if (!vb->recording && !vk_in_flight(vb)) vb->upload.used = 0;
     if (need > vb->upload.buf->size) {
         halo_buf *nb = NULL;
         halo_error err;
@@ -139,10 +320,15 @@ void vk_note_work(vk_backend *vb, double work) {
 
 bool vk_submit_bound(vk_backend *vb, double work) {
     if (vb->recording && vb->n_dispatch > 0) {
-        bool full = vb->n_dispatch >= vb->max_dispatch || vb->submit_s == 0 ||
+        /* After the queue drained (each decode step ends so) the GPU idles until the first
+         * submission: the first ones go out small (32, 64, 128 dispatches) so it starts early. */
+        uint32_t cap = vb->max_dispatch;
+        if (vb->async && vb->since_drain < 3) cap >>= 3 - vb->since_drain;
+        if (cap < 1) cap = 1;
+        bool full = vb->n_dispatch >= cap || vb->submit_s == 0 ||
                     (vb->rate > 0 ? (vb->queued_work + work) * vb->rate > vb->submit_s
                                   : vb->n_dispatch >= VK_UNTIMED_DISPATCHES);
-        if (full && !flush_or_fail(vb)) return false;
+        if (full && !submit_or_fail(vb)) return false;
     }
     vb->queued_work += work;
     return true;
@@ -163,4 +349,52 @@ uint32_t vk_chunk(const vk_backend *vb, double work_per_unit, uint32_t n_units, 
 
 uint64_t halo_backend_vulkan_submissions(const halo_backend *be) {
     return ((const vk_backend *)be)->n_submits;
+}
+
+/* ---- profile ------------------------------------------------------------------------------ */
+
+void vk_profile_stamp(vk_backend *vb, const char *op, const char *kernel, uint32_t type) {
+    vk_slot *s = &vb->ring[vb->slot];
+    if (!vb->profile || !s->stamps || s->n_stamps >= vb->stamp_cap) return;
+    char name[40];
+    snprintf(name, sizeof name, "%s/%s%s%s", op, kernel, type < 64 ? "/" : "",
+             type < 64 ? halo_type_name(type) : "");
+    uint32_t l = 0;
+    while (l < vb->n_labels && strcmp(vb->prof_name[l], name))
+        l++;
+    if (l == vb->n_labels) {
+        if (l == VK_PROF_LABELS)
+            l--; /* the last label takes the rest */
+        else
+            snprintf(vb->prof_name[vb->n_labels++], sizeof vb->prof_name[0], "%s", name);
+    }
+    vb->fn.vkCmdWriteTimestamp(vb->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->stamps,
+                               1 + s->n_stamps);
+    s->stamp_label[s->n_stamps++] = (uint16_t)l;
+}
+
+void vk_profile_print(vk_backend *vb) {
+    if (!vb->profile) return;
+    if (!vb->has_stamps) {
+        fprintf(stderr, "vulkan profile: the queue writes no timestamps\n");
+        return;
+    }
+    double total = 0;
+    for (uint32_t i = 0; i < vb->n_labels; i++)
+        total += vb->prof_s[i];
+    fprintf(stderr,
+            "vulkan profile: %llu submissions, GPU busy %.3f s of %.3f s between the first "
+            "submission and the last wait; per dispatch (GPU time since the previous one):\n",
+            (unsigned long long)vb->n_submits, vb->prof_gpu_s, vb->prof_wall1 - vb->prof_wall0);
+    bool done[VK_PROF_LABELS] = {false};
+    for (uint32_t k = 0; k < vb->n_labels; k++) {
+        uint32_t best = VK_PROF_LABELS;
+        for (uint32_t i = 0; i < vb->n_labels; i++)
+            if (!done[i] && (best == VK_PROF_LABELS || vb->prof_s[i] > vb->prof_s[best])) best = i;
+        done[best] = true;
+        fprintf(stderr, "vulkan profile: %-34s %9llu x %9.2f us = %9.4f s %5.1f %%\n",
+                vb->prof_name[best], (unsigned long long)vb->prof_n[best],
+                vb->prof_n[best] ? 1e6 * vb->prof_s[best] / (double)vb->prof_n[best] : 0.0,
+                vb->prof_s[best], total > 0 ? 100 * vb->prof_s[best] / total : 0.0);
+    }
 }

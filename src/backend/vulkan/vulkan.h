@@ -77,6 +77,8 @@ halo_vk_memory halo_backend_vulkan_buf_memory(const halo_buf *b, const void **ho
 
 /* Submissions made so far (tests of the time-bounded splitting). */
 uint64_t halo_backend_vulkan_submissions(const halo_backend *be);
+/* Pipeline barriers recorded so far (tests of the barriers between dependent commands only). */
+uint64_t halo_backend_vulkan_barriers(const halo_backend *be);
 
 /* Whether this build has the Vulkan backend (false: halo_backend_vulkan_create only fails). */
 bool halo_backend_vulkan_built(void);

@@ -1,13 +1,10 @@
 #version 450
 // Hyper-connection pre (mHC, DeepSeek V4 §2.2), one workgroup per token: RMS-normalise the
-// flattened streams, mix = fn · flat, then pre = sigmoid(mix·scale0 + base) + eps (collapse
-// weights), post = 2·sigmoid(..) and comb = Sinkhorn(..) (skipped for the output head).
+// flattened streams, mix = fn · flat (summed in parallel by hc_mix.comp first), then
+// pre = sigmoid(mix·scale0 + base) + eps (collapse weights), post = 2·sigmoid(..) and comb = Sinkhorn(..) (skipped for the output head).
 // Sinkhorn stays in f32 (its epsilon is near f16's limits).
 #define WG 256
 #include "common.glsl"
-#include "quant.glsl"
-
-layout(constant_id = 0) const uint TYPE = 0u; // the weight type (one pipeline per type)
 
 layout(binding = 1) readonly buffer S { float d[]; } ST;
 layout(binding = 2) readonly buffer B { float d[]; } BASE;
@@ -15,74 +12,83 @@ layout(binding = 3) readonly buffer Sc { float d[]; } SCALE;
 layout(binding = 4) writeonly buffer Col { float d[]; } COL;
 layout(binding = 5) writeonly buffer Po { float d[]; } POST;
 layout(binding = 6) writeonly buffer Co { float d[]; } COMB;
+layout(binding = 7) readonly buffer Pa { float d[]; } PART;
 layout(push_constant) uniform PC {
     uint n_embd, hc, iters, head, type, w_rel, w_chunk_rows, w_row_bytes;
     uint s_off, base_off, scale_off, col_off, post_off, comb_off;
     float eps, norm_eps;
+    uint p_off, n_split;
 } pc;
 
-shared float mix[18 * 16];
+shared float mix[18 * 16 + 1];
 shared float pre[16];
+shared float sk[256];
 
 float sigm(float x) { return 1.0 / (1.0 + exp(-x)); }
 
 void main() {
     uint t = gl_WorkGroupID.x, hc = pc.hc, lid = gl_LocalInvocationID.x;
     uint width = hc * pc.n_embd, xb = pc.s_off + t * width;
-    float ss = 0.0;
-    for (uint i = lid; i < width; i += WG) ss += ST.d[xb + i] * ST.d[xb + i];
-    ss = wg_sum(ss);
-    float r = 1.0 / sqrt(ss / float(width) + pc.norm_eps);
-    uint n_mix = pc.head != 0u ? hc : (2u + hc) * hc;
-    // One subgroup per mix row (no workgroup barrier per row).
-    for (uint m = gl_SubgroupID; m < n_mix; m += gl_NumSubgroups) {
-        uint c, base;
-        wrow(m, pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c, base);
+    // The chunks' sums from hc_mix.comp, added in order.
+    uint n_mix = pc.head != 0u ? hc : (2u + hc) * hc, pb = pc.p_off + t * pc.n_split * (n_mix + 1u);
+    for (uint m = lid; m <= n_mix; m += WG) {
         float acc = 0.0;
-        for (uint i = gl_SubgroupInvocationID; i < width; i += gl_SubgroupSize)
-            acc += wval(TYPE, c, base, i) * (ST.d[xb + i] * r);
-        acc = subgroupAdd(acc);
-        if (subgroupElect()) mix[m] = acc;
+        for (uint s = 0u; s < pc.n_split; s++) acc += PART.d[pb + s * (n_mix + 1u) + m];
+        mix[m] = acc;
     }
     barrier();
-    if (lid == 0u) {
-        float s0 = SCALE.d[pc.scale_off], s1 = SCALE.d[pc.scale_off + 1u];
-        float s2 = SCALE.d[pc.scale_off + 2u];
-        for (uint k = 0u; k < hc; k++)
-            pre[k] = sigm(mix[k] * s0 + BASE.d[pc.base_off + k]) + pc.eps;
-        if (pc.head == 0u) {
-            for (uint k = 0u; k < hc; k++)
-                POST.d[pc.post_off + t * hc + k] =
-                    2.0 * sigm(mix[hc + k] * s1 + BASE.d[pc.base_off + hc + k]);
-            float m[256];
-            for (uint i = 0u; i < hc * hc; i++)
-                m[i] = mix[2u * hc + i] * s2 + BASE.d[pc.base_off + 2u * hc + i];
-            // Sinkhorn-Knopp: softmax rows, then column and row normalisation (the reference
-            // starts with a column pass).
-            for (uint j = 0u; j < hc; j++) {
-                float mx = m[j * hc], sum = 0.0;
-                for (uint k = 1u; k < hc; k++) mx = max(mx, m[j * hc + k]);
-                for (uint k = 0u; k < hc; k++) {
-                    m[j * hc + k] = exp(m[j * hc + k] - mx);
-                    sum += m[j * hc + k];
-                }
-                for (uint k = 0u; k < hc; k++) m[j * hc + k] = m[j * hc + k] / sum + pc.eps;
-            }
-            for (uint it = 0u; it < pc.iters; it++) {
-                if (it > 0u)
-                    for (uint j = 0u; j < hc; j++) {
-                        float sum = 0.0;
-                        for (uint k = 0u; k < hc; k++) sum += m[j * hc + k];
-                        for (uint k = 0u; k < hc; k++) m[j * hc + k] /= sum + pc.eps;
-                    }
-                for (uint k = 0u; k < hc; k++) {
-                    float sum = 0.0;
-                    for (uint j = 0u; j < hc; j++) sum += m[j * hc + k];
-                    for (uint j = 0u; j < hc; j++) m[j * hc + k] /= sum + pc.eps;
-                }
-            }
-            for (uint i = 0u; i < hc * hc; i++) COMB.d[pc.comb_off + t * hc * hc + i] = m[i];
+    float r = 1.0 / sqrt(mix[n_mix] / float(width) + pc.norm_eps);
+    barrier(); // every invocation has read mix[n_mix]
+    for (uint m = lid; m < n_mix; m += WG) mix[m] *= r;
+    barrier();
+    float s0 = SCALE.d[pc.scale_off], s1 = SCALE.d[pc.scale_off + 1u];
+    float s2 = SCALE.d[pc.scale_off + 2u];
+    // pre by invocations 0 .. hc-1, post by hc .. 2hc-1 (one invocation's chain of loads was
+    // a few microseconds a call)
+    if (lid < hc) pre[lid] = sigm(mix[lid] * s0 + BASE.d[pc.base_off + lid]) + pc.eps;
+    if (pc.head == 0u && lid >= hc && lid < 2u * hc)
+        POST.d[pc.post_off + t * hc + lid - hc] =
+            2.0 * sigm(mix[lid] * s1 + BASE.d[pc.base_off + lid]);
+    if (pc.head == 0u) {
+        // Sinkhorn-Knopp: softmax rows, then column and row normalisation (the reference
+        // starts with a column pass). Invocation j·hc + k keeps element (j, k) in shared memory
+        // and sums its row or column itself, in the serial order (one invocation did it all
+        // in a local array: 0.07 ms a call on the H200).
+        bool own = lid < hc * hc;
+        uint j = own ? lid / hc : 0u, k = own ? lid % hc : 0u;
+        if (own) sk[lid] = mix[2u * hc + lid] * s2 + BASE.d[pc.base_off + 2u * hc + lid];
+        barrier();
+        float v = 0.0;
+        if (own) {
+            float mx = sk[j * hc], sum = 0.0;
+            for (uint i = 1u; i < hc; i++) mx = max(mx, sk[j * hc + i]);
+            for (uint i = 0u; i < hc; i++) sum += exp(sk[j * hc + i] - mx);
+            v = exp(sk[lid] - mx) / sum + pc.eps;
         }
+        barrier();
+        if (own) sk[lid] = v;
+        barrier();
+        for (uint it = 0u; it < pc.iters; it++) {
+            if (it > 0u) {
+                if (own) {
+                    float sum = 0.0;
+                    for (uint i = 0u; i < hc; i++) sum += sk[j * hc + i];
+                    v = sk[lid] / (sum + pc.eps);
+                }
+                barrier();
+                if (own) sk[lid] = v;
+                barrier();
+            }
+            if (own) {
+                float sum = 0.0;
+                for (uint i = 0u; i < hc; i++) sum += sk[i * hc + k];
+                v = sk[lid] / (sum + pc.eps);
+            }
+            barrier();
+            if (own) sk[lid] = v;
+            barrier();
+        }
+        if (own) COMB.d[pc.comb_off + t * hc * hc + lid] = sk[lid];
     }
     barrier();
     for (uint d = lid; d < pc.n_embd; d += WG) {

@@ -1,6 +1,6 @@
 #version 450
 // RMS norm of each run of `width` elements, in place, times an f32 weight (optional).
-#define WG 64
+#define WG 256 // one row per workgroup: a wide one, so a 4096-row takes 16 steps
 #include "common.glsl"
 
 layout(binding = 1) buffer X { float d[]; } XB;

@@ -1,0 +1,87 @@
+/* Vulkan backend: barriers only where one command needs another's results.
+ *
+ * A pipeline barrier between two dispatches makes the GPU finish the first before starting the
+ * second; on a discrete GPU each costs a few microseconds of an idle machine, and a decode step
+ * records ~40 dispatches a layer, many of them independent (the attention's projections all
+ * read the same normalised input). So every command declares what it reads and writes (a
+ * shader's bindings: the view each covers, written where the shader's binding is not
+ * readonly; a copy's regions), the ranges accessed since the last barrier are kept, and a
+ * barrier goes in before a command only when it reads or writes bytes one of them wrote, or
+ * writes bytes one of them read. The end of a submission gets one too (the host reads after the
+ * fence). HALO_VK_BARRIERS=all puts one before every command (the old behaviour, to compare). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/vulkan/vk.h"
+#include "backend/vulkan/vulkan.h"
+
+/* The bindings each shader writes (the others are readonly in its GLSL). */
+static const uint32_t writes[VK_K_COUNT] = {
+    [VK_K_EMBED] = 1u << 2,
+    [VK_K_MATMUL] = 1u << 2,
+    [VK_K_RMS_NORM] = 1u << 1,
+    [VK_K_ROPE] = 1u << 1,
+    [VK_K_HC_PRE] = (1u << 4) | (1u << 5) | (1u << 6),
+    [VK_K_HC_POST] = 1u << 1,
+    [VK_K_ATTENTION] = 1u << 7,
+    [VK_K_POOL] = 1u << 7,
+    [VK_K_POOL_SAVE] = (1u << 4) | (1u << 5),
+    [VK_K_TOPK_SCORE] = 1u << 4,
+    [VK_K_TOPK_SELECT] = 1u << 6,
+    [VK_K_MOE_ROUTE] = (1u << 1) | (1u << 5) | (1u << 6),
+    [VK_K_MOE_SWIGLU] = 1u << 1,
+    [VK_K_MOE_SUM] = 1u << 4,
+    [VK_K_QUANT_Q8] = (1u << 2) | (1u << 3),
+    [VK_K_MATMUL_Q8] = 1u << 2,
+    [VK_K_MATVEC] = 1u << 2,
+    [VK_K_HC_MIX] = 1u << 2,
+    [VK_K_MATVEC_WIDE] = 1u << 2,
+};
+
+uint32_t vk_kernel_writes(vk_kernel k) {
+    return k < VK_K_COUNT ? writes[k] : ~0u;
+}
+
+void vk_hazard_init(vk_backend *vb) {
+    const char *b = getenv("HALO_VK_BARRIERS");
+    vb->barrier_all = b && !strcmp(b, "all");
+}
+
+void vk_barrier(vk_backend *vb) {
+    vb->n_access = 0;
+    if (!vb->recording) return;
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask =
+                              VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                           VK_ACCESS_TRANSFER_READ_BIT |
+                                           VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT};
+    vb->fn.vkCmdPipelineBarrier(
+        vb->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+            VK_PIPELINE_STAGE_HOST_BIT,
+        0, 1, &mb, 0, NULL, 0, NULL);
+    vb->n_barriers++;
+}
+
+void vk_barrier_if_pending(vk_backend *vb) {
+    if (vb->n_access) vk_barrier(vb);
+}
+
+static bool meets(const vk_access *a, const vk_access *b) {
+    return a->buf == b->buf && (a->write || b->write) && a->off < b->end && b->off < a->end;
+}
+
+void vk_hazard(vk_backend *vb, const vk_access *acc, uint32_t n) {
+    bool need = vb->barrier_all || vb->n_access + n > VK_MAX_ACCESS;
+    for (uint32_t i = 0; !need && i < n; i++)
+        for (uint32_t j = 0; !need && j < vb->n_access; j++)
+            need = meets(&acc[i], &vb->access[j]);
+    if (need) vk_barrier(vb);
+    for (uint32_t i = 0; i < n && vb->n_access < VK_MAX_ACCESS; i++)
+        if (acc[i].end > acc[i].off) vb->access[vb->n_access++] = acc[i];
+}
+
+uint64_t halo_backend_vulkan_barriers(const halo_backend *be) {
+    return ((const vk_backend *)be)->n_barriers;
+}

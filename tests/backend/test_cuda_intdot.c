@@ -1,0 +1,234 @@
+/* The CUDA backend's int8 one-token path (HALO_CUDA_INTDOT=1, src/backend/cuda/mvq.cu: Q8_0,
+ * IQ2_XXS and Q2_K projections over activations quantized as Q8_0 / Q8_K) against the CPU
+ * backend's non-precise mode, which quantizes the activations the same way and sums the same
+ * integers (src/quant): only the float summation order differs, so projections are held to
+ * 1e-5 of the output's range. Against the precise CPU the difference is the activations'
+ * quantization error, far above that, which shows the integer path really ran. The experts
+ * (moe op, one token) are held to 2e-3 of the range: their h passes through expf, whose last
+ * bit can differ between the GPU and the C library, and a value on a rounding boundary of h's
+ * quantization then moves by one step (a quantization step of one of 2048 inputs is ~5e-4 of
+ * the range at most). Skipped (exit 77) without a GPU. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "check.h"
+#include "halo/types.h"
+
+static halo_backend *gpu, *cpu_fast, *cpu_precise;
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t next(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static float frand(void) {
+    return (float)(next() >> 40) / 16777216.0f * 2.0f - 1.0f;
+}
+
+/* The same bytes on the GPU and on both CPU backends. */
+typedef struct trio {
+    halo_tensor t[3]; /* gpu, cpu fast, cpu precise */
+} trio;
+
+static halo_backend *be_of(int i) {
+    return i == 0 ? gpu : i == 1 ? cpu_fast : cpu_precise;
+}
+
+static trio make(uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, const void *data) {
+    trio r;
+    for (int i = 0; i < 3; i++) {
+        halo_backend *be = be_of(i);
+        r.t[i] = (halo_tensor){.type = type, .ne = {ne0, ne1, ne2, 1}};
+        uint64_t n = halo_tensor_nbytes(&r.t[i]);
+        halo_error err;
+        CHECK_INT(be->ops->buf_alloc(be, n, &r.t[i].buf, &err), HALO_OK);
+        if (data) CHECK_INT(be->ops->buf_write(be, r.t[i].buf, 0, data, n, &err), HALO_OK);
+    }
+    return r;
+}
+
+static void drop(trio *r) {
+    for (int i = 0; i < 3; i++)
+        be_of(i)->ops->buf_free(be_of(i), r->t[i].buf);
+}
+
+static trio rand_f32(int64_t ne0, int64_t ne1, float scale) {
+    float *x = malloc((size_t)(ne0 * ne1) * sizeof *x);
+    for (int64_t i = 0; i < ne0 * ne1; i++)
+        x[i] = frand() * scale;
+    trio r = make(HALO_TYPE_F32, ne0, ne1, 1, x);
+    free(x);
+    return r;
+}
+
+static uint16_t f16_bits(float f) { /* small normal positive values only */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((((u >> 23) & 0xff) - 112) << 10 | ((u >> 13) & 0x3ff));
+}
+
+/* Random blocks (every code of these formats is valid) with small f16 scales. */
+static trio rand_w(uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, float scale) {
+    halo_tensor t = {.type = type, .ne = {ne0, ne1, ne2, 1}};
+    uint64_t bytes = halo_tensor_nbytes(&t);
+    unsigned char *p = malloc(bytes + 8);
+    for (uint64_t i = 0; i < bytes; i += 8) {
+        uint64_t r = next();
+        memcpy(p + i, &r, 8);
+    }
+    if (type == HALO_TYPE_F16) {
+        for (int64_t i = 0; i < ne0 * ne1 * ne2; i++) {
+            float f = frand() * scale;
+            uint16_t h = (uint16_t)(f16_bits(fabsf(f) + 1e-4f) | (f < 0 ? 0x8000 : 0));
+            memcpy(p + 2 * i, &h, 2);
+        }
+        trio r = make(type, ne0, ne1, ne2, p);
+        free(p);
+        return r;
+    }
+    const halo_type_info *ti = halo_type_info_get(type);
+    const int off0 = type == HALO_TYPE_Q2_K ? 80 : 0, off1 = type == HALO_TYPE_Q2_K ? 82 : -1;
+    uint16_t d = f16_bits(scale / (ti->block_size == 256 ? 32.0f : 64.0f));
+    for (uint64_t b = 0; b < bytes / ti->block_bytes; b++) {
+        memcpy(p + b * ti->block_bytes + off0, &d, 2);
+        if (off1 >= 0) memcpy(p + b * ti->block_bytes + off1, &d, 2);
+    }
+    trio r = make(type, ne0, ne1, ne2, p);
+    free(p);
+    return r;
+}
+
+static float *fetch(int i, const halo_tensor *t) {
+    halo_backend *be = be_of(i);
+    uint64_t n = halo_tensor_nbytes(t);
+    float *p = malloc(n + 4);
+    halo_error err = {0};
+    halo_status st = be->ops->sync(be, &err);
+    if (st) fprintf(stderr, "  sync: %s\n", err.message);
+    CHECK_INT(st, HALO_OK);
+    CHECK_INT(be->ops->buf_read(be, t->buf, t->offset, p, n, &err), HALO_OK);
+    return p;
+}
+
+/* max |gpu - cpu_i| / max |cpu_i|. */
+static double rel_to(const trio *r, int i) {
+    float *g = fetch(0, &r->t[0]), *c = fetch(i, &r->t[i]);
+    int64_t n = halo_tensor_nelements(&r->t[0]);
+    double md = 0, mr = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double d = fabs((double)g[k] - c[k]);
+        if (d > md || d != d || !isfinite(g[k])) md = isfinite(g[k]) ? d : INFINITY;
+        if (fabs(c[k]) > mr) mr = fabs(c[k]);
+    }
+    free(g);
+    free(c);
+    return mr > 0 ? md / mr : md;
+}
+
+/* Within tol of the non-precise CPU, and at least `shows` from the precise one (the integer
+ * path ran: the activations' quantization shows against f32 activations). */
+static void check_pair(const char *what, const trio *y, double tol, double shows) {
+    double fast = rel_to(y, 1), precise = rel_to(y, 2);
+    printf("  %-46s vs non-precise %.2e (tol %.0e)  vs precise %.2e\n", what, fast, tol, precise);
+    CHECK(fast <= tol);
+    CHECK(precise >= shows);
+}
+
+static void matmul_once(uint32_t type, int64_t n_in, int64_t n_out, uint32_t groups) {
+    trio w = rand_w(type, n_in, n_out, 1, 1.0f);
+    trio x = rand_f32(n_in * groups, 1, 1.0f), y = make(HALO_TYPE_F32, n_out, 1, 1, NULL);
+    for (int i = 0; i < 3; i++)
+        be_of(i)->ops->matmul(be_of(i), &w.t[i], &x.t[i], groups, &y.t[i]);
+    char what[80];
+    snprintf(what, sizeof what, "matmul %s %lldx%lld%s, 1 tok", halo_type_name(type),
+             (long long)n_in, (long long)n_out, groups > 1 ? " (8 groups)" : "");
+    check_pair(what, &y, 1e-5, 1e-4);
+    drop(&w);
+    drop(&x);
+    drop(&y);
+}
+
+/* Q8_0 at the model's shapes (q_b: short rows, many of them; out_a: grouped; out_b: long rows;
+ * the head's width), IQ2_XXS and Q2_K (experts' types, as plain projections). */
+static void one_token_projections_sum_the_cpus_integers(void) {
+    matmul_once(HALO_TYPE_Q8_0, 4096, 384, 1);
+    matmul_once(HALO_TYPE_Q8_0, 1024, 8192, 1);
+    matmul_once(HALO_TYPE_Q8_0, 8192, 1536, 1);
+    matmul_once(HALO_TYPE_Q8_0, 4096, 8 * 128, 8);
+    matmul_once(HALO_TYPE_IQ2_XXS, 4096, 2048, 1);
+    matmul_once(HALO_TYPE_Q2_K, 2048, 4096, 1);
+    matmul_once(HALO_TYPE_Q2_K, 1024, 77, 1);
+}
+
+static void moe_once(const char *what, uint32_t tg, uint32_t td, uint32_t ts, bool hash) {
+    const int64_t E = 4096, NE = 256, FF = 2048, V = 64;
+    const uint32_t k = 6;
+    trio x = rand_f32(E, 1, 1.0f), router = rand_w(HALO_TYPE_F16, E, NE, 1, 0.05f);
+    trio bias = rand_f32(NE, 1, 0.05f);
+    trio gate = rand_w(tg, E, FF, NE, 0.05f), up = rand_w(tg, E, FF, NE, 0.05f);
+    trio down = rand_w(td, FF, E, NE, 0.05f);
+    trio gs = rand_w(ts, E, FF, 1, 0.05f), us = rand_w(ts, E, FF, 1, 0.05f);
+    trio ds = rand_w(ts, FF, E, 1, 0.05f), out = make(HALO_TYPE_F32, E, 1, 1, NULL);
+    int32_t table[6 * 64], tokens[1] = {(int32_t)(next() % V)};
+    for (int64_t v = 0; v < V; v++)
+        for (uint32_t i = 0; i < k; i++)
+            table[v * k + i] = (int32_t)((v * 7 + i * 37) % NE);
+    trio tid = make(HALO_TYPE_I32, k, V, 1, table);
+    for (int i = 0; i < 3; i++) {
+        halo_moe_args a = {.x = &x.t[i],
+                           .gate_inp = &router.t[i],
+                           .probs_bias = hash ? NULL : &bias.t[i],
+                           .tid2eid = hash ? &tid.t[i] : NULL,
+                           .tokens = tokens,
+                           .gate_exps = &gate.t[i],
+                           .up_exps = &up.t[i],
+                           .down_exps = &down.t[i],
+                           .gate_sh = &gs.t[i],
+                           .up_sh = &us.t[i],
+                           .down_sh = &ds.t[i],
+                           .n_used = k,
+                           .gating = HALO_GATING_SQRTSOFTPLUS,
+                           .norm_weights = true,
+                           .weights_scale = 1.5f,
+                           .clamp_exp = 10.0f,
+                           .clamp_shexp = 10.0f,
+                           .out = &out.t[i]};
+        be_of(i)->ops->moe(be_of(i), &a);
+    }
+    check_pair(what, &out, 2e-3, 1e-4);
+    trio *all[] = {&x, &router, &bias, &gate, &up, &down, &gs, &us, &ds, &out, &tid};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
+}
+
+static void one_token_experts_match_the_cpus_integer_mode(void) {
+    moe_once("moe 256x2048 iq2_xxs/q2_K, shared q8_0", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
+             HALO_TYPE_Q8_0, false);
+    moe_once("moe hash-routed iq2_xxs/q2_K, shared q8_0", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
+             HALO_TYPE_Q8_0, true);
+    moe_once("moe 256x2048 q8_0 throughout", HALO_TYPE_Q8_0, HALO_TYPE_Q8_0, HALO_TYPE_Q8_0, false);
+}
+
+int main(void) {
+    halo_error err = {0};
+    setenv("HALO_CUDA_INTDOT", "1", 1);
+    if (halo_backend_cuda_create(0, &gpu, &err)) {
+        printf("skipped: no GPU backend here: %s\n", err.message);
+        return 77;
+    }
+    if (halo_backend_cpu_create(0, false, &cpu_fast, &err) ||
+        halo_backend_cpu_create(0, true, &cpu_precise, &err)) {
+        fprintf(stderr, "%s\n", err.message);
+        return 1;
+    }
+    RUN(one_token_projections_sum_the_cpus_integers);
+    RUN(one_token_experts_match_the_cpus_integer_mode);
+    gpu->ops->destroy(gpu);
+    cpu_fast->ops->destroy(cpu_fast);
+    cpu_precise->ops->destroy(cpu_precise);
+    return check_report();
+}

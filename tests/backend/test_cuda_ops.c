@@ -258,9 +258,9 @@ static void matmul_matches_the_cpu_for_every_type(void) {
     drop(&y);
 }
 
-/* Fast mode (halo_backend_cuda_set_precise): prefill batches (64 tokens and more) of the types gemm_mma.cu
- * decodes go to tensor cores, weights and activations rounded to f16 and f32 sums, so they are
- * held to 2e-3 of the output's range (the class of ggml's f16/q8_1 prefill), not 1e-5; 200
+/* Fast mode (halo_backend_cuda_set_precise): prefill batches (64 tokens and more) of the types
+ * gemm_mma.cu decodes go to tensor cores, weights and activations rounded to f16 and f32 sums, so
+ * they are held to 2e-3 of the output's range (the class of ggml's f16/q8_1 prefill), not 1e-5; 200
  * tokens leave a partial tile and the grouped projection keeps each tile in one group. A type
  * without a tile decoder (Q6_K) stays on the f32 kernels at 1e-5. Precise mode (the default)
  * keeps f32 at the same sizes, and fast mode really rounds (so the path is taken). */

@@ -75,7 +75,8 @@ typedef struct cu_backend {
     uint64_t ring_cap, ring_used;
     cu_copy_batch copies;
     bool naive;    /* HALO_CUDA_NAIVE=1: the generic kernels only (speed comparison, tests) */
-    bool mma;      /* fast mode: prefill on tensor cores, f16 (halo_backend_cuda_set_precise, gemm_mma.cu) */
+    bool mma;      /* fast mode: prefill on tensor cores, f16 (halo_backend_cuda_set_precise,
+                      gemm_mma.cu) */
     bool intdot;   /* fast mode: one-token projections over int8 activations (mvq.cu) */
     cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;

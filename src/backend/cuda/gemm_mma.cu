@@ -18,7 +18,8 @@
  * prefill (cuBLAS on f16 activations for float weights; q8_1 activations, a 1/254 step of the
  * block's largest value, for its quantized MMQ kernels), not the CPU's precise mode: the op
  * tests hold these kernels to 2e-3 of the output's range, not 1e-5. They run in the backend's
- * fast mode only (halo_backend_cuda_set_precise): precise mode keeps f32 activations at every batch size. */
+ * fast mode only (halo_backend_cuda_set_precise): precise mode keeps f32 activations at every batch
+ * size. */
 #include <stdlib.h>
 
 #include "backend/cuda/gemm_mma.h"

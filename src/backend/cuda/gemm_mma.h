@@ -2,9 +2,9 @@
  * the weights decoded from their block format to f16 in shared memory once per tile and the f32
  * activations rounded to f16 beside them, multiplied by mma.sync m16n8k16 with f32
  * accumulation. Used for batches of many tokens (prefill); decode keeps the f32 matvec kernels
- * (mv.cuh). Only in the backend's fast mode (halo_backend_cuda_set_precise). Each returns false, launching
- * nothing, when it does not take the case (precise mode, a type or shape it was not built for,
- * too few tokens, HIP): the caller then runs its own kernels. */
+ * (mv.cuh). Only in the backend's fast mode (halo_backend_cuda_set_precise). Each returns false,
+ * launching nothing, when it does not take the case (precise mode, a type or shape it was not built
+ * for, too few tokens, HIP): the caller then runs its own kernels. */
 #ifndef HALO_BACKEND_CUDA_GEMM_MMA_H
 #define HALO_BACKEND_CUDA_GEMM_MMA_H
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../bench_util.h"
 #include "halo/quant.h"
 #include "halo/types.h"
 #include "quant/gemm.h"
@@ -16,17 +17,10 @@
 enum { ROWS = 64, REPS = 200, BEST_OF = 7 };
 
 static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return bench_seconds(CLOCK_THREAD_CPUTIME_ID);
 }
-
-static uint64_t rng = 88172645463325252ull;
 static uint32_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)rng;
+    return (uint32_t)bench_rand();
 }
 
 /* Random weight rows: random bits, then each block's f16 scale fields set small and finite. */

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "../bench_util.h"
 #include "core/threadpool.h"
 #include "halo/quant.h"
 #include "halo/types.h"
@@ -23,17 +24,10 @@
 enum { ROWS_PER_TASK = 16, MAX_PASSES = 64 };
 
 static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return bench_seconds(CLOCK_MONOTONIC);
 }
-
-static uint64_t rng = 88172645463325252ull;
 static uint32_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)rng;
+    return (uint32_t)bench_rand();
 }
 
 typedef struct ctx {

@@ -4,6 +4,7 @@
  *
  * usage: bench_quant [working-set-MiB] [type ...]      (default 1 MiB: cache-resident, so the
  *        kernels' compute cost shows; 64 MiB or more measures the memory-bound regime) */
+#include "../bench_util.h"
 #include "ggml_lib.h"
 #include "halo/quant.h"
 #include "halo/types.h"
@@ -14,17 +15,10 @@
 #include <time.h>
 
 static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); /* CPU time: robust to a loaded machine */
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return bench_seconds(CLOCK_THREAD_CPUTIME_ID); /* CPU time: robust to a loaded machine */
 }
-
-static uint64_t rng = 88172645463325252ull;
 static uint64_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return bench_rand();
 }
 static float gauss(void) {
     double u = ((double)(next() >> 11) + 0.5) * 0x1p-53, v = (double)(next() >> 11) * 0x1p-53;

@@ -116,6 +116,20 @@ static halo_quant_level best_level = HALO_QUANT_SCALAR;
 static pthread_once_t level_once = PTHREAD_ONCE_INIT;
 
 static bool vbmi_kernels;
+static halo_q8_row1_mode q8_row1 = HALO_Q8_ROW256;
+static int q8_prefetch;
+
+/* The one-token Q8_0 kernel and its prefetch distance: HALO_Q8_ROW1 / HALO_Q8_PREFETCH. */
+static void init_q8_row1(void) {
+    const char *m = getenv("HALO_Q8_ROW1"), *pf = getenv("HALO_Q8_PREFETCH");
+    if (m && !strcmp(m, "row512"))
+        q8_row1 = HALO_Q8_ROW512;
+    else if (m && !strcmp(m, "tile2"))
+        q8_row1 = HALO_Q8_TILE2;
+    else if (m && !strcmp(m, "row256"))
+        q8_row1 = HALO_Q8_ROW256;
+    if (pf) q8_prefetch = atoi(pf) < 0 ? 0 : atoi(pf) / 64 * 64;
+}
 
 static void init_level(void) {
     add_avx512_kernels();
@@ -126,6 +140,17 @@ static void init_level(void) {
     vbmi_kernels = best_level == HALO_QUANT_AVX512 && __builtin_cpu_supports("avx512vbmi") &&
                    !(off && *off && *off != '0') && halo_iq2_xxs_vbmi_init();
 #endif
+    init_q8_row1();
+}
+
+halo_q8_row1_mode halo_quant_q8_row1_mode(void) {
+    pthread_once(&level_once, init_level);
+    return q8_row1;
+}
+
+int halo_quant_q8_prefetch(void) {
+    pthread_once(&level_once, init_level);
+    return q8_prefetch;
 }
 
 bool halo_quant_vbmi(void) {

@@ -159,6 +159,24 @@ uint32_t halo_threadpool_size(const halo_threadpool *p) {
     return p->n_threads;
 }
 
+uint32_t halo_threadpool_pin(halo_threadpool *p) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    int cpus[CPU_SETSIZE], n = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) cpus[n++] = c;
+    if (n == 0) return 0;
+    uint32_t pinned = 0;
+    for (uint32_t i = 0; i < p->n_threads; i++) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[i % (uint32_t)n], &one);
+        pthread_t t = i == 0 ? pthread_self() : p->workers[i];
+        pinned += pthread_setaffinity_np(t, sizeof one, &one) == 0;
+    }
+    return pinned;
+}
+
 void halo_threadpool_set_stats(halo_threadpool *p, bool on) {
     p->stats = on;
 }

@@ -21,6 +21,10 @@ uint32_t halo_threadpool_size(const halo_threadpool *p);
  * slower); front ends cap --threads here. */
 uint32_t halo_threadpool_cores(void);
 
+/* Pins the caller to the first CPU of the process's affinity set and worker i to the i-th
+ * (HALO_CPU_PIN=1 in the CPU backend, for A/B runs). Returns how many threads were pinned. */
+uint32_t halo_threadpool_pin(halo_threadpool *p);
+
 /* Counting for profiles (off by default): loops run and the time the caller spent after its
  * own share waiting for the other threads to finish theirs (imbalance, late wake-ups). */
 void halo_threadpool_set_stats(halo_threadpool *p, bool on);

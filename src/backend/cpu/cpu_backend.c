@@ -153,6 +153,8 @@ halo_status halo_backend_cpu_create(uint32_t threads, bool precise, halo_backend
     be->base.ops = &cpu_ops;
     const char *rows1 = getenv("HALO_CPU_ROWS1");
     be->rows1_max = rows1 && atoi(rows1) >= 16 ? atoi(rows1) : 64;
+    const char *pin = getenv("HALO_CPU_PIN");
+    if (pin && *pin && *pin != '0') halo_threadpool_pin(be->pool);
     const char *prof = getenv("HALO_CPU_PROFILE");
     if (prof && *prof && *prof != '0' && (be->prof = calloc(1, sizeof *be->prof))) {
         be->prof_ops = cpu_profile_ops(&cpu_ops);

@@ -24,7 +24,24 @@ static void p_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *
                       : n_out > 65536             ? PROF_MATMUL_HEAD
                       : w->type == HALO_TYPE_Q8_0 ? PROF_MATMUL_Q8_1
                                                   : PROF_MATMUL_1;
-    TIMED(s, cpu_matmul(be, w, x, groups, out));
+    double t0 = cpu_prof_now();
+    cpu_matmul(be, w, x, groups, out);
+    double ns = cpu_prof_now() - t0;
+    cpu_profile *p = cpu_of(be)->prof;
+    p->ns[s] += ns;
+    p->calls[s]++;
+    if (s == PROF_MATMUL_N) return;
+    int k = 0;
+    while (k < p->n_shapes &&
+           !(p->shape[k].type == w->type && p->shape[k].in == w->ne[0] && p->shape[k].out == n_out))
+        k++;
+    if (k == PROF_SHAPES) return;
+    if (k == p->n_shapes) {
+        p->n_shapes++;
+        p->shape[k] = (cpu_prof_shape){w->type, w->ne[0], n_out, halo_tensor_nbytes(w), 0, 0};
+    }
+    p->shape[k].ns += ns;
+    p->shape[k].calls++;
 }
 
 static void p_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *wt,
@@ -104,6 +121,13 @@ static void p_destroy(halo_backend *be) {
             fprintf(stderr, "  %-22s %9.2f ms %5.1f %% %8lld calls %8.1f us/call\n", slot_names[s],
                     p->ns[s] / 1e6, 100 * p->ns[s] / total, (long long)p->calls[s],
                     p->ns[s] / 1e3 / (double)p->calls[s]);
+    for (int k = 0; k < p->n_shapes; k++) {
+        const cpu_prof_shape *h = &p->shape[k];
+        fprintf(stderr, "  1-token %-7s %6lld x %6lld: %6lld calls %8.1f us/call %6.1f GB/s\n",
+                halo_type_info_get(h->type)->name, (long long)h->in, (long long)h->out,
+                (long long)h->calls, h->ns / 1e3 / (double)h->calls,
+                (double)h->bytes * (double)h->calls / h->ns);
+    }
     fprintf(stderr, "  pool: %llu loops, caller waited %.2f ms after its own share (%.1f %%)\n",
             (unsigned long long)runs, wait_ns / 1e6, 100 * wait_ns / total);
     free(p);

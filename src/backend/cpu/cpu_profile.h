@@ -32,9 +32,22 @@ typedef enum cpu_prof_slot {
     PROF_SLOTS
 } cpu_prof_slot;
 
+enum { PROF_SHAPES = 32 };
+
+/* One-token projections by weight (type, width, rows): their bytes per second. */
+typedef struct cpu_prof_shape {
+    uint32_t type;
+    int64_t in, out;
+    uint64_t bytes;
+    double ns;
+    int64_t calls;
+} cpu_prof_shape;
+
 typedef struct cpu_profile {
     double ns[PROF_SLOTS];
     int64_t calls[PROF_SLOTS];
+    cpu_prof_shape shape[PROF_SHAPES];
+    int n_shapes;
 } cpu_profile;
 
 static inline double cpu_prof_now(void) {

@@ -270,8 +270,8 @@ AVX512 static void q8_0_rows1(int64_t nb, const unsigned char *w, size_t w_strid
  * pass (Intel's server cores): the row dot's two accumulators as they are, a pair of blocks
  * per step; 16 blocks' scale products made together as in q8_0_row1, each pair's spread to
  * its two halves by one permute. The same operations on the same values as the row dot. */
-INLINE float q8_0_row512(int64_t nb, const block_q8_0 *x, const block_q8_0 *a,
-                         const q8_0_prep *p, const float *as, const int pf) {
+INLINE float q8_0_row512(int64_t nb, const block_q8_0 *x, const block_q8_0 *a, const q8_0_prep *p,
+                         const float *as, const int pf) {
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     int64_t main = nb / 4 * 4, i = 0;
@@ -288,8 +288,8 @@ INLINE float q8_0_row512(int64_t nb, const block_q8_0 *x, const block_q8_0 *a,
             int64_t b = i + 2 * k;
             __m512i wu = _mm512_xor_si512(load2x32(x[b].qs, x[b + 1].qs), bias);
             __m512i d = _mm512_dpbusd_epi32(p[b / 2].neg, wu, p[b / 2].av);
-            __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * k),
-                                             _mm256_set1_epi32(2 * k + 1), 1);
+            __m512i idx =
+                _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 1), 1);
             __m512 sc = _mm512_permutexvar_ps(idx, pr);
             acc[k & 1] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(d), acc[k & 1]);
         }
@@ -611,8 +611,10 @@ INLINE void q4_K_row(const int T, int64_t nsb, const block_q4_K *x, const block_
 #define ROW_KERNEL(name, block_t, act_t, qk)                                                       \
     AVX512 static void name##_rows(int T, int64_t nsb, const void *w, size_t w_stride, int64_t nr, \
                                    const act_t *const *a, float *const *y) {                       \
+        int pf = T == 1 ? halo_quant_row_prefetch() : 0; /* one token streams its rows */          \
         for (int64_t r = 0; r < nr; r++) {                                                         \
             const block_t *x = (const block_t *)((const unsigned char *)w + (size_t)r * w_stride); \
+            if (pf) halo_prefetch_span((const unsigned char *)x + pf, w_stride);                   \
             switch (T) {                                                                           \
             case 1:                                                                                \
                 name##_row(1, nsb, x, a, y, r);                                                    \
@@ -690,10 +692,12 @@ AVX512 void halo_gemm_iq2_xxs_avx512(int64_t n, const void *w, size_t w_stride, 
         halo_gemm_iq2_xxs_tiled_avx512(n, w, w_stride, nr, act, nt, y);
         return;
     }
-    for (int64_t r = 0; r < nr; r++)
-        y[0][r] = iq2_xxs_dot1(
-            n / QK_K, (const block_iq2_xxs *)((const unsigned char *)w + (size_t)r * w_stride),
-            act[0]);
+    int pf = halo_quant_row_prefetch();
+    for (int64_t r = 0; r < nr; r++) {
+        const unsigned char *x = (const unsigned char *)w + (size_t)r * w_stride;
+        if (pf) halo_prefetch_span(x + pf, w_stride);
+        y[0][r] = iq2_xxs_dot1(n / QK_K, (const block_iq2_xxs *)x, act[0]);
+    }
 }
 ROW_KERNEL(q2_K, block_q2_K, block_q8_K, QK_K)
 ROW_KERNEL(q4_K, block_q4_K, block_q8_K, QK_K)

@@ -127,7 +127,7 @@ static int prefetch_env(const char *name, int dflt) {
     return n < 0 ? 0 : n / 64 * 64;
 }
 
-/* The one-token kernels' choices. On the H200 machine's 16-core Xeon (Sapphire Rapids class,
+/* The one-token kernels' choices. On the H200 machine's 16-core Xeon (Emerald Rapids class,
  * bench/cpu/RESULTS.md 2026-12-01 04:53) each thread's stream of Q8_0 rows read at 0.81 of a
  * plain read with the hardware prefetchers alone and at 1.03 with lines requested 2-4 KiB
  * ahead (tg32 at 16 threads +8-13 %); on the Zen 4 VM the same prefetch did not help (0.86-0.91

@@ -129,12 +129,25 @@ typedef struct rope_ctx {
     bool inverse;
 } rope_ctx;
 
+/* One token's heads: the angles' cosines and sines are the same for every head, so they are
+ * taken once (cpu_rope_row's values, so the same results): 64 heads took ~15 us of one thread
+ * with a cosf and sinf per pair and head, a serial step of a decode token's attention. */
 static void rope_task(void *p, int64_t t) {
     rope_ctx *c = p;
+    float cs[512], sn[512];
+    uint32_t half = c->n_rot / 2;
+    for (uint32_t i = 0; i < half; i++) {
+        float angle = (float)c->pos[t] * c->inv_freq[i];
+        cs[i] = cosf(angle);
+        sn[i] = c->inverse ? -sinf(angle) : sinf(angle);
+    }
     for (int64_t h = 0; h < c->n_head; h++) {
-        float *head = c->x + (t * c->n_head + h) * c->head_dim;
-        cpu_rope_row(head + c->head_dim - c->n_rot, c->n_rot, c->inv_freq, (float)c->pos[t],
-                     c->inverse);
+        float *x = c->x + (t * c->n_head + h) * c->head_dim + c->head_dim - c->n_rot;
+        for (uint32_t i = 0; i < half; i++) {
+            float a = x[2 * i], b = x[2 * i + 1];
+            x[2 * i] = a * cs[i] - b * sn[i];
+            x[2 * i + 1] = b * cs[i] + a * sn[i];
+        }
     }
 }
 

@@ -23,6 +23,7 @@ typedef struct attn_params {
 } attn_params;
 
 __global__ void attention_kernel(attn_params a) {
+    cu_pdl_entry();
     __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS];
     __shared__ float sm_acc[ATT_WARPS][ATT_MAX_J * WARP];
     const int64_t t = blockIdx.x, h = blockIdx.y;
@@ -120,6 +121,7 @@ static __device__ __forceinline__ const float *ap_row(const attn_params &a, int6
 
 template <int F4> /* float4s per lane: head_dim = 128·F4 */
 __global__ void __launch_bounds__(AP_HEADS *WARP) attention_prefill_kernel(attn_params a) {
+    cu_pdl_entry();
     extern __shared__ __align__(16) float ap_sm[]; /* [2][AP_ROWS][head_dim] */
     constexpr int HD = 128 * F4;
     const int64_t t = blockIdx.x;
@@ -245,10 +247,10 @@ static bool attention_prefill(cu_backend *be, const attn_params &p, int64_t n_to
     static bool done1, done4;
     if (p.head_dim == 128) {
         if (!cu_smem_attr(be, attention_prefill_kernel<1>, smem, &done1, "attention")) return true;
-        attention_prefill_kernel<1><<<grid, AP_HEADS * WARP, smem, be->stream>>>(p);
+        cu_launch(be, attention_prefill_kernel<1>, grid, AP_HEADS * WARP, smem, p);
     } else {
         if (!cu_smem_attr(be, attention_prefill_kernel<4>, smem, &done4, "attention")) return true;
-        attention_prefill_kernel<4><<<grid, AP_HEADS * WARP, smem, be->stream>>>(p);
+        cu_launch(be, attention_prefill_kernel<4>, grid, AP_HEADS * WARP, smem, p);
     }
     CU_LAUNCHED(be, "attention", "attention_prefill_kernel");
     return true;
@@ -292,6 +294,6 @@ void cu_attention(halo_backend *hbe, const halo_attn_args *a) {
     if (attention_prefill(be, p, n_tok)) return;
 #endif
     dim3 grid((unsigned)n_tok, (unsigned)n_head);
-    attention_kernel<<<grid, ATT_WARPS * WARP, 0, be->stream>>>(p);
+    cu_launch(be, attention_kernel, grid, ATT_WARPS * WARP, 0, p);
     CU_LAUNCHED(be, "attention", "attention_kernel");
 }

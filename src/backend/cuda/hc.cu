@@ -80,6 +80,7 @@ typedef struct hc_mix_args {
 } hc_mix_args;
 
 __global__ void __launch_bounds__(1024) hc_mix_kernel(hc_mix_args a) {
+    cu_pdl_entry();
     __shared__ float pre[HC_MAX];
     __shared__ float red[32];
     __shared__ float comb_s[HC_MAX * HC_MAX];
@@ -169,12 +170,13 @@ void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
                      head ? NULL : cu_f32(a->post),
                      head ? NULL : cu_f32(a->comb)};
     if (be->failed) return;
-    hc_mix_kernel<<<(unsigned)n_tok, 1024, 0, be->stream>>>(m);
+    cu_launch(be, hc_mix_kernel, (unsigned)n_tok, 1024, 0, m);
     CU_LAUNCHED(be, "hc_pre", "hc_mix_kernel");
 }
 
 __global__ void hc_post_kernel(float *streams, const float *y, const float *post, const float *comb,
                                int64_t n_embd, uint32_t hc, int64_t n_tok) {
+    cu_pdl_entry();
     int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n_tok * n_embd) return;
     int64_t t = id / n_embd, d = id % n_embd;
@@ -201,7 +203,7 @@ void cu_hc_post(halo_backend *hbe, halo_tensor *streams, const halo_tensor *y,
         cu_check(be, "hc_post", "hc count above 16", cudaErrorInvalidValue);
         return;
     }
-    hc_post_kernel<<<cu_blocks(n_tok * n_embd, 256), 256, 0, be->stream>>>(
-        cu_f32(streams), cu_f32(y), cu_f32(post), cu_f32(comb), n_embd, hc, n_tok);
+    cu_launch(be, hc_post_kernel, cu_blocks(n_tok * n_embd, 256), 256, 0, cu_f32(streams),
+              cu_f32(y), cu_f32(post), cu_f32(comb), n_embd, hc, n_tok);
     CU_LAUNCHED(be, "hc_post", "hc_post_kernel");
 }

@@ -216,6 +216,22 @@ static __device__ __forceinline__ float mvq_unit(const uint8_t *slot, int u, con
     }
 }
 
+/* The chunks of the int8 path: weights per chunk and chunk slots per warp. The warp's
+ * MV_STAGES x MV_STAGE bytes of shared memory are cut into as many slots as the type's chunk
+ * allows, all but one in flight: a row of 4096 IQ2_XXS weights is 1056 bytes and a row of 2048
+ * Q2_K weights 672, so 2048-weight chunks in three slots (mv_stream's layout) kept only one or
+ * two kilobytes of a warp's rows in flight, too few to cover the memory's latency; here a warp
+ * has five (Q8_0, IQ2_XXS) or eight (Q2_K) chunks in flight. */
+static __host__ __device__ constexpr int mvq_ch(int t) {
+    return t == HALO_TYPE_Q8_0 ? 1024 : t == HALO_TYPE_IQ2_XXS ? 4096 : 2048;
+}
+static __host__ __device__ constexpr int mvq_slot(int t) {
+    return mvq_ch(t) / cx_block_elems(t) * cx_block_bytes(t);
+}
+static __host__ __device__ constexpr int mvq_stages(int t) {
+    return MV_STAGES * MV_STAGE / mvq_slot(t);
+}
+
 /* A warp's stream of rows as mv_stream (mv.cuh), one token, over an int8 activation:
  * p.row(i, &row) as there; p.begin(i) the width (0: skip); p.act() the activation of the item
  * begun last; p.end(i, sum). p.prepare() runs once, after this warp's first copies are issued
@@ -225,8 +241,9 @@ template <int T, class P>
 static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t stride,
                                                   int64_t n_items, uint8_t *stage,
                                                   const mvq_tabs *tab) {
-    constexpr int E = cx_block_elems(T), B = cx_block_bytes(T), CH = MV_CH;
-    static_assert(CH / E * B <= MV_STAGE && (CH / E * B) % 16 == 0, "chunk");
+    constexpr int E = cx_block_elems(T), B = cx_block_bytes(T), CH = mvq_ch(T);
+    constexpr int SLOT = mvq_slot(T), S = mvq_stages(T);
+    static_assert(SLOT % 16 == 0 && S >= 3 && S * SLOT <= MV_STAGES * MV_STAGE, "chunk");
     const int lane = threadIdx.x % WARP;
     int64_t ii = first, ik1 = 0, ikc = 0;
     int jn = 0;
@@ -239,7 +256,7 @@ static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t s
         if (ii < n_items) {
             const int n16 = (int)((ik1 - ikc < CH ? ik1 - ikc : CH) / E * B / 16);
             const uint4 *src = (const uint4 *)(irow + ikc / E * B);
-            uint8_t *dst = stage + (jn % MV_STAGES) * MV_STAGE;
+            uint8_t *dst = stage + (jn % S) * SLOT;
             for (int idx = lane; idx < n16; idx += WARP)
                 cp_async16(dst + 16 * idx, src + idx);
             jn++;
@@ -252,7 +269,7 @@ static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t s
         cp_async_commit();
     };
 #pragma unroll
-    for (int st = 0; st < MV_STAGES - 1; st++)
+    for (int st = 0; st < S - 1; st++)
         issue();
     p.prepare();
     int j = 0;
@@ -262,10 +279,10 @@ static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t s
         const q8act a = p.act();
         float acc = 0.0f;
         for (int64_t kc = 0; kc < k1; kc += CH, j++) {
-            cp_async_wait<MV_STAGES - 2>();
+            cp_async_wait<S - 2>();
             __syncwarp();
             issue();
-            const uint8_t *slot = stage + (j % MV_STAGES) * MV_STAGE;
+            const uint8_t *slot = stage + (j % S) * SLOT;
             const int n = (int)(k1 - kc < CH ? k1 - kc : CH);
             for (int u = lane; u < n / 32; u += WARP)
                 acc += mvq_unit<T>(slot, u, a, kc + 32 * u, tab);

@@ -12,6 +12,7 @@ enum { SCORE_WARPS = 8, SELECT_THREADS = 1024 };
 __global__ void score_kernel(const float *q, const float *w, const float *keys, int64_t hd,
                              int64_t n_head, int64_t n_rows, const int32_t *pos, cu_ints pos_small,
                              uint32_t ratio, float *score) {
+    cu_pdl_entry();
     const int64_t t = blockIdx.y;
     const int64_t s = (int64_t)blockIdx.x * SCORE_WARPS + threadIdx.x / WARP;
     int64_t visible = (cu_int_at(pos, pos_small, t) + 1) / ratio;
@@ -63,6 +64,7 @@ static __device__ int block_scan(int v, int *warp_tot, int *total) {
 
 __global__ void select_kernel(const float *score, int64_t n_rows, const int32_t *pos,
                               cu_ints pos_small, uint32_t ratio, uint32_t k, int32_t *out) {
+    cu_pdl_entry();
     __shared__ unsigned hist[256];
     __shared__ int warp_tot[SELECT_THREADS / WARP];
     __shared__ int total;
@@ -133,12 +135,11 @@ void cu_topk(halo_backend *hbe, const halo_topk_args *a) {
     if (!cu_ints_pass(be, spos, a->pos, n_tok, &ps, &dpos, "topk")) return;
     if (n_rows > 0) {
         dim3 grid(cu_blocks(n_rows, SCORE_WARPS), (unsigned)n_tok);
-        score_kernel<<<grid, SCORE_WARPS * WARP, 0, be->stream>>>(
-            cu_f32(a->q), cu_f32(a->w), cu_f32(a->keys), a->q->ne[0], a->q->ne[1], n_rows, dpos, ps,
-            a->ratio, score);
+        cu_launch(be, score_kernel, grid, SCORE_WARPS * WARP, 0, cu_f32(a->q), cu_f32(a->w),
+                  cu_f32(a->keys), a->q->ne[0], a->q->ne[1], n_rows, dpos, ps, a->ratio, score);
         if (!CU_LAUNCHED(be, "topk", "score_kernel")) return;
     }
-    select_kernel<<<(unsigned)n_tok, SELECT_THREADS, 0, be->stream>>>(
-        score, n_rows, dpos, ps, a->ratio, a->top_k, (int32_t *)cu_ptr(a->out));
+    cu_launch(be, select_kernel, (unsigned)n_tok, SELECT_THREADS, 0, score, n_rows, dpos, ps,
+              a->ratio, a->top_k, (int32_t *)cu_ptr(a->out));
     CU_LAUNCHED(be, "topk", "select_kernel");
 }

@@ -41,30 +41,43 @@ __global__ void attention_kernel(attn_params a) {
     int64_t visible = a.comp ? (pos + 1) / a.ratio : 0;
     if (visible > a.n_comp) visible = a.n_comp;
     const int64_t n_extra = a.comp ? (a.select ? a.k_sel : visible) : 0;
-    for (int64_t i = w; i < a.n_win + n_extra; i += ATT_WARPS) {
-        const float *row = NULL;
-        if (i < a.n_win) {
-            int64_t kp = a.win_pos0 + i;
-            if (kp <= pos && pos - kp < (int64_t)a.sliding_window) row = a.window + i * a.head_dim;
-        } else if (a.select) {
-            int32_t s = a.select[t * a.k_sel + (i - a.n_win)];
-            if (s >= 0 && s < visible) row = a.comp + (int64_t)s * a.head_dim;
-        } else {
-            row = a.comp + (i - a.n_win) * a.head_dim;
+    /* The warp's candidates i = w, w + ATT_WARPS, ... in batches of 32: lane j loads the
+     * indexer's entry of the batch's j-th candidate at once, so the entries (512 per token, most
+     * of them -1 early in a sequence) cost one load a batch, not a dependent load each. */
+    const int64_t n_all = a.n_win + n_extra;
+    for (int64_t i0 = w; i0 < n_all; i0 += (int64_t)ATT_WARPS * WARP) {
+        const int64_t il = i0 + (int64_t)ATT_WARPS * lane;
+        int32_t sel_l = -1;
+        if (a.select && il >= a.n_win && il < n_all) sel_l = a.select[t * a.k_sel + (il - a.n_win)];
+        const int64_t left = (n_all - i0 + ATT_WARPS - 1) / ATT_WARPS;
+        const int jn = left < WARP ? (int)left : WARP;
+        for (int j = 0; j < jn; j++) {
+            const int64_t i = i0 + (int64_t)ATT_WARPS * j;
+            const int32_t sel = __float_as_int(gpu_shfl(__int_as_float(sel_l), j));
+            const float *row = NULL;
+            if (i < a.n_win) {
+                int64_t kp = a.win_pos0 + i;
+                if (kp <= pos && pos - kp < (int64_t)a.sliding_window)
+                    row = a.window + i * a.head_dim;
+            } else if (a.select) {
+                if (sel >= 0 && sel < visible) row = a.comp + (int64_t)sel * a.head_dim;
+            } else {
+                row = a.comp + (i - a.n_win) * a.head_dim;
+            }
+            if (!row) continue; /* uniform across the warp */
+            float part = 0.0f;
+#pragma unroll
+            for (int j = 0; j < ATT_MAX_J; j++)
+                if (j < nj) part += qv[j] * row[lane + WARP * j];
+            float s = warp_sum(part) * a.scale;
+            float m_new = fmaxf(m, s);
+            float corr = expf(m - m_new), p = expf(s - m_new);
+            l = l * corr + p;
+#pragma unroll
+            for (int j = 0; j < ATT_MAX_J; j++)
+                if (j < nj) acc[j] = acc[j] * corr + p * row[lane + WARP * j];
+            m = m_new;
         }
-        if (!row) continue; /* uniform across the warp */
-        float part = 0.0f;
-#pragma unroll
-        for (int j = 0; j < ATT_MAX_J; j++)
-            if (j < nj) part += qv[j] * row[lane + WARP * j];
-        float s = warp_sum(part) * a.scale;
-        float m_new = fmaxf(m, s);
-        float corr = expf(m - m_new), p = expf(s - m_new);
-        l = l * corr + p;
-#pragma unroll
-        for (int j = 0; j < ATT_MAX_J; j++)
-            if (j < nj) acc[j] = acc[j] * corr + p * row[lane + WARP * j];
-        m = m_new;
     }
     if (lane == 0) {
         sm_m[w] = m;

@@ -843,6 +843,8 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
 #endif
     const char *r1 = getenv("HALO_CUDA_ROUTE1");
     be->route1 = !be->naive && !(r1 && strcmp(r1, "0") == 0);
+    const char *h1 = getenv("HALO_CUDA_HC1");
+    be->hc1 = !be->naive && !(h1 && strcmp(h1, "0") == 0);
     cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */
     be->ring_cap = 8u << 20;

@@ -166,7 +166,12 @@ static bool mv_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
         (x_stride & 3) || (n_in & 3) || n_out % groups)
         return false;
     /* Split-K when rows x token groups would leave the GPU idle (hc mixers: 24 rows). */
-    const int64_t tgroups = (n_tok + 7) / 8, chunks = (n_in + MV_CH - 1) / MV_CH;
+    /* K is split in whole chunks (MV_CH weights) for the block formats, in pieces of 512 for the
+     * float types (their loop takes any multiple of 8): the 64- to 256-row F16 projections of a
+     * decode step (router, indexer) then spread over 4-8 warps a row instead of 2. */
+    const bool fl = type == HALO_TYPE_F32 || type == HALO_TYPE_F16 || type == HALO_TYPE_BF16;
+    const int64_t unit = fl ? 512 : MV_CH;
+    const int64_t tgroups = (n_tok + 7) / 8, chunks = (n_in + unit - 1) / unit;
     int ks = 1;
 #ifndef HALO_HIP
     /* Row streams (ks = 1) keep every warp busy from about a thousand rows. */
@@ -186,7 +191,7 @@ static bool mv_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
                  n_tok,
                  out,
                  ks,
-                 (chunks + ks - 1) / ks * MV_CH,
+                 (chunks + ks - 1) / ks * unit,
                  cu_grids_get(&be->base)};
     switch (type) {
 #define MV_CASE(t)                                                                                 \

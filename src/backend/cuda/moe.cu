@@ -182,27 +182,34 @@ __global__ void route1_kernel(route_params a, int32_t *first, int32_t *pairs, in
     __shared__ int32_t sel_s[WARP];
     float *score = sm, *selv = sm + a.n_expert;
     unsigned char *taken = (unsigned char *)(selv + a.n_expert);
-    const int lane = threadIdx.x;
+    const int lane = threadIdx.x % WARP;
     const int64_t n = a.n_expert;
-    for (int64_t e = lane; e < n; e += WARP) {
-        score[e] =
-            a.gating == HALO_GATING_SOFTMAX ? a.score_in[e] : score_fn(a.gating, a.score_in[e]);
+    /* The scores on the whole block (sqrt-softplus is a chain of expf and log1pf: on one warp
+     * eight in a row took most of the kernel's ~10 us, H200 request cd-2), the rest on warp 0. */
+    const bool softmax = a.gating == HALO_GATING_SOFTMAX;
+    for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
+        const float sc = softmax ? a.score_in[e] : score_fn(a.gating, a.score_in[e]);
+        score[e] = sc;
         taken[e] = 0;
+        if (!softmax) selv[e] = sc + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
     }
-    gpu_syncwarp();
-    if (a.gating == HALO_GATING_SOFTMAX && lane == 0) {
-        float mx = score[0], sum = 0;
-        for (int64_t e = 1; e < n; e++)
-            mx = score[e] > mx ? score[e] : mx;
-        for (int64_t e = 0; e < n; e++)
-            sum += score[e] = expf(score[e] - mx);
-        for (int64_t e = 0; e < n; e++)
-            score[e] /= sum;
+    __syncthreads();
+    if (threadIdx.x >= WARP) return;
+    if (softmax) {
+        if (lane == 0) {
+            float mx = score[0], sum = 0;
+            for (int64_t e = 1; e < n; e++)
+                mx = score[e] > mx ? score[e] : mx;
+            for (int64_t e = 0; e < n; e++)
+                sum += score[e] = expf(score[e] - mx);
+            for (int64_t e = 0; e < n; e++)
+                score[e] /= sum;
+        }
+        gpu_syncwarp();
+        for (int64_t e = lane; e < n; e += WARP)
+            selv[e] = score[e] + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
+        gpu_syncwarp();
     }
-    gpu_syncwarp();
-    for (int64_t e = lane; e < n; e += WARP)
-        selv[e] = score[e] + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
-    gpu_syncwarp();
     if (a.tid2eid) {
         if (lane < (int)a.k)
             sel_s[lane] = a.tid2eid[(int64_t)cu_int_at(a.tokens, a.tokens_small, 0) * a.k + lane];
@@ -1058,7 +1065,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                        tok_small};
     if (be->failed) return;
     if (n_tok == 1 && k < WARP && be->route1) {
-        cu_launch(be, route1_kernel, 1, WARP, (size_t)n_expert * 9, rp, first, pairs, act);
+        cu_launch(be, route1_kernel, 1, 256, (size_t)n_expert * 9, rp, first, pairs, act);
         if (!CU_LAUNCHED(be, op, "route1_kernel")) return;
     } else {
         cu_launch(be, route_kernel, (unsigned)n_tok, 256, (size_t)n_expert * 9, rp);

@@ -127,13 +127,9 @@ static __device__ __forceinline__ void mvq_quant_block(const float *x, int64_t n
     }
 }
 
-/* The IQ2_XXS tables a block keeps in shared memory: the 256 grid rows (8 magnitudes) and, per
- * 7-bit sign index, the byte masks m (0xff where the weight is negative) and m & 0x01010101, so
- * a signed weight byte is (g ^ m) + (m & 1): two's complement negation per byte (g >= 8, so no
- * carry crosses a byte). */
+/* The IQ2_XXS grid a block keeps in shared memory: the 256 grid rows (8 magnitudes each). */
 typedef struct mvq_tabs {
     uint2 grid[256];
-    uint4 sign[128];
 } mvq_tabs;
 
 static __device__ __forceinline__ void mvq_tabs_load(mvq_tabs *t, const cu_grids &g) {
@@ -141,24 +137,30 @@ static __device__ __forceinline__ void mvq_tabs_load(mvq_tabs *t, const cu_grids
         const uint64_t r = g.iq2xxs[i];
         t->grid[i] = make_uint2((uint32_t)r, (uint32_t)(r >> 32));
     }
-    for (int i = threadIdx.x; i < 128; i += blockDim.x) {
-        const uint32_t s = iq_signs((uint32_t)i);
-        uint32_t lo = 0, hi = 0;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            lo |= ((s >> j) & 1u) * (0xffu << (8 * j));
-            hi |= ((s >> (j + 4)) & 1u) * (0xffu << (8 * j));
-        }
-        t->sign[i] = make_uint4(lo, hi, lo & 0x01010101u, hi & 0x01010101u);
-    }
+}
+
+/* The sign masks of four weights from four sign bits b (bit j: weight j negative): m1 has 0x01
+ * in byte j where bit j is set (the multiply puts bit j at bit 8j: 0x00204081 is
+ * 1 + 2^7 + 2^14 + 2^21, so no two bits meet), m = m1 * 0xff has 0xff there, and a signed byte
+ * is (g ^ m) + m1: two's complement negation per byte (g >= 8, so no carry crosses a byte).
+ * Computed rather than looked up: a table in shared memory (the earlier way) costs a 16-byte
+ * load with bank conflicts per 8 weights, and those loads bounded the experts' gate/up kernel
+ * (H200 request cd-2: 43.8 MB in 58 us, 0.75 TB/s). */
+static __device__ __forceinline__ uint32_t mvq_sign_bytes(uint32_t b4) {
+    return (b4 * 0x00204081u) & 0x01010101u;
 }
 
 /* The dot of 32-weight unit u of a staged chunk with activation values e .. e + 31. */
 template <int T>
 static __device__ __forceinline__ float mvq_unit(const uint8_t *slot, int u, const q8act &a,
                                                  int64_t e, const mvq_tabs *tab) {
+    /* Lanes take units 32 bytes apart, so the lanes l and l + 4 of a quarter-warp (the 8 lanes
+     * a 16-byte shared load serves at once) would hit the same banks: lanes with bit 2 set load
+     * their second half first, and each quarter-warp's loads fill the 32 banks once. */
     const int4 *xp = (const int4 *)(a.qs + e);
-    const int4 x0 = xp[0], x1 = xp[1];
+    const int h = (threadIdx.x >> 2) & 1;
+    const int4 xa = xp[h], xb = xp[h ^ 1];
+    const int4 x0 = h ? xb : xa, x1 = h ? xa : xb;
     const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
     if constexpr (T == HALO_TYPE_Q8_0) {
         /* Block u at byte 34u: 2-byte aligned; nine aligned words cover it, realigned by
@@ -188,9 +190,10 @@ static __device__ __forceinline__ float mvq_unit(const uint8_t *slot, int u, con
 #pragma unroll
         for (int l = 0; l < 4; l++) {
             const uint2 g = tab->grid[(qi >> (8 * l)) & 0xff];
-            const uint4 m = tab->sign[(aux >> (7 * l)) & 127];
-            s = __dp4a((int)((g.x ^ m.x) + m.z), xv[2 * l], s);
-            s = __dp4a((int)((g.y ^ m.y) + m.w), xv[2 * l + 1], s);
+            const uint32_t sg = iq_signs((aux >> (7 * l)) & 127);
+            const uint32_t lo1 = mvq_sign_bytes(sg & 15), hi1 = mvq_sign_bytes(sg >> 4);
+            s = __dp4a((int)((g.x ^ (lo1 * 0xffu)) + lo1), xv[2 * l], s);
+            s = __dp4a((int)((g.y ^ (hi1 * 0xffu)) + hi1), xv[2 * l + 1], s);
         }
         const int ls = 2 * (int)(aux >> 28) + 1;
         const float dw = __half2float(*(const __half *)(slot + 66 * (u >> 3))) * 0.125f;

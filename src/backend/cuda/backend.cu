@@ -845,6 +845,8 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->route1 = !be->naive && !(r1 && strcmp(r1, "0") == 0);
     const char *h1 = getenv("HALO_CUDA_HC1");
     be->hc1 = !be->naive && !(h1 && strcmp(h1, "0") == 0);
+    const char *at1 = getenv("HALO_CUDA_ATT1");
+    be->att1 = !be->naive && !(at1 && strcmp(at1, "0") == 0);
     cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */
     be->ring_cap = 8u << 20;

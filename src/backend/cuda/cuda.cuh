@@ -81,6 +81,7 @@ typedef struct cu_backend {
     bool pdl;      /* programmatic dependent launch for cu_launch (sm_90+, HALO_CUDA_PDL=0: off) */
     bool route1;   /* one token's routing and grouping in one kernel (HALO_CUDA_ROUTE1=0: off) */
     bool hc1;      /* one token's hc_pre in two wide kernels (hc.cu; HALO_CUDA_HC1=0: off) */
+    bool att1;     /* decode attention on 16 warps a head (attention.cu; HALO_CUDA_ATT1=0: off) */
     cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;
     /* CUDA graphs (graph.cu): NULL when steps run eagerly (HALO_CUDA_GRAPHS=0, profiling,

@@ -254,16 +254,11 @@ INLINE float q8_0_row1(int64_t nb, const block_q8_0 *x, const block_q8_0 *a, con
 
 AVX512 static void q8_0_rows1(int64_t nb, const unsigned char *w, size_t w_stride, int64_t nr,
                               const block_q8_0 *a, float *y, int pf) {
-    q8_0_prep1 p[PREP_MAX_CHUNKS * 2];
-    float as[PREP_MAX_CHUNKS * 2];
+    _Alignas(64) q8_0_prep1 p[PREP_MAX_CHUNKS * 2];
+    _Alignas(64) float as[PREP_MAX_CHUNKS * 2];
     q8_0_prepare1(nb, a, p, as);
-    if (pf) {
-        for (int64_t r = 0; r < nr; r++)
-            y[r] = q8_0_row1(nb, (const block_q8_0 *)(w + (size_t)r * w_stride), a, p, as, pf);
-    } else {
-        for (int64_t r = 0; r < nr; r++)
-            y[r] = q8_0_row1(nb, (const block_q8_0 *)(w + (size_t)r * w_stride), a, p, as, 0);
-    }
+    for (int64_t r = 0; r < nr; r++)
+        y[r] = q8_0_row1(nb, (const block_q8_0 *)(w + (size_t)r * w_stride), a, p, as, pf);
 }
 
 /* One row against one prepared token in 512-bit operations (HALO_Q8_ROW1=row512, kept for

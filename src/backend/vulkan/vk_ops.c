@@ -189,6 +189,32 @@ static bool use_matvec(const vk_backend *vb, const halo_tensor *w, const vk_mm_a
     return vb->matvec && w->ne[0] % 8 == 0 && (m->sel.buf || m->n_cols <= VK_MATVEC_COLS);
 }
 
+int32_t vk_mvq8_parse(const char *v) {
+    if (!v || !*v) return -1;
+    if (!strcmp(v, "0")) return 0;
+    if (v[0] >= '1' && v[0] <= '4' && (!v[1] || (v[1] == 'w' && !v[2])))
+        return (v[0] - '0') | (v[1] == 'w' ? 16 : 0);
+    return -1;
+}
+
+/* matvec_q8.comp's variant for a Q8_0 projection of plain columns (0: matvec.comp takes it):
+ * rows per lane group (they must stay inside one input group) and whether the group is the
+ * whole workgroup. Auto: a workgroup per row where rows are few (as matvec.comp), else two
+ * rows per subgroup. */
+static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    if (w->type != HALO_TYPE_Q8_0 || m->sel.buf || vb->mvq8 == 0) return 0;
+    if (vb->matvec_rows && vb->mvq8 < 0) return 0; /* tests of matvec.comp's variants */
+    uint32_t groups = m->groups ? m->groups : 1, per_group = m->N / groups;
+    int32_t v = vb->mvq8;
+    if (v < 0) {
+        if (vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return 0;
+        uint32_t tiles = (m->n_cols + VK_MATVEC_COLS - 1) / VK_MATVEC_COLS;
+        v = (uint64_t)m->N * tiles <= VK_MATVEC_WIDE_ROWS ? 1 | 16 : 2;
+    }
+    if (per_group % (uint32_t)(v & 15)) v = (v & 16) | 1;
+    return v;
+}
+
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m) {
     if (!vk_check_type(vb, op, w)) return;
     /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots,
@@ -226,7 +252,16 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     /* Workgroups of rows fold into x and z so a vocabulary-sized projection stays within the
      * workgroup-count limit. */
     vk_kernel kern = VK_K_MATMUL;
-    if (use_matvec(vb, w, m)) {
+    VkPipeline pipe = VK_NULL_HANDLE;
+    int32_t q8v = use_matvec(vb, w, m) ? mvq8_variant(vb, w, m) : 0;
+    if (q8v > 0) {
+        uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
+        uint32_t r = (uint32_t)q8v & 15u;
+        kern = VK_K_MATVEC_Q8;
+        pc.col_tile = VK_MATVEC_COLS;
+        pc.rows_per_wg = (q8v & 16) || s >= 128 ? r : r * (128 / s);
+        pipe = vk_typed_pipeline(vb, kern, (uint32_t)q8v);
+    } else if (use_matvec(vb, w, m)) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
         kern = VK_K_MATVEC;
         pc.col_tile = m->sel.buf ? 1u : VK_MATVEC_COLS;
@@ -243,7 +278,7 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     }
     uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
     uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;
-    VkPipeline pipe = vk_typed_pipeline(vb, kern, w->type);
+    if (!pipe) pipe = vk_typed_pipeline(vb, kern, w->type);
     /* Columns in chunks of whole tiles sharing whole x columns (vk_submit.c): each output is
      * computed by the same invocation as unsplit. */
     uint32_t div = pc.x_col_div, n_cols = m->n_cols;

@@ -148,11 +148,11 @@ static void matmul_decodes_every_weight_type(void) {
 }
 
 /* matvec_q8.comp (HALO_VK_MVQ8: a GPU takes it for Q8_0 decode; lavapipe only when asked),
- * every variant: 1..4 rows per subgroup or per workgroup, row counts that leave a partial last
- * group or that R does not divide (its fallback to 1 row), 1..5 columns (a second tile of
- * one), and the grouped projection. */
+ * every variant: 1..4 rows per subgroup or per workgroup, one or two units in flight, row counts
+ * that leave a partial last group or that R does not divide (its fallback to 1 row), 1..5 columns
+ * (a second tile of one), and the grouped projection. */
 static void q8_0_decode_variants_match_the_cpu(void) {
-    static const char *const variants[] = {"1", "2", "3", "4", "1w", "2w", "3w", "4w"};
+    static const char *const variants[] = {"1", "2", "3", "4u", "1w", "2wu", "3w", "4w"};
     enum { K = 4096, G = 8, KG = 1024, NG = 12 };
     static const int rows[] = {72, 70, 1};
     float *x = rnd(K * 5, 1.0f), *xg = rnd(G * KG * 2, 1.0f);

@@ -337,7 +337,8 @@ uint32_t vk_chunk(const vk_backend *vb, double work_per_unit, uint32_t n_units, 
 void vk_hazard_init(vk_backend *vb);
 uint32_t vk_kernel_writes(vk_kernel k);
 /* HALO_VK_MVQ8's value as vk_backend.mvq8: unset or "auto" -1, "0" 0 (off), "R" (1..4) that
- * many rows per subgroup, "Rw" R rows per workgroup; anything else -1. */
+ * many rows per subgroup, "Rw" R rows per workgroup, a "u" after either: two units in flight
+ * per lane; anything else -1. */
 int32_t vk_mvq8_parse(const char *v);
 /* Records a barrier (everything before it done and visible to everything after). */
 void vk_barrier(vk_backend *vb);

@@ -192,9 +192,17 @@ static bool use_matvec(const vk_backend *vb, const halo_tensor *w, const vk_mm_a
 int32_t vk_mvq8_parse(const char *v) {
     if (!v || !*v) return -1;
     if (!strcmp(v, "0")) return 0;
-    if (v[0] >= '1' && v[0] <= '4' && (!v[1] || (v[1] == 'w' && !v[2])))
-        return (v[0] - '0') | (v[1] == 'w' ? 16 : 0);
-    return -1;
+    if (v[0] < '1' || v[0] > '4') return -1;
+    int32_t r = v[0] - '0';
+    for (v++; *v; v++) {
+        if (*v == 'w' && !(r & 16))
+            r |= 16;
+        else if (*v == 'u' && !(r & 32))
+            r |= 32;
+        else
+            return -1;
+    }
+    return r;
 }
 
 /* matvec_q8.comp's variant for a Q8_0 projection of plain columns (0: matvec.comp takes it):
@@ -211,7 +219,7 @@ static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk
         uint32_t tiles = (m->n_cols + VK_MATVEC_COLS - 1) / VK_MATVEC_COLS;
         v = (uint64_t)m->N * tiles <= VK_MATVEC_WIDE_ROWS ? 1 | 16 : 2;
     }
-    if (per_group % (uint32_t)(v & 15)) v = (v & 16) | 1;
+    if (per_group % (uint32_t)(v & 15)) v = (v & ~15) | 1;
     return v;
 }
 

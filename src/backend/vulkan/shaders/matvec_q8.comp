@@ -11,10 +11,12 @@
 #include "common.glsl"
 #include "quant.glsl"
 
-// Rows per lane group in the low 4 bits (1..4); 16: the group is the whole workgroup.
+// Rows per lane group in the low 4 bits (1..4); 16: the group is the whole workgroup; 32: two
+// units in flight per lane (more loads outstanding).
 layout(constant_id = 0) const uint VARIANT = 2u;
 const uint R = VARIANT & 15u;
 const bool WIDE = (VARIANT & 16u) != 0u;
+const bool TWO = (VARIANT & 32u) != 0u;
 
 layout(binding = 1) readonly buffer X { float d[]; } XB;
 layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // the same, 16 bytes a load
@@ -54,46 +56,60 @@ float unit_dot(float acc, uint c, uint row, uint u, vec4 xa, vec4 xb) {
     return acc;
 }
 
+// The invocation's rows (chunk and byte offset), columns and sums.
+uint c[4], base[4], xb[4], ncol;
+bool vec;
+float acc[16];
+
+// Unit u of every row, for every column.
+void unit_step(uint u) {
+    [[unroll]] for (uint j = 0u; j < 4u; j++) {
+        if (j >= ncol) break;
+        uint xi = xb[j] + 8u * u;
+        vec4 xa, xc;
+        if (vec) {
+            xa = XB4.d[xi >> 2];
+            xc = XB4.d[(xi >> 2) + 1u];
+        } else {
+            xa = vec4(XB.d[xi], XB.d[xi + 1u], XB.d[xi + 2u], XB.d[xi + 3u]);
+            xc = vec4(XB.d[xi + 4u], XB.d[xi + 5u], XB.d[xi + 6u], XB.d[xi + 7u]);
+        }
+        [[unroll]] for (uint r = 0u; r < R; r++)
+            acc[4u * r + j] = unit_dot(acc[4u * r + j], c[r], base[r], u, xa, xc);
+    }
+}
+
 void main() {
     uint lane = WIDE ? gl_LocalInvocationID.x : gl_SubgroupInvocationID;
     uint ss = WIDE ? uint(WG) : gl_SubgroupSize;
     uint grp = WIDE ? 0u : gl_SubgroupID;
     uint col0 = gl_WorkGroupID.y * pc.col_tile;
-    uint ncol = min(pc.col_tile, pc.n_cols - col0);
+    ncol = min(pc.col_tile, pc.n_cols - col0);
     uint row0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * pc.rows_per_wg +
                 grp * R;
     uint nr = row0 < pc.N ? min(R, pc.N - row0) : 0u;
     if (!WIDE && nr == 0u) return; // no barriers below in this variant
     // The host keeps a group's rows inside one input group (R divides N / groups).
     uint g = row0 / (pc.N / pc.groups);
-    uint c[4], base[4];
     [[unroll]] for (uint r = 0u; r < 4u; r++) {
         uint o = row0 + min(r, max(nr, 1u) - 1u); // rows past the end repeat the last one
         wrow(o, pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c[r], base[r]);
     }
-    uint xb[4];
     [[unroll]] for (uint j = 0u; j < 4u; j++)
         xb[j] = pc.x_off + ((col0 + min(j, ncol - 1u)) / pc.x_col_div) * pc.x_col_stride +
                 g * pc.K;
-    bool vec = (pc.x_off & 3u) == 0u && (pc.x_col_stride & 3u) == 0u;
-    float acc[16];
+    vec = (pc.x_off & 3u) == 0u && (pc.x_col_stride & 3u) == 0u;
     [[unroll]] for (uint i = 0u; i < 16u; i++) acc[i] = 0.0;
     uint units = pc.K / 8u;
-    for (uint u = lane; u < units; u += ss) {
-        [[unroll]] for (uint j = 0u; j < 4u; j++) {
-            if (j >= ncol) break;
-            uint xi = xb[j] + 8u * u;
-            vec4 xa, xc;
-            if (vec) {
-                xa = XB4.d[xi >> 2];
-                xc = XB4.d[(xi >> 2) + 1u];
-            } else {
-                xa = vec4(XB.d[xi], XB.d[xi + 1u], XB.d[xi + 2u], XB.d[xi + 3u]);
-                xc = vec4(XB.d[xi + 4u], XB.d[xi + 5u], XB.d[xi + 6u], XB.d[xi + 7u]);
-            }
-            [[unroll]] for (uint r = 0u; r < R; r++)
-                acc[4u * r + j] = unit_dot(acc[4u * r + j], c[r], base[r], u, xa, xc);
+    if (TWO) {
+        uint u = lane;
+        for (; u + ss < units; u += 2u * ss) {
+            unit_step(u);
+            unit_step(u + ss);
         }
+        if (u < units) unit_step(u);
+    } else {
+        for (uint u = lane; u < units; u += ss) unit_step(u);
     }
     if (WIDE) {
         // subgroup sums, then one value per subgroup and output through shared memory

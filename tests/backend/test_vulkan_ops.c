@@ -554,6 +554,13 @@ int main(void) {
     RUN(grouped_matmul_reads_its_group_slice);
     RUN(moe_routes_and_mixes_like_the_cpu);
     vk->ops->destroy(vk);
+    /* The defaults: matvec_moe.comp takes IQ2_XXS and Q2_K, plain and expert-selected (the
+     * runs above keep matvec.comp: HALO_VK_MATVEC_ROWS); on a GPU matvec_q8.comp takes Q8_0. */
+    CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
+    printf("defaults:\n");
+    RUN(matmul_decodes_every_weight_type);
+    RUN(moe_routes_and_mixes_like_the_cpu);
+    vk->ops->destroy(vk);
     vk = wide;
     vk->ops->destroy(vk);
     cpu->ops->destroy(cpu);

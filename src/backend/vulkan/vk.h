@@ -124,6 +124,7 @@ typedef enum vk_kernel {
     VK_K_HC_MIX,      /* hc_pre's projection, in parallel chunks */
     VK_K_MATVEC_WIDE, /* matvec with a workgroup per row (few rows) */
     VK_K_MATVEC_Q8,   /* Q8_0 decode: several rows per lane group (specialised by variant) */
+    VK_K_MATVEC_MOE,  /* IQ2_XXS / Q2_K (routed experts): a sub-block per lane, rows per WG */
     VK_K_COUNT
 } vk_kernel;
 
@@ -216,7 +217,9 @@ typedef struct vk_backend {
     bool matvec;      /* matvec.comp for a few columns (HALO_VK_MATVEC=0: matmul.comp only) */
     uint32_t matvec_rows; /* HALO_VK_MATVEC_ROWS: 1 a workgroup per row, 4 a subgroup; 0 auto */
     int32_t mvq8;         /* HALO_VK_MVQ8: Q8_0 decode by matvec_q8.comp: -1 auto, 0 off, else its
-                           * variant (rows per lane group | 16 for a workgroup per group) */
+                           * variant (rows per lane group | 16: a workgroup per group | 32: two units
+                           * in flight) */
+    bool mvmoe;           /* matvec_moe.comp for IQ2_XXS / Q2_K (HALO_VK_MVMOE=0: matvec.comp) */
 
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout pipe_layout;

@@ -206,9 +206,11 @@ int32_t vk_mvq8_parse(const char *v) {
 }
 
 /* matvec_q8.comp's variant for a Q8_0 projection of plain columns (0: matvec.comp takes it):
- * rows per lane group (they must stay inside one input group) and whether the group is the
- * whole workgroup. Auto: a workgroup per row where rows are few (as matvec.comp), else two
- * rows per subgroup. */
+ * rows per lane group (they must stay inside one input group), whether the group is the whole
+ * workgroup, whether two units are in flight. Auto, from bench_vk_matvec on the H200
+ * (bench/vulkan/RESULTS.md): a workgroup per row for up to 1024 rows (q_a, kv), four rows per
+ * subgroup with two units in flight for the large ones (q_b, the output projections, the
+ * vocabulary), one row per subgroup between (the shared expert). */
 static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
     if (w->type != HALO_TYPE_Q8_0 || m->sel.buf || vb->mvq8 == 0) return 0;
     if (vb->matvec_rows && vb->mvq8 < 0) return 0; /* tests of matvec.comp's variants */
@@ -217,10 +219,22 @@ static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk
     if (v < 0) {
         if (vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return 0;
         uint32_t tiles = (m->n_cols + VK_MATVEC_COLS - 1) / VK_MATVEC_COLS;
-        v = (uint64_t)m->N * tiles <= VK_MATVEC_WIDE_ROWS ? 1 | 16 : 2;
+        uint64_t rows = (uint64_t)m->N * tiles, weights = (uint64_t)m->N * (uint64_t)w->ne[0];
+        v = rows <= 1024 ? 1 | 16 : weights >= (32u << 20) ? 4 | 32 : 1;
     }
     if (per_group % (uint32_t)(v & 15)) v = (v & ~15) | 1;
     return v;
+}
+
+/* Rows a workgroup of matvec_moe.comp walks (a multiple of its R = 2). */
+#define VK_MVMOE_ROWS 16
+
+/* Whether matvec_moe.comp takes a projection matvec.comp would: IQ2_XXS or Q2_K (the routed
+ * experts), ungrouped. HALO_VK_MVMOE=0, or HALO_VK_MATVEC_ROWS (tests of matvec.comp's
+ * variants), keeps matvec.comp. */
+static bool use_mvmoe(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    return vb->mvmoe && !vb->matvec_rows && (m->groups ? m->groups : 1) == 1 &&
+           (w->type == HALO_TYPE_IQ2_XXS || w->type == HALO_TYPE_Q2_K) && w->ne[0] % 256 == 0;
 }
 
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m) {
@@ -262,7 +276,13 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     vk_kernel kern = VK_K_MATMUL;
     VkPipeline pipe = VK_NULL_HANDLE;
     int32_t q8v = use_matvec(vb, w, m) ? mvq8_variant(vb, w, m) : 0;
-    if (q8v > 0) {
+    bool moe = use_matvec(vb, w, m) && use_mvmoe(vb, w, m);
+    if (moe) {
+        /* a column per workgroup row, rows_per_wg rows per workgroup after one codebook fill */
+        kern = VK_K_MATVEC_MOE;
+        pc.col_tile = 1;
+        pc.rows_per_wg = VK_MVMOE_ROWS;
+    } else if (q8v > 0) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
         uint32_t r = (uint32_t)q8v & 15u;
         kern = VK_K_MATVEC_Q8;

@@ -83,13 +83,99 @@ static void *make_weights(const shape *s, uint64_t *bytes) {
     return w;
 }
 
-static halo_status tensor(halo_backend *be, uint32_t pool, uint32_t type, int64_t ne0, int64_t ne1,
-                          const void *data, halo_tensor *t, halo_error *err) {
-    *t = (halo_tensor){.type = type, .ne = {ne0, ne1, 1, 1}};
+static halo_status tensor3(halo_backend *be, uint32_t pool, uint32_t type, int64_t ne0, int64_t ne1,
+                           int64_t ne2, const void *data, halo_tensor *t, halo_error *err) {
+    *t = (halo_tensor){.type = type, .ne = {ne0, ne1, ne2, 1}};
     uint64_t n = halo_tensor_nbytes(t);
     halo_status st = pool == HALO_POOL_COUNT ? be->ops->buf_alloc(be, n, &t->buf, err)
                                              : be->ops->buf_alloc_pool(be, pool, n, &t->buf, err);
     if (!st && data) st = be->ops->buf_write(be, t->buf, 0, data, n, err);
+    return st;
+}
+
+static halo_status tensor(halo_backend *be, uint32_t pool, uint32_t type, int64_t ne0, int64_t ne1,
+                          const void *data, halo_tensor *t, halo_error *err) {
+    return tensor3(be, pool, type, ne0, ne1, 1, data, t, err);
+}
+
+/* ---- one MoE call: a decode step's routed (6 of 256, IQ2_XXS / Q2_K) and shared (Q8_0)
+ * experts with the router, as the q2 model's layers ------------------------------------------ */
+
+enum { ME = 4096, MF = 2048, MK = 6, MOE_T = 8 };
+static int MX = 256; /* experts: BENCH_VK_EXPERTS lowers it (a small machine, lavapipe) */
+/* N per expert for the stacked three; 0: MX */
+static const shape moe_w[MOE_T] = {
+    {"router", HALO_TYPE_F16, ME, 0, 1},       {"gate_exps", HALO_TYPE_IQ2_XXS, ME, MF, 1},
+    {"up_exps", HALO_TYPE_IQ2_XXS, ME, MF, 1}, {"down_exps", HALO_TYPE_Q2_K, MF, ME, 1},
+    {"gate_sh", HALO_TYPE_Q8_0, ME, MF, 1},    {"up_sh", HALO_TYPE_Q8_0, ME, MF, 1},
+    {"down_sh", HALO_TYPE_Q8_0, MF, ME, 1},    {"bias", HALO_TYPE_F32, 0, 1, 1}};
+
+typedef struct moe_host {
+    void *w[MOE_T];
+    uint64_t bytes[MOE_T];
+    float *x, *ref;
+} moe_host;
+
+/* The call on be (weights in pool), timed as run_shape; out compared with ref when given. */
+static halo_status run_moe(halo_backend *be, uint32_t pool, moe_host *h, int reps, double *us,
+                           double *host_us, double *rel, bool fill_ref, halo_error *err) {
+    halo_tensor t[MOE_T] = {{0}}, x = {0}, out = {0};
+    halo_status st = HALO_OK;
+    for (int i = 0; i < MOE_T && !st; i++) {
+        const shape *s = &moe_w[i];
+        bool stacked = i >= 1 && i <= 3;
+        int64_t k = i == MOE_T - 1 ? MX : s->K, n = i == 0 ? MX : s->N;
+        st = tensor3(be, i == MOE_T - 1 ? HALO_POOL_COUNT : pool, s->type, k, n, stacked ? MX : 1,
+                     h->w[i], &t[i], err);
+    }
+    if (!st) st = tensor(be, HALO_POOL_COUNT, HALO_TYPE_F32, ME, 1, h->x, &x, err);
+    if (!st) st = tensor(be, HALO_POOL_COUNT, HALO_TYPE_F32, ME, 1, NULL, &out, err);
+    halo_moe_args a = {.x = &x,
+                       .gate_inp = &t[0],
+                       .probs_bias = &t[7],
+                       .gate_exps = &t[1],
+                       .up_exps = &t[2],
+                       .down_exps = &t[3],
+                       .gate_sh = &t[4],
+                       .up_sh = &t[5],
+                       .down_sh = &t[6],
+                       .n_used = MK,
+                       .gating = HALO_GATING_SQRTSOFTPLUS,
+                       .norm_weights = true,
+                       .weights_scale = 1.5f,
+                       .clamp_exp = 10.0f,
+                       .clamp_shexp = 10.0f,
+                       .out = &out};
+    if (!st) {
+        be->ops->moe(be, &a);
+        st = be->ops->sync(be, err);
+    }
+    float got[ME];
+    if (!st) st = be->ops->buf_read(be, out.buf, 0, got, sizeof got, err);
+    if (!st && fill_ref) memcpy(h->ref, got, sizeof got);
+    if (!st && !fill_ref) {
+        double d = 0, m = 0;
+        for (int i = 0; i < ME; i++) {
+            double e = fabs((double)got[i] - h->ref[i]);
+            d = e > d || isnan(e) ? e : d;
+            m = fabs(h->ref[i]) > m ? fabs(h->ref[i]) : m;
+        }
+        *rel = m > 0 ? d / m : d;
+    }
+    if (!st && !fill_ref) {
+        double t0 = bench_seconds(CLOCK_MONOTONIC);
+        for (int r = 0; r < reps; r++)
+            be->ops->moe(be, &a);
+        double t1 = bench_seconds(CLOCK_MONOTONIC);
+        st = be->ops->sync(be, err);
+        double t2 = bench_seconds(CLOCK_MONOTONIC);
+        *us = 1e6 * (t2 - t0) / reps;
+        *host_us = 1e6 * (t1 - t0) / reps;
+    }
+    for (int i = 0; i < MOE_T; i++)
+        if (t[i].buf) be->ops->buf_free(be, t[i].buf);
+    if (x.buf) be->ops->buf_free(be, x.buf);
+    if (out.buf) be->ops->buf_free(be, out.buf);
     return st;
 }
 
@@ -200,6 +286,34 @@ int main(int argc, char **argv) {
         cpu->ops->buf_free(cpu, w.buf), cpu->ops->buf_free(cpu, x.buf);
         cpu->ops->buf_free(cpu, out.buf);
     }
+    if (getenv("BENCH_VK_EXPERTS") && atoi(getenv("BENCH_VK_EXPERTS")) >= MK)
+        MX = atoi(getenv("BENCH_VK_EXPERTS"));
+    moe_host mh = {.x = malloc(ME * sizeof(float)), .ref = malloc(ME * sizeof(float))};
+    uint64_t moe_bytes = 0; /* what one token reads: router, 6 experts, shared expert */
+    for (int i = 0; i < MOE_T; i++) {
+        if (moe_w[i].type == HALO_TYPE_F32) {
+            mh.bytes[i] = MX * 4;
+            mh.w[i] = malloc(mh.bytes[i]);
+            for (int k = 0; mh.w[i] && k < MX; k++)
+                ((float *)mh.w[i])[k] = (float)(bench_rand() % 1000) / 10000.0f;
+        } else {
+            shape sh = moe_w[i];
+            sh.N = i == 0 ? MX : sh.N * (i <= 3 ? MX : 1);
+            mh.w[i] = make_weights(&sh, &mh.bytes[i]);
+        }
+        if (!mh.w[i] || !mh.x || !mh.ref) {
+            fprintf(stderr, "bench_vk_matvec: out of memory\n");
+            return 1;
+        }
+        moe_bytes += i >= 1 && i <= 3 ? mh.bytes[i] / MX * MK : mh.bytes[i];
+    }
+    for (int k = 0; k < ME; k++)
+        mh.x[k] = (float)((double)(bench_rand() >> 11) / 9007199254740992.0 * 2 - 1);
+    double dummy = 0;
+    if (run_moe(cpu, HALO_POOL_HOST, &mh, 1, &dummy, &dummy, &dummy, true, &err)) {
+        fprintf(stderr, "bench_vk_matvec: cpu moe: %s\n", err.message);
+        return 1;
+    }
     cpu->ops->destroy(cpu);
     printf(
         "| config | projection | K x N | weight MB | us/call | GB/s | host us/call | rel err |\n");
@@ -225,10 +339,22 @@ int main(int argc, char **argv) {
                    (double)hs[i].w_bytes / 1e6, us, (double)hs[i].w_bytes / us / 1e3, host_us, rel);
             fflush(stdout);
         }
+        double us = 0, host_us = 0, rel = -1;
+        if (run_moe(vk, HALO_POOL_DEVICE, &mh, reps, &us, &host_us, &rel, false, &err))
+            printf("| %s | moe | error: %s |\n", configs[c], err.message);
+        else
+            printf("| %s | moe, 1 token (6 of 256 experts + shared + router) | 4096 x 4096 | "
+                   "%.2f | %.2f | %.1f | %.2f | %.1e |\n",
+                   configs[c], (double)moe_bytes / 1e6, us, (double)moe_bytes / us / 1e3, host_us,
+                   rel);
+        fflush(stdout);
         vk->ops->destroy(vk);
         unapply(saved);
     }
     for (int i = 0; i < N_SHAPES; i++)
         free(hs[i].w), free(hs[i].x), free(hs[i].ref);
+    for (int i = 0; i < MOE_T; i++)
+        free(mh.w[i]);
+    free(mh.x), free(mh.ref);
     return 0;
 }

@@ -67,7 +67,7 @@ static void embed_rows(vk_backend *vb, const char *op, const halo_tensor *table,
     embed_pc pc = {(uint32_t)table->ne[0],   table->type,   bd[0].rel,     bd[0].chunk_rows,
                    (uint32_t)b[0].row_bytes, bd[1].rel / 4, bd[2].rel / 4, (uint32_t)n_rows};
     vk_dispatch_pipe(vb, VK_K_EMBED, vk_typed_pipeline(vb, VK_K_EMBED, table->type), op, b, 3, NULL,
-                     &pc, sizeof pc, n_ids, 1, 1);
+                     &pc, sizeof pc, n_ids, (pc.n + 511) / 512, 1); /* embed.comp's SLICE */
 }
 
 vk_binding vk_as_f32(vk_backend *vb, const char *op, const halo_tensor *t, uint64_t scratch_off) {
@@ -226,12 +226,9 @@ static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk
     return v;
 }
 
-/* Rows a workgroup of matvec_moe.comp walks (a multiple of its R = 2). */
-#define VK_MVMOE_ROWS 16
-
 /* Whether matvec_moe.comp takes a projection matvec.comp would: IQ2_XXS or Q2_K (the routed
  * experts), ungrouped. HALO_VK_MVMOE=0, or HALO_VK_MATVEC_ROWS (tests of matvec.comp's
- * variants), keeps matvec.comp. */
+ * variants), keeps matvec.comp; HALO_VK_MVMOE=N walks N rows a workgroup (16). */
 static bool use_mvmoe(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
     return vb->mvmoe && !vb->matvec_rows && (m->groups ? m->groups : 1) == 1 &&
            (w->type == HALO_TYPE_IQ2_XXS || w->type == HALO_TYPE_Q2_K) && w->ne[0] % 256 == 0;
@@ -281,7 +278,7 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         /* a column per workgroup row, rows_per_wg rows per workgroup after one codebook fill */
         kern = VK_K_MATVEC_MOE;
         pc.col_tile = 1;
-        pc.rows_per_wg = VK_MVMOE_ROWS;
+        pc.rows_per_wg = vb->mvmoe; /* even: the shader's R = 2 */
     } else if (q8v > 0) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
         uint32_t r = (uint32_t)q8v & 15u;

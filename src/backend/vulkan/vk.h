@@ -219,7 +219,7 @@ typedef struct vk_backend {
     int32_t mvq8;         /* HALO_VK_MVQ8: Q8_0 decode by matvec_q8.comp: -1 auto, 0 off, else its
                            * variant (rows per lane group | 16: a workgroup per group | 32: two units
                            * in flight) */
-    uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 16;
+    uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 8;
                            * HALO_VK_MVMOE=N sets it, 0: matvec.comp takes them) */
 
     VkDescriptorSetLayout set_layout;

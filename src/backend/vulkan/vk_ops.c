@@ -228,7 +228,7 @@ static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk
 
 /* Whether matvec_moe.comp takes a projection matvec.comp would: IQ2_XXS or Q2_K (the routed
  * experts), ungrouped. HALO_VK_MVMOE=0, or HALO_VK_MATVEC_ROWS (tests of matvec.comp's
- * variants), keeps matvec.comp; HALO_VK_MVMOE=N walks N rows a workgroup (16). */
+ * variants), keeps matvec.comp; HALO_VK_MVMOE=N walks N rows a workgroup (8). */
 static bool use_mvmoe(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
     return vb->mvmoe && !vb->matvec_rows && (m->groups ? m->groups : 1) == 1 &&
            (w->type == HALO_TYPE_IQ2_XXS || w->type == HALO_TYPE_Q2_K) && w->ne[0] % 256 == 0;

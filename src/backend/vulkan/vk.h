@@ -216,9 +216,9 @@ typedef struct vk_backend {
     bool int_dot;     /* fast mode on a device that has them: Q8_0 projections by integer dots */
     bool matvec;      /* matvec.comp for a few columns (HALO_VK_MATVEC=0: matmul.comp only) */
     uint32_t matvec_rows; /* HALO_VK_MATVEC_ROWS: 1 a workgroup per row, 4 a subgroup; 0 auto */
-    int32_t mvq8;         /* HALO_VK_MVQ8: Q8_0 decode by matvec_q8.comp: -1 auto, 0 off, else its
-                           * variant (rows per lane group | 16: a workgroup per group | 32: two units
-                           * in flight) */
+    int32_t mvq8;         /* HALO_VK_MVQ8: Q8_0 decode by matvec_q8.comp: -1 auto, 0 off, else
+                           * its variant (rows per lane group | 16: a workgroup per group | 32:
+                           * two units in flight) */
     uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 8;
                            * HALO_VK_MVMOE=N sets it, 0: matvec.comp takes them) */
 

@@ -23,6 +23,7 @@ typedef struct attn_params {
 } attn_params;
 
 __global__ void attention_kernel(attn_params a) {
+    cu_pdl_entry();
     __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS];
     __shared__ float sm_acc[ATT_WARPS][ATT_MAX_J * WARP];
     const int64_t t = blockIdx.x, h = blockIdx.y;
@@ -40,30 +41,43 @@ __global__ void attention_kernel(attn_params a) {
     int64_t visible = a.comp ? (pos + 1) / a.ratio : 0;
     if (visible > a.n_comp) visible = a.n_comp;
     const int64_t n_extra = a.comp ? (a.select ? a.k_sel : visible) : 0;
-    for (int64_t i = w; i < a.n_win + n_extra; i += ATT_WARPS) {
-        const float *row = NULL;
-        if (i < a.n_win) {
-            int64_t kp = a.win_pos0 + i;
-            if (kp <= pos && pos - kp < (int64_t)a.sliding_window) row = a.window + i * a.head_dim;
-        } else if (a.select) {
-            int32_t s = a.select[t * a.k_sel + (i - a.n_win)];
-            if (s >= 0 && s < visible) row = a.comp + (int64_t)s * a.head_dim;
-        } else {
-            row = a.comp + (i - a.n_win) * a.head_dim;
+    /* The warp's candidates i = w, w + ATT_WARPS, ... in batches of 32: lane j loads the
+     * indexer's entry of the batch's j-th candidate at once, so the entries (512 per token, most
+     * of them -1 early in a sequence) cost one load a batch, not a dependent load each. */
+    const int64_t n_all = a.n_win + n_extra;
+    for (int64_t i0 = w; i0 < n_all; i0 += (int64_t)ATT_WARPS * WARP) {
+        const int64_t il = i0 + (int64_t)ATT_WARPS * lane;
+        int32_t sel_l = -1;
+        if (a.select && il >= a.n_win && il < n_all) sel_l = a.select[t * a.k_sel + (il - a.n_win)];
+        const int64_t left = (n_all - i0 + ATT_WARPS - 1) / ATT_WARPS;
+        const int jn = left < WARP ? (int)left : WARP;
+        for (int j = 0; j < jn; j++) {
+            const int64_t i = i0 + (int64_t)ATT_WARPS * j;
+            const int32_t sel = __float_as_int(gpu_shfl(__int_as_float(sel_l), j));
+            const float *row = NULL;
+            if (i < a.n_win) {
+                int64_t kp = a.win_pos0 + i;
+                if (kp <= pos && pos - kp < (int64_t)a.sliding_window)
+                    row = a.window + i * a.head_dim;
+            } else if (a.select) {
+                if (sel >= 0 && sel < visible) row = a.comp + (int64_t)sel * a.head_dim;
+            } else {
+                row = a.comp + (i - a.n_win) * a.head_dim;
+            }
+            if (!row) continue; /* uniform across the warp */
+            float part = 0.0f;
+#pragma unroll
+            for (int j = 0; j < ATT_MAX_J; j++)
+                if (j < nj) part += qv[j] * row[lane + WARP * j];
+            float s = warp_sum(part) * a.scale;
+            float m_new = fmaxf(m, s);
+            float corr = expf(m - m_new), p = expf(s - m_new);
+            l = l * corr + p;
+#pragma unroll
+            for (int j = 0; j < ATT_MAX_J; j++)
+                if (j < nj) acc[j] = acc[j] * corr + p * row[lane + WARP * j];
+            m = m_new;
         }
-        if (!row) continue; /* uniform across the warp */
-        float part = 0.0f;
-#pragma unroll
-        for (int j = 0; j < ATT_MAX_J; j++)
-            if (j < nj) part += qv[j] * row[lane + WARP * j];
-        float s = warp_sum(part) * a.scale;
-        float m_new = fmaxf(m, s);
-        float corr = expf(m - m_new), p = expf(s - m_new);
-        l = l * corr + p;
-#pragma unroll
-        for (int j = 0; j < ATT_MAX_J; j++)
-            if (j < nj) acc[j] = acc[j] * corr + p * row[lane + WARP * j];
-        m = m_new;
     }
     if (lane == 0) {
         sm_m[w] = m;
@@ -120,6 +134,7 @@ static __device__ __forceinline__ const float *ap_row(const attn_params &a, int6
 
 template <int F4> /* float4s per lane: head_dim = 128·F4 */
 __global__ void __launch_bounds__(AP_HEADS *WARP) attention_prefill_kernel(attn_params a) {
+    cu_pdl_entry();
     extern __shared__ __align__(16) float ap_sm[]; /* [2][AP_ROWS][head_dim] */
     constexpr int HD = 128 * F4;
     const int64_t t = blockIdx.x;
@@ -230,6 +245,129 @@ __global__ void __launch_bounds__(AP_HEADS *WARP) attention_prefill_kernel(attn_
             make_float4(acc[f].x * inv, acc[f].y * inv, acc[f].z * inv, acc[f].w * inv);
 }
 
+/* ---- decode: more warps per (token, head), the next row loaded while one is used ------------
+ * The kernel above gives a (token, head) four warps, each taking every fourth candidate row and
+ * loading a row only after the previous row's sum and softmax step: at depth 24,576 a ratio-4
+ * layer's 640 rows (128 raw, 512 selected) were 160 dependent row loads a warp, ~110 us a layer
+ * (H200 request cd-3: tg64 58.6 there against 90.1 at depth 0). Here AD_WARPS warps take every
+ * AD_WARPS-th candidate; a batch of 32 candidates per warp is resolved at once (the indexer's
+ * entries loaded by the lanes together), the valid rows are walked by ballot, and each row's
+ * values are loaded into registers while the previous row is summed. NJ = head_dim / 32. */
+enum { AD_WARPS = 16 };
+
+template <int NJ>
+__global__ void __launch_bounds__(AD_WARPS *WARP) attention_decode_kernel(attn_params a) {
+    cu_pdl_entry();
+    extern __shared__ float ad_sm[]; /* acc [AD_WARPS][NJ * 32], then m, l [AD_WARPS] */
+    float *sm_acc = ad_sm, *sm_m = ad_sm + AD_WARPS * NJ * WARP, *sm_l = sm_m + AD_WARPS;
+    const int64_t t = blockIdx.x, h = blockIdx.y;
+    const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+    const int64_t pos = cu_int_at(a.pos, a.pos_small, t);
+    const float *q = a.q + (t * a.n_head + h) * a.head_dim;
+    float qv[NJ], acc[NJ], rv[NJ];
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+        qv[j] = q[lane + WARP * j];
+        acc[j] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    int64_t visible = a.comp ? (pos + 1) / a.ratio : 0;
+    if (visible > a.n_comp) visible = a.n_comp;
+    const int64_t n_all = a.n_win + (a.comp ? (a.select ? a.k_sel : visible) : 0);
+    for (int64_t i0 = w; i0 < n_all; i0 += (int64_t)AD_WARPS * WARP) {
+        /* lane j resolves the batch's j-th candidate of this warp */
+        const int64_t i = i0 + (int64_t)AD_WARPS * lane;
+        const float *rp = NULL;
+        if (i < a.n_win) {
+            const int64_t kp = a.win_pos0 + i;
+            if (kp <= pos && pos - kp < (int64_t)a.sliding_window) rp = a.window + i * a.head_dim;
+        } else if (i < n_all) {
+            if (a.select) {
+                const int32_t sel = a.select[t * a.k_sel + (i - a.n_win)];
+                if (sel >= 0 && sel < visible) rp = a.comp + (int64_t)sel * a.head_dim;
+            } else {
+                rp = a.comp + (i - a.n_win) * a.head_dim;
+            }
+        }
+        unsigned valid = __ballot_sync(0xffffffffu, rp != NULL);
+        if (!valid) continue;
+        const float *row =
+            (const float *)__shfl_sync(0xffffffffu, (unsigned long long)rp, __ffs(valid) - 1);
+        valid &= valid - 1;
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+            rv[j] = row[lane + WARP * j];
+        for (;;) {
+            const bool more = valid != 0;
+            float rn[NJ];
+            if (more) {
+                const float *next = (const float *)__shfl_sync(0xffffffffu, (unsigned long long)rp,
+                                                               __ffs(valid) - 1);
+                valid &= valid - 1;
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+                    rn[j] = next[lane + WARP * j];
+            }
+            float part = 0.0f;
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+                part += qv[j] * rv[j];
+            const float sc = warp_sum(part) * a.scale;
+            const float m_new = fmaxf(m, sc);
+            const float corr = expf(m - m_new), p = expf(sc - m_new);
+            l = l * corr + p;
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+                acc[j] = acc[j] * corr + p * rv[j];
+            m = m_new;
+            if (!more) break;
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+                rv[j] = rn[j];
+        }
+    }
+    if (lane == 0) {
+        sm_m[w] = m;
+        sm_l[w] = l;
+    }
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+        sm_acc[w * NJ * WARP + lane + WARP * j] = acc[j];
+    __syncthreads();
+    const float sink = load_float(a.sinks_type, a.sinks, h);
+    float mx = sink;
+    for (int k = 0; k < AD_WARPS; k++)
+        mx = fmaxf(mx, sm_m[k]);
+    float sum = expf(sink - mx), f[AD_WARPS];
+#pragma unroll
+    for (int k = 0; k < AD_WARPS; k++) {
+        f[k] = sm_l[k] > 0.0f ? expf(sm_m[k] - mx) : 0.0f;
+        sum += sm_l[k] * f[k];
+    }
+    float *out = a.out + (t * a.n_head + h) * a.head_dim;
+    for (int d = threadIdx.x; d < NJ * WARP; d += blockDim.x) {
+        float o = 0.0f;
+#pragma unroll
+        for (int k = 0; k < AD_WARPS; k++)
+            o += sm_acc[k * NJ * WARP + d] * f[k];
+        out[d] = o / sum;
+    }
+}
+
+/* The decode kernel for head_dim 128 or 512 (HALO_CUDA_ATT1=0: the general kernel). */
+static bool attention_decode(cu_backend *be, const attn_params &p, int64_t n_tok) {
+    if (!be->att1 || (p.head_dim != 128 && p.head_dim != 512) || n_tok > 65535 || p.n_head > 65535)
+        return false;
+    const int smem = (AD_WARPS * (int)p.head_dim + 2 * AD_WARPS) * (int)sizeof(float);
+    dim3 grid((unsigned)n_tok, (unsigned)p.n_head);
+    if (p.head_dim == 128)
+        cu_launch(be, attention_decode_kernel<4>, grid, AD_WARPS * WARP, smem, p);
+    else
+        cu_launch(be, attention_decode_kernel<16>, grid, AD_WARPS * WARP, smem, p);
+    CU_LAUNCHED(be, "attention", "attention_decode_kernel");
+    return true;
+}
+
 /* The prefill kernel when it takes the shape (head_dim 128 or 512, heads in blocks of 8, 16-byte
  * aligned rows, at least AP_MIN_TOK tokens: decode keeps the kernel above, whose 64 blocks a
  * token fill more of the GPU than 8 would). */
@@ -245,10 +383,10 @@ static bool attention_prefill(cu_backend *be, const attn_params &p, int64_t n_to
     static bool done1, done4;
     if (p.head_dim == 128) {
         if (!cu_smem_attr(be, attention_prefill_kernel<1>, smem, &done1, "attention")) return true;
-        attention_prefill_kernel<1><<<grid, AP_HEADS * WARP, smem, be->stream>>>(p);
+        cu_launch(be, attention_prefill_kernel<1>, grid, AP_HEADS * WARP, smem, p);
     } else {
         if (!cu_smem_attr(be, attention_prefill_kernel<4>, smem, &done4, "attention")) return true;
-        attention_prefill_kernel<4><<<grid, AP_HEADS * WARP, smem, be->stream>>>(p);
+        cu_launch(be, attention_prefill_kernel<4>, grid, AP_HEADS * WARP, smem, p);
     }
     CU_LAUNCHED(be, "attention", "attention_prefill_kernel");
     return true;
@@ -290,8 +428,9 @@ void cu_attention(halo_backend *hbe, const halo_attn_args *a) {
     if (a->comp && a->comp->ne[1] == 0) p.comp = NULL;
 #ifndef HALO_HIP
     if (attention_prefill(be, p, n_tok)) return;
+    if (attention_decode(be, p, n_tok)) return;
 #endif
     dim3 grid((unsigned)n_tok, (unsigned)n_head);
-    attention_kernel<<<grid, ATT_WARPS * WARP, 0, be->stream>>>(p);
+    cu_launch(be, attention_kernel, grid, ATT_WARPS * WARP, 0, p);
     CU_LAUNCHED(be, "attention", "attention_kernel");
 }

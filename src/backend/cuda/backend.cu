@@ -168,6 +168,7 @@ bool cu_ints_pass(cu_backend *be, int32_t *dst, const int32_t *src, int64_t n, c
 
 /* One block row per descriptor (grid.y), blocks of it striding over its bytes. */
 __global__ void copy_batch_kernel(cu_copy_batch b) {
+    cu_pdl_entry();
     const cu_copy_desc d = b.d[blockIdx.y];
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     const uint64_t i0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -216,7 +217,7 @@ static void flush_copies(cu_backend *be) {
         prof_begin(be, mark, &ev);
         uint64_t blocks = (b->max_n + 16 * 256 - 1) / (16 * 256);
         dim3 grid((unsigned)(blocks < 1024 ? (blocks ? blocks : 1) : 1024), (unsigned)b->n);
-        copy_batch_kernel<<<grid, 256, 0, be->stream>>>(*b);
+        cu_launch(be, copy_batch_kernel, grid, 256, 0, *b);
         CU_LAUNCHED(be, "copy", "copy_batch_kernel");
         prof_end(be, P_COPY, mark, ev);
     }
@@ -831,6 +832,21 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     /* precise unless HALO_CUDA_MMA=1 / HALO_CUDA_INTDOT=1 */
     halo_backend_cuda_set_precise(&be->base, true);
     if (prof && *prof && strcmp(prof, "0") != 0) be->prof = (cu_prof *)calloc(1, sizeof(cu_prof));
+#ifndef HALO_HIP
+    /* Programmatic dependent launch where the GPU has it (sm_90+), not when profiling (the
+     * events between ops would time overlapping kernels) nor in naive mode. */
+    int major = 0;
+    const char *pdl = getenv("HALO_CUDA_PDL");
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+        (void)cudaGetLastError(), major = 0;
+    be->pdl = major >= 9 && !be->naive && !be->prof && !(pdl && strcmp(pdl, "0") == 0);
+#endif
+    const char *r1 = getenv("HALO_CUDA_ROUTE1");
+    be->route1 = !be->naive && !(r1 && strcmp(r1, "0") == 0);
+    const char *h1 = getenv("HALO_CUDA_HC1");
+    be->hc1 = !be->naive && !(h1 && strcmp(h1, "0") == 0);
+    const char *at1 = getenv("HALO_CUDA_ATT1");
+    be->att1 = !be->naive && !(at1 && strcmp(at1, "0") == 0);
     cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */
     be->ring_cap = 8u << 20;

@@ -78,6 +78,10 @@ typedef struct cu_backend {
     bool mma;      /* fast mode: prefill on tensor cores, f16 (halo_backend_cuda_set_precise,
                       gemm_mma.cu) */
     bool intdot;   /* fast mode: one-token projections over int8 activations (mvq.cu) */
+    bool pdl;      /* programmatic dependent launch for cu_launch (sm_90+, HALO_CUDA_PDL=0: off) */
+    bool route1;   /* one token's routing and grouping in one kernel (HALO_CUDA_ROUTE1=0: off) */
+    bool hc1;      /* one token's hc_pre in two wide kernels (hc.cu; HALO_CUDA_HC1=0: off) */
+    bool att1;     /* decode attention on 16 warps a head (attention.cu; HALO_CUDA_ATT1=0: off) */
     cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;
     /* CUDA graphs (graph.cu): NULL when steps run eagerly (HALO_CUDA_GRAPHS=0, profiling,
@@ -146,6 +150,44 @@ void cu_matmul_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
 /* The one-token int8 projection (mvq.cu) when be->intdot and the shape suits it; else false. */
 bool cu_mvq_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
                    uint32_t groups, const float *x, float *out, const char *op);
+
+/* Programmatic dependent launch (sm_90+). A kernel launched by cu_launch may start while the
+ * kernel before it on the stream is still running: its blocks are placed on the multiprocessors
+ * and wait in cu_pdl_entry until that kernel has finished and its writes are visible, so the
+ * launch latency (~1-2 us a kernel boundary, also inside graphs) overlaps the previous kernel
+ * instead of following it. Every kernel launched by cu_launch must call cu_pdl_entry before it
+ * touches global memory; it also lets the next kernel launch as soon as every block of this one
+ * has started. On a kernel launched plainly both instructions do nothing. */
+static __device__ __forceinline__ void cu_pdl_entry() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP)
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+/* kernel<<<grid, block, smem, be->stream>>>(args...), with programmatic dependent launch when
+ * be->pdl; the caller checks the launch (CU_LAUNCHED) as for <<<>>>. */
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(cu_backend *be, void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                             size_t smem, Args &&...args) {
+#ifndef HALO_HIP
+    if (be->pdl) {
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = be->stream;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+        return; /* an error stays for cudaGetLastError (CU_LAUNCHED) */
+    }
+#endif
+    kernel<<<grid, block, smem, be->stream>>>(static_cast<Args &&>(args)...);
+}
 
 /* Graph capture of small steps (graph.cu has the whole story). */
 void cu_graph_init(cu_backend *be);

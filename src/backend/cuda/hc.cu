@@ -80,6 +80,7 @@ typedef struct hc_mix_args {
 } hc_mix_args;
 
 __global__ void __launch_bounds__(1024) hc_mix_kernel(hc_mix_args a) {
+    cu_pdl_entry();
     __shared__ float pre[HC_MAX];
     __shared__ float red[32];
     __shared__ float comb_s[HC_MAX * HC_MAX];
@@ -136,6 +137,140 @@ __global__ void __launch_bounds__(1024) hc_mix_kernel(hc_mix_args a) {
     }
 }
 
+/* ---- one token -------------------------------------------------------------------------------
+ * A decode step's hc_pre in two kernels that spread over the GPU. hc1: a block per HC1_SLICE
+ * values of the token's streams (hc·n_embd of them) computes its slice of every mixing row's dot
+ * and of the sum of squares, as partial sums. hc2: HC2_BLOCKS blocks each add the partials in
+ * slice order (the same sums in every block), make pre as hc_mix_kernel does, and collapse their
+ * part of the embedding; block 0 also writes post and the Sinkhorn-normalised comb. The general
+ * path (the matmul kernel: 24 rows split over 24 blocks, then hc_mix_kernel on one block that
+ * reads the 64 KiB of streams twice and runs the Sinkhorn chain before the collapse) took ~17 us
+ * a call on the H200 (request cd-2, ncu). */
+enum { HC1_SLICE = 256, HC1_ROWS = 4 /* mixing rows per warp */, HC2_BLOCKS = 16 };
+enum { HC1_WARPS = 8, HC1_MAX_MIX = HC1_WARPS * HC1_ROWS };
+
+__global__ void __launch_bounds__(HC1_WARPS *WARP)
+    hc1_kernel(const float *xs, const char *fn, uint32_t fn_type, int64_t width, uint32_t n_mix,
+               float *part) {
+    cu_pdl_entry();
+    const int64_t i = (int64_t)blockIdx.x * HC1_SLICE + 8 * (threadIdx.x % WARP);
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const float4 xa = *(const float4 *)(xs + i), xb = *(const float4 *)(xs + i + 4);
+    const float x[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+    float *out = part + (int64_t)blockIdx.x * (n_mix + 1);
+    float w[HC1_ROWS][8];
+#pragma unroll
+    for (int q = 0; q < HC1_ROWS; q++) { /* every row's loads first, then the sums */
+        const uint32_t r = (uint32_t)(warp + HC1_WARPS * q);
+        if (r >= n_mix) continue;
+        if (fn_type == HALO_TYPE_F16) {
+            const uint4 v = *(const uint4 *)(fn + ((int64_t)r * width + i) * 2);
+            const uint32_t h[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                w[q][2 * j] = f16_to_f32((uint16_t)h[j]);
+                w[q][2 * j + 1] = f16_to_f32((uint16_t)(h[j] >> 16));
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                w[q][j] = load_float(fn_type, fn, (int64_t)r * width + i + j);
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < HC1_ROWS; q++) {
+        const uint32_t r = (uint32_t)(warp + HC1_WARPS * q);
+        if (r >= n_mix) continue;
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            s += w[q][j] * x[j];
+        s = warp_sum(s);
+        if (lane == 0) out[r] = s;
+    }
+    if (warp == HC1_WARPS - 1) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            ss += x[j] * x[j];
+        ss = warp_sum(ss);
+        if (lane == 0) out[n_mix] = ss;
+    }
+}
+
+__global__ void __launch_bounds__(256)
+    hc2_kernel(hc_mix_args a, const float *part, int64_t n_part) {
+    cu_pdl_entry();
+    __shared__ float mix[HC1_MAX_MIX + 1];
+    __shared__ float pre[HC_MAX];
+    __shared__ float comb_s[HC_MAX * HC_MAX];
+    const uint32_t hc = a.hc, n_mix = a.n_mix;
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    /* Value v (a mixing logit, or the sum of squares at n_mix) summed over the slices by a warp:
+     * lane l takes slices l, l + 32, ... in order, then the warp's fixed butterfly. */
+    for (uint32_t v = (uint32_t)warp; v <= n_mix; v += (uint32_t)nw) {
+        float s = 0.0f;
+        for (int64_t b = lane; b < n_part; b += WARP)
+            s += part[b * (n_mix + 1) + v];
+        s = warp_sum(s);
+        if (lane == 0) mix[v] = s;
+    }
+    __syncthreads();
+    const float r = 1.0f / sqrtf(mix[n_mix] / (float)((int64_t)hc * a.n_embd) + a.norm_eps);
+    const bool lead = blockIdx.x == 0 && a.post;
+    for (uint32_t i = threadIdx.x; i < n_mix; i += blockDim.x) {
+        const float v = mix[i] * r, b = load_float(a.base_type, a.base, i);
+        if (i < hc)
+            pre[i] = sigmoidf_(v * load_float(a.scale_type, a.scale, 0) + b) + a.eps;
+        else if (!lead)
+            continue;
+        else if (i < 2 * hc)
+            a.post[i - hc] = 2.0f * sigmoidf_(v * load_float(a.scale_type, a.scale, 1) + b);
+        else
+            comb_s[i - 2 * hc] = v * load_float(a.scale_type, a.scale, 2) + b;
+    }
+    __syncthreads();
+    if (lead && hc != 4 && threadIdx.x == 0) sinkhorn(comb_s, hc, a.sinkhorn_iters, a.eps);
+    __syncthreads();
+    if (lead && threadIdx.x < WARP) {
+        if (hc == 4) {
+            float v = sinkhorn4_warp(comb_s[threadIdx.x % 16], a.sinkhorn_iters, a.eps);
+            if (threadIdx.x < 16) a.comb[threadIdx.x] = v;
+        } else {
+            for (uint32_t i = threadIdx.x; i < hc * hc; i += WARP)
+                a.comb[i] = comb_s[i];
+        }
+    }
+    const int64_t per = (a.n_embd + gridDim.x - 1) / gridDim.x, d0 = blockIdx.x * per;
+    const int64_t d1 = d0 + per < a.n_embd ? d0 + per : a.n_embd;
+    for (int64_t d = d0 + threadIdx.x; d < d1; d += blockDim.x) {
+        float s = 0;
+        for (uint32_t k = 0; k < hc; k++)
+            s += pre[k] * a.streams[k * a.n_embd + d];
+        a.collapsed[d] = s;
+    }
+}
+
+/* The one-token path above, when the shapes suit it; false leaves the op to the general path. */
+static bool hc_pre_one(cu_backend *be, const halo_hc_args *a, const hc_mix_args &m) {
+    const int64_t width = (int64_t)a->hc * m.n_embd;
+    const uint32_t t = a->fn->type;
+    if (!be->hc1 || (t != HALO_TYPE_F16 && t != HALO_TYPE_F32 && t != HALO_TYPE_BF16) ||
+        width % HC1_SLICE || width / HC1_SLICE > 65535 || m.n_mix > HC1_MAX_MIX ||
+        ((uintptr_t)m.streams & 15) || ((uintptr_t)cu_ptr(a->fn) & 15))
+        return false;
+    const int64_t n_part = width / HC1_SLICE;
+    float *part =
+        (float *)cu_scratch(be, (uint64_t)(n_part * (m.n_mix + 1)) * sizeof(float), "hc_pre");
+    if (!part) return true; /* the failure is recorded */
+    cu_launch(be, hc1_kernel, (unsigned)n_part, HC1_WARPS * WARP, 0, m.streams, cu_ptr(a->fn), t,
+              width, m.n_mix, part);
+    if (!CU_LAUNCHED(be, "hc_pre", "hc1_kernel")) return true;
+    cu_launch(be, hc2_kernel, HC2_BLOCKS, 256, 0, m, (const float *)part, n_part);
+    CU_LAUNCHED(be, "hc_pre", "hc2_kernel");
+    return true;
+}
+
 void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
     cu_backend *be = cu_of(hbe);
     const int64_t n_tok = a->collapsed->ne[1], n_embd = a->collapsed->ne[0];
@@ -149,12 +284,8 @@ void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
         cu_check(be, "hc_pre", "hc count above 16", cudaErrorInvalidValue);
         return;
     }
-    float *mix = (float *)cu_scratch(be, (uint64_t)(n_tok * n_mix) * sizeof(float), "hc_pre");
-    if (!mix) return;
-    cu_matmul_launch(be, a->fn->type, cu_ptr(a->fn), width, n_mix, 1, cu_f32(a->streams), width,
-                     n_tok, mix, "hc_pre");
     hc_mix_args m = {cu_f32(a->streams),
-                     mix,
+                     NULL,
                      cu_ptr(a->base),
                      cu_ptr(a->scale),
                      a->base->type,
@@ -168,13 +299,20 @@ void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
                      cu_f32(a->collapsed),
                      head ? NULL : cu_f32(a->post),
                      head ? NULL : cu_f32(a->comb)};
+    if (n_tok == 1 && hc_pre_one(be, a, m)) return;
+    float *mix = (float *)cu_scratch(be, (uint64_t)(n_tok * n_mix) * sizeof(float), "hc_pre");
+    if (!mix) return;
+    m.mix = mix;
+    cu_matmul_launch(be, a->fn->type, cu_ptr(a->fn), width, n_mix, 1, cu_f32(a->streams), width,
+                     n_tok, mix, "hc_pre");
     if (be->failed) return;
-    hc_mix_kernel<<<(unsigned)n_tok, 1024, 0, be->stream>>>(m);
+    cu_launch(be, hc_mix_kernel, (unsigned)n_tok, 1024, 0, m);
     CU_LAUNCHED(be, "hc_pre", "hc_mix_kernel");
 }
 
 __global__ void hc_post_kernel(float *streams, const float *y, const float *post, const float *comb,
                                int64_t n_embd, uint32_t hc, int64_t n_tok) {
+    cu_pdl_entry();
     int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n_tok * n_embd) return;
     int64_t t = id / n_embd, d = id % n_embd;
@@ -201,7 +339,7 @@ void cu_hc_post(halo_backend *hbe, halo_tensor *streams, const halo_tensor *y,
         cu_check(be, "hc_post", "hc count above 16", cudaErrorInvalidValue);
         return;
     }
-    hc_post_kernel<<<cu_blocks(n_tok * n_embd, 256), 256, 0, be->stream>>>(
-        cu_f32(streams), cu_f32(y), cu_f32(post), cu_f32(comb), n_embd, hc, n_tok);
+    cu_launch(be, hc_post_kernel, cu_blocks(n_tok * n_embd, 256), 256, 0, cu_f32(streams),
+              cu_f32(y), cu_f32(post), cu_f32(comb), n_embd, hc, n_tok);
     CU_LAUNCHED(be, "hc_post", "hc_post_kernel");
 }

@@ -11,6 +11,7 @@ static const int64_t MAX_GRID_Y = 65535;
 __global__ void matmul_kernel(uint32_t type, const char *w, uint64_t row_bytes, int64_t n_in,
                               int64_t n_out, int64_t out_per_group, const float *x,
                               int64_t x_stride, int64_t n_tok, float *out, cu_grids g) {
+    cu_pdl_entry();
     const int64_t o = (int64_t)blockIdx.x * MM_WARPS + threadIdx.x / WARP;
     if (o >= n_out) return; /* whole warps leave together */
     const int64_t grp = o / out_per_group;
@@ -73,6 +74,7 @@ template <int NT> struct mv_dense_rows {
 template <int T, int NT>
 __global__ void __launch_bounds__(MV_WARPS *WARP, NT == 1 ? 3 : 2)
     mv_kernel(GPU_GRID_CONST const mv_args a) {
+    cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t mv_dyn[]; /* MV_STAGES chunk slots per warp */
     __shared__ float part[MV_WARPS][NT];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
@@ -147,10 +149,10 @@ static void mv_launch_t(cu_backend *be, const mv_args &a, int64_t n_tok, const c
     static bool done1, done8;
     if (nt == 1) {
         if (!cu_smem_attr(be, mv_kernel<T, 1>, smem, &done1, op)) return;
-        mv_kernel<T, 1><<<grid, MV_WARPS * WARP, smem, be->stream>>>(a);
+        cu_launch(be, mv_kernel<T, 1>, grid, MV_WARPS * WARP, smem, a);
     } else {
         if (!cu_smem_attr(be, mv_kernel<T, 8>, smem, &done8, op)) return;
-        mv_kernel<T, 8><<<grid, MV_WARPS * WARP, smem, be->stream>>>(a);
+        cu_launch(be, mv_kernel<T, 8>, grid, MV_WARPS * WARP, smem, a);
     }
     CU_LAUNCHED(be, op, "mv_kernel");
 }
@@ -164,7 +166,12 @@ static bool mv_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
         (x_stride & 3) || (n_in & 3) || n_out % groups)
         return false;
     /* Split-K when rows x token groups would leave the GPU idle (hc mixers: 24 rows). */
-    const int64_t tgroups = (n_tok + 7) / 8, chunks = (n_in + MV_CH - 1) / MV_CH;
+    /* K is split in whole chunks (MV_CH weights) for the block formats, in pieces of 512 for the
+     * float types (their loop takes any multiple of 8): the 64- to 256-row F16 projections of a
+     * decode step (router, indexer) then spread over 4-8 warps a row instead of 2. */
+    const bool fl = type == HALO_TYPE_F32 || type == HALO_TYPE_F16 || type == HALO_TYPE_BF16;
+    const int64_t unit = fl ? 512 : MV_CH;
+    const int64_t tgroups = (n_tok + 7) / 8, chunks = (n_in + unit - 1) / unit;
     int ks = 1;
 #ifndef HALO_HIP
     /* Row streams (ks = 1) keep every warp busy from about a thousand rows. */
@@ -184,7 +191,7 @@ static bool mv_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
                  n_tok,
                  out,
                  ks,
-                 (chunks + ks - 1) / ks * MV_CH,
+                 (chunks + ks - 1) / ks * unit,
                  cu_grids_get(&be->base)};
     switch (type) {
 #define MV_CASE(t)                                                                                 \
@@ -216,9 +223,8 @@ void cu_matmul_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
     if (mv_launch(be, type, w, n_in, n_out, groups, x, x_stride, n_tok, out, op)) return;
     int64_t ty = (n_tok + MM_TOK - 1) / MM_TOK;
     dim3 grid(cu_blocks(n_out, MM_WARPS), (unsigned)(ty < MAX_GRID_Y ? ty : MAX_GRID_Y));
-    matmul_kernel<<<grid, MM_WARPS * WARP, 0, be->stream>>>(type, w, cu_row_bytes(type, n_in), n_in,
-                                                            n_out, n_out / groups, x, x_stride,
-                                                            n_tok, out, cu_grids_get(&be->base));
+    cu_launch(be, matmul_kernel, grid, MM_WARPS * WARP, 0, type, w, cu_row_bytes(type, n_in), n_in,
+              n_out, n_out / groups, x, x_stride, n_tok, out, cu_grids_get(&be->base));
     CU_LAUNCHED(be, op, "matmul_kernel");
 }
 
@@ -238,6 +244,7 @@ void cu_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor *x, ui
 /* One token per block: its table row decoded to f32. */
 __global__ void embed_kernel(uint32_t type, const char *table, uint64_t row_bytes, int64_t n,
                              const int32_t *tokens, cu_ints tok_small, float *out, cu_grids g) {
+    cu_pdl_entry();
     const char *row = table + (uint64_t)cu_int_at(tokens, tok_small, blockIdx.x) * row_bytes;
     float *y = out + (int64_t)blockIdx.x * n;
     if (is_float_type(type)) {
@@ -262,9 +269,8 @@ void cu_embed(halo_backend *hbe, const halo_tensor *table, const int32_t *tokens
     cu_ints ts;
     const int32_t *dtok = NULL;
     if (!stok || !cu_ints_pass(be, stok, tokens, n_tok, &ts, &dtok, "embed")) return;
-    embed_kernel<<<(unsigned)n_tok, 128, 0, be->stream>>>(table->type, cu_ptr(table),
-                                                          cu_row_bytes(table->type, n), n, dtok, ts,
-                                                          cu_f32(out), cu_grids_get(hbe));
+    cu_launch(be, embed_kernel, (unsigned)n_tok, 128, 0, table->type, cu_ptr(table),
+              cu_row_bytes(table->type, n), n, dtok, ts, cu_f32(out), cu_grids_get(hbe));
     CU_LAUNCHED(be, "embed", "embed_kernel");
 }
 
@@ -272,6 +278,7 @@ void cu_embed(halo_backend *hbe, const halo_tensor *table, const int32_t *tokens
  * reads element by element, such as a compressor's ape, which quantized mixes store in a block
  * format. */
 __global__ void to_f32_kernel(uint32_t type, const char *src, int64_t n, float *dst, cu_grids g) {
+    cu_pdl_entry();
     int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (is_float_type(type)) {
         if (id < n) dst[id] = load_float(type, src, id);
@@ -287,7 +294,7 @@ __global__ void to_f32_kernel(uint32_t type, const char *src, int64_t n, float *
 void cu_to_f32(cu_backend *be, uint32_t type, const char *src, int64_t n, float *dst,
                const char *op) {
     if (be->failed || !cu_type_supported(be, type, op) || n <= 0) return;
-    to_f32_kernel<<<cu_blocks(n, 256), 256, 0, be->stream>>>(type, src, n, dst,
-                                                             cu_grids_get(&be->base));
+    cu_launch(be, to_f32_kernel, cu_blocks(n, 256), 256, 0, type, src, n, dst,
+              cu_grids_get(&be->base));
     CU_LAUNCHED(be, op, "to_f32_kernel");
 }

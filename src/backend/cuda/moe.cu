@@ -14,157 +14,7 @@
 enum { MOE_WARPS = 4, MOE_TOK = 8, MOE_ITEM = 64 /* pairs per work item */ };
 enum { MOE_FAST_WARPS = 8 }; /* warps per block of the fast kernels */
 
-typedef struct route_params {
-    const float *score_in; /* [n_tok][n_expert] router logits */
-    const char *bias;      /* [n_expert] or NULL */
-    uint32_t bias_type;
-    const int32_t *tid2eid; /* [n_vocab][k] or NULL */
-    const int32_t *tokens;
-    int64_t n_expert;
-    uint32_t k, slots, gating;
-    bool norm_weights;
-    float weights_scale;
-    int32_t *sel;         /* [n_tok][k] */
-    float *weight;        /* [n_tok][slots] */
-    cu_ints tokens_small; /* tokens by value when NULL */
-} route_params;
-
-static __device__ float score_fn(uint32_t gating, float x) {
-    if (gating == HALO_GATING_SIGMOID) return 1.0f / (1.0f + expf(-x));
-    if (gating == HALO_GATING_SQRTSOFTPLUS) return sqrtf(x > 20.0f ? x : log1pf(expf(x)));
-    return x;
-}
-
-/* Whether candidate (ov, oi) beats (bv, bi) in the CPU's sequential scan (the first of the
- * largest values wins, so equal values go to the lower index); -1 is no candidate. */
-static __device__ __forceinline__ bool route_better(float ov, int oi, float bv, int bi) {
-    if (oi < 0) return false;
-    if (bi < 0) return true;
-    return ov > bv || (ov == bv && oi < bi);
-}
-
-/* One token per block: scores in parallel; each of the k choices an arg-max over the block
- * with the CPU's tie rule (the lowest index), so the same experts are chosen as there. */
-__global__ void route_kernel(route_params a) {
-    extern __shared__ float sm[]; /* score[n_expert], selection value[n_expert], taken flags */
-    __shared__ float red_v[32];
-    __shared__ int red_i[32];
-    float *score = sm, *selv = sm + a.n_expert;
-    unsigned char *taken = (unsigned char *)(selv + a.n_expert);
-    const int64_t t = blockIdx.x;
-    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    const float *in = a.score_in + t * a.n_expert;
-    for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x) {
-        score[e] = a.gating == HALO_GATING_SOFTMAX ? in[e] : score_fn(a.gating, in[e]);
-        taken[e] = 0;
-    }
-    __syncthreads();
-    if (a.gating == HALO_GATING_SOFTMAX && threadIdx.x == 0) {
-        float mx = score[0], sum = 0;
-        for (int64_t e = 1; e < a.n_expert; e++)
-            mx = score[e] > mx ? score[e] : mx;
-        for (int64_t e = 0; e < a.n_expert; e++)
-            sum += score[e] = expf(score[e] - mx);
-        for (int64_t e = 0; e < a.n_expert; e++)
-            score[e] /= sum;
-    }
-    __syncthreads();
-    for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x)
-        selv[e] = score[e] + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
-    __syncthreads();
-    int32_t *sel = a.sel + t * a.k;
-    if (a.tid2eid) {
-        if (threadIdx.x == 0)
-            for (uint32_t i = 0; i < a.k; i++)
-                sel[i] = a.tid2eid[(int64_t)cu_int_at(a.tokens, a.tokens_small, t) * a.k + i];
-    } else {
-        for (uint32_t i = 0; i < a.k; i++) {
-            int best = -1;
-            float bv = 0.0f;
-            for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x)
-                if (!taken[e] && (best < 0 || selv[e] > bv)) {
-                    best = (int)e;
-                    bv = selv[e];
-                }
-            for (int m = WARP / 2; m > 0; m >>= 1) {
-                float ov = gpu_shfl_xor(bv, m);
-                int oi = gpu_shfl_xor_i(best, m);
-                if (route_better(ov, oi, bv, best)) bv = ov, best = oi;
-            }
-            if (lane == 0) red_v[wid] = bv, red_i[wid] = best;
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                for (int w = 1; w < nw; w++)
-                    if (route_better(red_v[w], red_i[w], bv, best)) bv = red_v[w], best = red_i[w];
-                if (best >= 0) taken[best] = 1;
-                sel[i] = best;
-            }
-            __syncthreads();
-        }
-    }
-    if (threadIdx.x != 0) return;
-    float *w = a.weight + t * a.slots, sum = 0;
-    for (uint32_t i = 0; i < a.k; i++) {
-        int32_t e = sel[i];
-        /* A hash table row naming an expert out of range: weight 0, the expert clamped. */
-        if (e < 0 || e >= a.n_expert)
-            sel[i] = e = 0, w[i] = 0.0f;
-        else
-            w[i] = score[e];
-        sum += w[i];
-    }
-    for (uint32_t i = 0; i < a.k; i++) {
-        if (a.norm_weights) w[i] /= sum + 1e-20f;
-        w[i] *= a.weights_scale;
-    }
-    if (a.slots > a.k) w[a.k] = 1.0f;
-}
-
-/* Groups the (token, slot) pairs by expert (the shared expert is group n_expert): pairs of
- * group e are pairs[first[e] .. first[e+1]). The order inside a group does not matter: every
- * pair's result is computed on its own. One block. */
-__global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, uint32_t slots,
-                             int64_t n_expert, int32_t *first, int32_t *fill, int32_t *pairs,
-                             int32_t *act) {
-    extern __shared__ int32_t gsm[]; /* first[groups + 1], fill[groups] */
-    const int64_t groups = n_expert + 1;
-    int32_t *first_s = gsm, *fill_s = gsm + groups + 1;
-    for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
-        first_s[e] = 0;
-    for (int64_t e = threadIdx.x; e < groups; e += blockDim.x)
-        fill_s[e] = 0;
-    __syncthreads();
-    for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
-        uint32_t s = (uint32_t)(p % slots);
-        int64_t e = s < k ? sel[(p / slots) * k + s] : n_expert;
-        atomicAdd(&first_s[e + 1], 1);
-    }
-    __syncthreads();
-    /* act: the count of work items, then (group, first pair, end pair) of each: every group
-     * with pairs, split into runs of at most MOE_ITEM pairs (the projections' grid.y). */
-    if (threadIdx.x == 0) {
-        int32_t n_act = 0;
-        for (int64_t e = 0; e < groups; e++) {
-            first_s[e + 1] += first_s[e];
-            for (int32_t i0 = first_s[e]; i0 < first_s[e + 1]; i0 += MOE_ITEM) {
-                int32_t *it = act + 1 + 3 * n_act++;
-                it[0] = (int32_t)e;
-                it[1] = i0;
-                it[2] = first_s[e + 1] - i0 < MOE_ITEM ? first_s[e + 1] : i0 + MOE_ITEM;
-            }
-        }
-        act[0] = n_act;
-    }
-    __syncthreads();
-    for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
-        first[e] = first_s[e];
-    for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
-        uint32_t s = (uint32_t)(p % slots);
-        int64_t e = s < k ? sel[(p / slots) * k + s] : n_expert;
-        pairs[first_s[e] + atomicAdd(&fill_s[e], 1)] = (int32_t)p;
-    }
-    (void)fill;
-}
+#include "backend/cuda/moe_route.cuh"
 
 typedef struct expert_mats {
     const char *gate, *up, *down; /* routed: stacked over experts */
@@ -181,6 +31,7 @@ typedef struct expert_mats {
 
 /* h[pair, r] = silu(min(gate·x, c)) · clamp(up·x, ±c) for rows r of one expert. */
 __global__ void gate_up_kernel(expert_mats m, const float *x, float *h) {
+    cu_pdl_entry();
     if ((int32_t)blockIdx.y >= m.act[0]) return;
     const int32_t *item = m.act + 1 + 3 * blockIdx.y;
     const int64_t e = item[0];
@@ -217,6 +68,7 @@ __global__ void gate_up_kernel(expert_mats m, const float *x, float *h) {
 
 /* y[pair, r] = down[r] · h[pair] for rows r of one expert. */
 __global__ void down_kernel(expert_mats m, const float *h, float *y) {
+    cu_pdl_entry();
     if ((int32_t)blockIdx.y >= m.act[0]) return;
     const int32_t *item = m.act + 1 + 3 * blockIdx.y;
     const int64_t e = item[0];
@@ -257,6 +109,7 @@ __global__ void down_kernel(expert_mats m, const float *h, float *y) {
 template <int TR, int TS, int NT>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     gate_up_fast(expert_mats m, const float *x, float *h) {
+    cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     if ((int32_t)blockIdx.y >= m.act[0]) return;
     const int warp = threadIdx.x / WARP;
@@ -301,6 +154,7 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
 template <int TR, int TS, int NT>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     down_fast(expert_mats m, const float *h, float *y) {
+    cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     if ((int32_t)blockIdx.y >= m.act[0]) return;
     const int warp = threadIdx.x / WARP;
@@ -340,10 +194,10 @@ static bool moe_fast_gate_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt, d
         static bool done1, done8;                                                                  \
         if (nt == 1) {                                                                             \
             if (!cu_smem_attr(be, gate_up_fast<a, b, 1>, smem, &done1, "moe")) return true;        \
-            gate_up_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, x, h);     \
+            cu_launch(be, gate_up_fast<a, b, 1>, grid, MOE_FAST_WARPS *WARP, smem, m, x, h);       \
         } else {                                                                                   \
             if (!cu_smem_attr(be, gate_up_fast<a, b, 8>, smem, &done8, "moe")) return true;        \
-            gate_up_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, x, h);     \
+            cu_launch(be, gate_up_fast<a, b, 8>, grid, MOE_FAST_WARPS *WARP, smem, m, x, h);       \
         }                                                                                          \
         return true;                                                                               \
     }
@@ -360,10 +214,10 @@ static bool moe_fast_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt, dim3
         static bool done1, done8;                                                                  \
         if (nt == 1) {                                                                             \
             if (!cu_smem_attr(be, down_fast<a, b, 1>, smem, &done1, "moe")) return true;           \
-            down_fast<a, b, 1><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, h, y);        \
+            cu_launch(be, down_fast<a, b, 1>, grid, MOE_FAST_WARPS *WARP, smem, m, h, y);          \
         } else {                                                                                   \
             if (!cu_smem_attr(be, down_fast<a, b, 8>, smem, &done8, "moe")) return true;           \
-            down_fast<a, b, 8><<<grid, MOE_FAST_WARPS * WARP, smem, be->stream>>>(m, h, y);        \
+            cu_launch(be, down_fast<a, b, 8>, grid, MOE_FAST_WARPS *WARP, smem, m, h, y);          \
         }                                                                                          \
         return true;                                                                               \
     }
@@ -485,6 +339,7 @@ template <int TR, int TS, int NT>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, NT == 1 ? 3 : 2)
     moe_up_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *hg, float *hu,
                   int n_pg, int n_sh, unsigned blocks_r) {
+    cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     const int warp = threadIdx.x / WARP;
     uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
@@ -505,6 +360,7 @@ template <int TR, int TS, int NT>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, NT == 1 ? 3 : 2)
     moe_down_stream(GPU_GRID_CONST const expert_mats m, const float *h, float *y, int n_pg,
                     int n_sh, unsigned blocks_r) {
+    cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     const int warp = threadIdx.x / WARP;
     uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
@@ -525,6 +381,7 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, NT == 1 ? 3 : 2)
 __global__ void moe_swiglu_kernel(float *hg, const float *hu, int64_t n_pairs, int64_t n_h,
                                   uint32_t k, uint32_t slots, int64_t n_ff, int64_t n_ff_sh,
                                   float clamp_exp, float clamp_sh) {
+    cu_pdl_entry();
     const int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n_pairs * n_h) return;
     const int64_t p = id / n_h, r = id % n_h;
@@ -561,12 +418,12 @@ static bool moe_stream_up(cu_backend *be, uint32_t tr, uint32_t ts, int nt,
         static bool done1, done8;                                                                  \
         if (nt == 1) {                                                                             \
             if (!cu_smem_attr(be, moe_up_stream<a, b, 1>, smem, &done1, "moe")) return true;       \
-            moe_up_stream<a, b, 1><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(        \
-                m, x, hg, hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                      \
+            cu_launch(be, moe_up_stream<a, b, 1>, sp.blocks, MOE_FAST_WARPS *WARP, smem, m, x, hg, \
+                      hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                          \
         } else {                                                                                   \
             if (!cu_smem_attr(be, moe_up_stream<a, b, 8>, smem, &done8, "moe")) return true;       \
-            moe_up_stream<a, b, 8><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(        \
-                m, x, hg, hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                      \
+            cu_launch(be, moe_up_stream<a, b, 8>, sp.blocks, MOE_FAST_WARPS *WARP, smem, m, x, hg, \
+                      hu, sp.n_pg, sp.n_sh, sp.blocks_r);                                          \
         }                                                                                          \
         return true;                                                                               \
     }
@@ -584,12 +441,12 @@ static bool moe_stream_down(cu_backend *be, uint32_t tr, uint32_t ts, int nt,
         static bool done1, done8;                                                                  \
         if (nt == 1) {                                                                             \
             if (!cu_smem_attr(be, moe_down_stream<a, b, 1>, smem, &done1, "moe")) return true;     \
-            moe_down_stream<a, b, 1><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(      \
-                m, h, y, sp.n_pg, sp.n_sh, sp.blocks_r);                                           \
+            cu_launch(be, moe_down_stream<a, b, 1>, sp.blocks, MOE_FAST_WARPS *WARP, smem, m, h,   \
+                      y, sp.n_pg, sp.n_sh, sp.blocks_r);                                           \
         } else {                                                                                   \
             if (!cu_smem_attr(be, moe_down_stream<a, b, 8>, smem, &done8, "moe")) return true;     \
-            moe_down_stream<a, b, 8><<<sp.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(      \
-                m, h, y, sp.n_pg, sp.n_sh, sp.blocks_r);                                           \
+            cu_launch(be, moe_down_stream<a, b, 8>, sp.blocks, MOE_FAST_WARPS *WARP, smem, m, h,   \
+                      y, sp.n_pg, sp.n_sh, sp.blocks_r);                                           \
         }                                                                                          \
         return true;                                                                               \
     }
@@ -660,6 +517,7 @@ template <int TR, int TS>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
     moeq_up_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *hg, float *hu,
                    int n_sh, unsigned blocks_r) {
+    cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     const int warp = threadIdx.x / WARP;
     uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
@@ -685,6 +543,7 @@ template <int TR, int TS>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
     moeq_down_stream(GPU_GRID_CONST const expert_mats m, const uint8_t *xq, float *y, int n_sh,
                      unsigned blocks_r) {
+    cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     const int warp = threadIdx.x / WARP;
     uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
@@ -710,6 +569,7 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
 __global__ void moeq_swiglu_kernel(float *hg, const float *hu, uint8_t *xq, int64_t n_h, uint32_t k,
                                    uint32_t slots, int64_t n_ff, int64_t n_ff_sh, float clamp_exp,
                                    float clamp_sh, bool kr, bool ks) {
+    cu_pdl_entry();
     const int64_t p = blockIdx.x;
     const bool shared = (uint32_t)(p % slots) >= k;
     const int64_t n = shared ? n_ff_sh : n_ff;
@@ -793,12 +653,12 @@ static void moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
     if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
         static bool done;                                                                          \
         if (!cu_smem_attr(be, moeq_up_stream<a, b>, smem, &done, op)) return;                      \
-        moeq_up_stream<a, b><<<sp_up.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(           \
-            m, x, hg, hu, sp_up.n_sh, sp_up.blocks_r);                                             \
+        cu_launch(be, moeq_up_stream<a, b>, sp_up.blocks, MOE_FAST_WARPS *WARP, smem, m, x, hg,    \
+                  hu, sp_up.n_sh, sp_up.blocks_r);                                                 \
         if (!CU_LAUNCHED(be, op, "moeq_up_stream")) return;                                        \
-        moeq_swiglu_kernel<<<(unsigned)n_pairs, 256, 0, be->stream>>>(                             \
-            hg, hu, xq, m.n_h, k, m.slots, m.n_ff, m.n_ff_sh, clamp_exp, clamp_sh, mvq_k(c),       \
-            mvq_k(d)); /* checked (and counted) by the caller */                                   \
+        cu_launch(be, moeq_swiglu_kernel, (unsigned)n_pairs, 256, 0, hg, hu, xq, m.n_h, k,         \
+                  m.slots, m.n_ff, m.n_ff_sh, clamp_exp, clamp_sh, mvq_k(c),                       \
+                  mvq_k(d)); /* checked (and counted) by the caller */                             \
         return;                                                                                    \
     }
     MOEQ_PAIRS(Q_UP)
@@ -817,8 +677,8 @@ static void moeq_down(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_
     if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
         static bool done;                                                                          \
         if (!cu_smem_attr(be, moeq_down_stream<c, d>, smem, &done, op)) return;                    \
-        moeq_down_stream<c, d><<<sp_dn.blocks, MOE_FAST_WARPS * WARP, smem, be->stream>>>(         \
-            m, xq, y, sp_dn.n_sh, sp_dn.blocks_r); /* checked by the caller */                     \
+        cu_launch(be, moeq_down_stream<c, d>, sp_dn.blocks, MOE_FAST_WARPS *WARP, smem, m, xq, y,  \
+                  sp_dn.n_sh, sp_dn.blocks_r); /* checked by the caller */                         \
         return;                                                                                    \
     }
     MOEQ_PAIRS(Q_DN)
@@ -829,6 +689,7 @@ static void moeq_down(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_
 
 __global__ void moe_sum_kernel(const float *y, const float *weight, uint32_t slots, int64_t n_embd,
                                int64_t n_tok, float *out) {
+    cu_pdl_entry();
     int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n_tok * n_embd) return;
     int64_t t = id / n_embd, d = id % n_embd;
@@ -921,11 +782,16 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                        weight,
                        tok_small};
     if (be->failed) return;
-    route_kernel<<<(unsigned)n_tok, 256, (size_t)n_expert * 9, be->stream>>>(rp);
-    if (!CU_LAUNCHED(be, op, "route_kernel")) return;
-    group_kernel<<<1, 1024, (size_t)(2 * n_expert + 3) * sizeof(int32_t), be->stream>>>(
-        sel, n_pairs, k, slots, n_expert, first, fill, pairs, act);
-    if (!CU_LAUNCHED(be, op, "group_kernel")) return;
+    if (n_tok == 1 && k < WARP && be->route1) {
+        cu_launch(be, route1_kernel, 1, 256, (size_t)n_expert * 9, rp, first, pairs, act);
+        if (!CU_LAUNCHED(be, op, "route1_kernel")) return;
+    } else {
+        cu_launch(be, route_kernel, (unsigned)n_tok, 256, (size_t)n_expert * 9, rp);
+        if (!CU_LAUNCHED(be, op, "route_kernel")) return;
+        cu_launch(be, group_kernel, 1, 1024, (size_t)(2 * n_expert + 3) * sizeof(int32_t), sel,
+                  n_pairs, k, slots, n_expert, first, fill, pairs, act);
+        if (!CU_LAUNCHED(be, op, "group_kernel")) return;
+    }
     /* Rows of h past an expert's width stay as they are: the down kernel reads only n_in. */
     expert_mats m = {cu_ptr(a->gate_exps),
                      cu_ptr(a->up_exps),
@@ -989,8 +855,8 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     if (types[0] == types[1] && (!sh || types[3] == types[4]) &&
         ((uintptr_t)cu_f32(a->x) & 15) == 0 && cu_mma_moe_ok(be, &mx, n_tok)) {
         if (!cu_mma_moe_up(be, &mx, cu_f32(a->x), h, hu, op)) return;
-        moe_swiglu_kernel<<<cu_blocks(n_pairs * n_h, 256), 256, 0, be->stream>>>(
-            h, hu, n_pairs, n_h, k, slots, n_ff, n_ff_sh, a->clamp_exp, a->clamp_shexp);
+        cu_launch(be, moe_swiglu_kernel, cu_blocks(n_pairs * n_h, 256), 256, 0, h, hu, n_pairs, n_h,
+                  k, slots, n_ff, n_ff_sh, a->clamp_exp, a->clamp_shexp);
         if (!CU_LAUNCHED(be, op, "moe_swiglu_kernel")) return;
         if (prof) {
             cu_prof_end(be, CU_PROF_MOE_GATE_UP, mark, ev);
@@ -1001,8 +867,8 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
             cu_prof_end(be, CU_PROF_MOE_DOWN, mark, ev);
             cu_prof_begin(be, mark, &ev);
         }
-        moe_sum_kernel<<<cu_blocks(n_tok * n_embd, 256), 256, 0, be->stream>>>(
-            y, weight, slots, n_embd, n_tok, cu_f32(a->out));
+        cu_launch(be, moe_sum_kernel, cu_blocks(n_tok * n_embd, 256), 256, 0, y, weight, slots,
+                  n_embd, n_tok, cu_f32(a->out));
         CU_LAUNCHED(be, op, "moe_sum_kernel");
         if (prof) cu_prof_end(be, CU_PROF_MOE_SUM, mark, ev);
         return;
@@ -1051,15 +917,15 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         q_in || (fast_in && moe_stream_up(be, tr, ts, nt, sp, m, cu_f32(a->x), h, hu));
     if (up_fast && !q_in) {
         if (!CU_LAUNCHED(be, op, "moe_up_stream")) return;
-        moe_swiglu_kernel<<<cu_blocks(n_pairs * n_h, 256), 256, 0, be->stream>>>(
-            h, hu, n_pairs, n_h, k, slots, n_ff, n_ff_sh, a->clamp_exp, a->clamp_shexp);
+        cu_launch(be, moe_swiglu_kernel, cu_blocks(n_pairs * n_h, 256), 256, 0, h, hu, n_pairs, n_h,
+                  k, slots, n_ff, n_ff_sh, a->clamp_exp, a->clamp_shexp);
     }
 #endif
     if (up_fast) {
         if (!CU_LAUNCHED(be, op, "gate_up_fast")) return;
     } else {
         dim3 g1(cu_blocks(n_h, MOE_WARPS), (unsigned)n_groups);
-        gate_up_kernel<<<g1, MOE_WARPS * WARP, 0, be->stream>>>(m, cu_f32(a->x), h);
+        cu_launch(be, gate_up_kernel, g1, MOE_WARPS * WARP, 0, m, cu_f32(a->x), h);
         if (!CU_LAUNCHED(be, op, "gate_up_kernel")) return;
     }
     if (prof) {
@@ -1076,15 +942,15 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         if (!CU_LAUNCHED(be, op, "down_fast")) return;
     } else {
         dim3 g2(cu_blocks(n_embd, MOE_WARPS), (unsigned)n_groups);
-        down_kernel<<<g2, MOE_WARPS * WARP, 0, be->stream>>>(m, h, y);
+        cu_launch(be, down_kernel, g2, MOE_WARPS * WARP, 0, m, h, y);
         if (!CU_LAUNCHED(be, op, "down_kernel")) return;
     }
     if (prof) {
         cu_prof_end(be, CU_PROF_MOE_DOWN, mark, ev);
         cu_prof_begin(be, mark, &ev);
     }
-    moe_sum_kernel<<<cu_blocks(n_tok * n_embd, 256), 256, 0, be->stream>>>(y, weight, slots, n_embd,
-                                                                           n_tok, cu_f32(a->out));
+    cu_launch(be, moe_sum_kernel, cu_blocks(n_tok * n_embd, 256), 256, 0, y, weight, slots, n_embd,
+              n_tok, cu_f32(a->out));
     CU_LAUNCHED(be, op, "moe_sum_kernel");
     if (prof) cu_prof_end(be, CU_PROF_MOE_SUM, mark, ev);
 }

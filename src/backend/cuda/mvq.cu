@@ -44,6 +44,7 @@ template <int T> struct mvq_dense_rows {
 template <int T>
 __global__ void __launch_bounds__(MVQ_WARPS *WARP, 3)
     mvq_dense_kernel(GPU_GRID_CONST const mvq_args a) {
+    cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t mvq_dyn[];
     const int warp = threadIdx.x / WARP;
     uint8_t *stage = mvq_dyn + warp * MV_STAGES * MV_STAGE;
@@ -68,7 +69,7 @@ static void mvq_launch_t(cu_backend *be, const mvq_args &a, uint32_t groups, con
         if (!cu_smem_attr(be, mvq_dense_kernel<T>, smem, &done, op)) return;
         done_bytes = smem;
     }
-    mvq_dense_kernel<T><<<dim3((unsigned)per, groups), MVQ_WARPS * WARP, smem, be->stream>>>(a);
+    cu_launch(be, mvq_dense_kernel<T>, dim3((unsigned)per, groups), MVQ_WARPS * WARP, smem, a);
     CU_LAUNCHED(be, op, "mvq_dense_kernel");
 }
 #endif

@@ -127,13 +127,9 @@ static __device__ __forceinline__ void mvq_quant_block(const float *x, int64_t n
     }
 }
 
-/* The IQ2_XXS tables a block keeps in shared memory: the 256 grid rows (8 magnitudes) and, per
- * 7-bit sign index, the byte masks m (0xff where the weight is negative) and m & 0x01010101, so
- * a signed weight byte is (g ^ m) + (m & 1): two's complement negation per byte (g >= 8, so no
- * carry crosses a byte). */
+/* The IQ2_XXS grid a block keeps in shared memory: the 256 grid rows (8 magnitudes each). */
 typedef struct mvq_tabs {
     uint2 grid[256];
-    uint4 sign[128];
 } mvq_tabs;
 
 static __device__ __forceinline__ void mvq_tabs_load(mvq_tabs *t, const cu_grids &g) {
@@ -141,24 +137,30 @@ static __device__ __forceinline__ void mvq_tabs_load(mvq_tabs *t, const cu_grids
         const uint64_t r = g.iq2xxs[i];
         t->grid[i] = make_uint2((uint32_t)r, (uint32_t)(r >> 32));
     }
-    for (int i = threadIdx.x; i < 128; i += blockDim.x) {
-        const uint32_t s = iq_signs((uint32_t)i);
-        uint32_t lo = 0, hi = 0;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            lo |= ((s >> j) & 1u) * (0xffu << (8 * j));
-            hi |= ((s >> (j + 4)) & 1u) * (0xffu << (8 * j));
-        }
-        t->sign[i] = make_uint4(lo, hi, lo & 0x01010101u, hi & 0x01010101u);
-    }
+}
+
+/* The sign masks of four weights from four sign bits b (bit j: weight j negative): m1 has 0x01
+ * in byte j where bit j is set (the multiply puts bit j at bit 8j: 0x00204081 is
+ * 1 + 2^7 + 2^14 + 2^21, so no two bits meet), m = m1 * 0xff has 0xff there, and a signed byte
+ * is (g ^ m) + m1: two's complement negation per byte (g >= 8, so no carry crosses a byte).
+ * Computed rather than looked up: a table in shared memory (the earlier way) costs a 16-byte
+ * load with bank conflicts per 8 weights, and those loads bounded the experts' gate/up kernel
+ * (H200 request cd-2: 43.8 MB in 58 us, 0.75 TB/s). */
+static __device__ __forceinline__ uint32_t mvq_sign_bytes(uint32_t b4) {
+    return (b4 * 0x00204081u) & 0x01010101u;
 }
 
 /* The dot of 32-weight unit u of a staged chunk with activation values e .. e + 31. */
 template <int T>
 static __device__ __forceinline__ float mvq_unit(const uint8_t *slot, int u, const q8act &a,
                                                  int64_t e, const mvq_tabs *tab) {
+    /* Lanes take units 32 bytes apart, so the lanes l and l + 4 of a quarter-warp (the 8 lanes
+     * a 16-byte shared load serves at once) would hit the same banks: lanes with bit 2 set load
+     * their second half first, and each quarter-warp's loads fill the 32 banks once. */
     const int4 *xp = (const int4 *)(a.qs + e);
-    const int4 x0 = xp[0], x1 = xp[1];
+    const int h = (threadIdx.x >> 2) & 1;
+    const int4 xa = xp[h], xb = xp[h ^ 1];
+    const int4 x0 = h ? xb : xa, x1 = h ? xa : xb;
     const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
     if constexpr (T == HALO_TYPE_Q8_0) {
         /* Block u at byte 34u: 2-byte aligned; nine aligned words cover it, realigned by
@@ -188,9 +190,10 @@ static __device__ __forceinline__ float mvq_unit(const uint8_t *slot, int u, con
 #pragma unroll
         for (int l = 0; l < 4; l++) {
             const uint2 g = tab->grid[(qi >> (8 * l)) & 0xff];
-            const uint4 m = tab->sign[(aux >> (7 * l)) & 127];
-            s = __dp4a((int)((g.x ^ m.x) + m.z), xv[2 * l], s);
-            s = __dp4a((int)((g.y ^ m.y) + m.w), xv[2 * l + 1], s);
+            const uint32_t sg = iq_signs((aux >> (7 * l)) & 127);
+            const uint32_t lo1 = mvq_sign_bytes(sg & 15), hi1 = mvq_sign_bytes(sg >> 4);
+            s = __dp4a((int)((g.x ^ (lo1 * 0xffu)) + lo1), xv[2 * l], s);
+            s = __dp4a((int)((g.y ^ (hi1 * 0xffu)) + hi1), xv[2 * l + 1], s);
         }
         const int ls = 2 * (int)(aux >> 28) + 1;
         const float dw = __half2float(*(const __half *)(slot + 66 * (u >> 3))) * 0.125f;
@@ -216,6 +219,22 @@ static __device__ __forceinline__ float mvq_unit(const uint8_t *slot, int u, con
     }
 }
 
+/* The chunks of the int8 path: weights per chunk and chunk slots per warp. The warp's
+ * MV_STAGES x MV_STAGE bytes of shared memory are cut into as many slots as the type's chunk
+ * allows, all but one in flight: a row of 4096 IQ2_XXS weights is 1056 bytes and a row of 2048
+ * Q2_K weights 672, so 2048-weight chunks in three slots (mv_stream's layout) kept only one or
+ * two kilobytes of a warp's rows in flight, too few to cover the memory's latency; here a warp
+ * has five (Q8_0, IQ2_XXS) or eight (Q2_K) chunks in flight. */
+static __host__ __device__ constexpr int mvq_ch(int t) {
+    return t == HALO_TYPE_Q8_0 ? 1024 : t == HALO_TYPE_IQ2_XXS ? 4096 : 2048;
+}
+static __host__ __device__ constexpr int mvq_slot(int t) {
+    return mvq_ch(t) / cx_block_elems(t) * cx_block_bytes(t);
+}
+static __host__ __device__ constexpr int mvq_stages(int t) {
+    return MV_STAGES * MV_STAGE / mvq_slot(t);
+}
+
 /* A warp's stream of rows as mv_stream (mv.cuh), one token, over an int8 activation:
  * p.row(i, &row) as there; p.begin(i) the width (0: skip); p.act() the activation of the item
  * begun last; p.end(i, sum). p.prepare() runs once, after this warp's first copies are issued
@@ -225,8 +244,9 @@ template <int T, class P>
 static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t stride,
                                                   int64_t n_items, uint8_t *stage,
                                                   const mvq_tabs *tab) {
-    constexpr int E = cx_block_elems(T), B = cx_block_bytes(T), CH = MV_CH;
-    static_assert(CH / E * B <= MV_STAGE && (CH / E * B) % 16 == 0, "chunk");
+    constexpr int E = cx_block_elems(T), B = cx_block_bytes(T), CH = mvq_ch(T);
+    constexpr int SLOT = mvq_slot(T), S = mvq_stages(T);
+    static_assert(SLOT % 16 == 0 && S >= 3 && S * SLOT <= MV_STAGES * MV_STAGE, "chunk");
     const int lane = threadIdx.x % WARP;
     int64_t ii = first, ik1 = 0, ikc = 0;
     int jn = 0;
@@ -239,7 +259,7 @@ static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t s
         if (ii < n_items) {
             const int n16 = (int)((ik1 - ikc < CH ? ik1 - ikc : CH) / E * B / 16);
             const uint4 *src = (const uint4 *)(irow + ikc / E * B);
-            uint8_t *dst = stage + (jn % MV_STAGES) * MV_STAGE;
+            uint8_t *dst = stage + (jn % S) * SLOT;
             for (int idx = lane; idx < n16; idx += WARP)
                 cp_async16(dst + 16 * idx, src + idx);
             jn++;
@@ -252,7 +272,7 @@ static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t s
         cp_async_commit();
     };
 #pragma unroll
-    for (int st = 0; st < MV_STAGES - 1; st++)
+    for (int st = 0; st < S - 1; st++)
         issue();
     p.prepare();
     int j = 0;
@@ -262,10 +282,10 @@ static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t s
         const q8act a = p.act();
         float acc = 0.0f;
         for (int64_t kc = 0; kc < k1; kc += CH, j++) {
-            cp_async_wait<MV_STAGES - 2>();
+            cp_async_wait<S - 2>();
             __syncwarp();
             issue();
-            const uint8_t *slot = stage + (j % MV_STAGES) * MV_STAGE;
+            const uint8_t *slot = stage + (j % S) * SLOT;
             const int n = (int)(k1 - kc < CH ? k1 - kc : CH);
             for (int u = lane; u < n / 32; u += WARP)
                 acc += mvq_unit<T>(slot, u, a, kc + 32 * u, tab);

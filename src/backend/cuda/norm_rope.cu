@@ -3,6 +3,7 @@
 
 /* One row per block: x = x / sqrt(mean(x²) + eps) · weight. */
 __global__ void rms_norm_kernel(float *x, int64_t width, const float *w, float eps) {
+    cu_pdl_entry();
     __shared__ float red[32];
     float *row = x + (int64_t)blockIdx.x * width;
     float ss = 0.0f;
@@ -17,6 +18,7 @@ __global__ void rms_norm_kernel(float *x, int64_t width, const float *w, float e
 /* The same with float4 accesses and a block sized to the row (a decode step norms one row of
  * 4096: a quarter of the sequential loads of the kernel above). */
 __global__ void rms_norm4_kernel(float *x, int64_t width, const float *w, float eps) {
+    cu_pdl_entry();
     __shared__ float red[32];
     float4 *row = (float4 *)(x + (int64_t)blockIdx.x * width);
     const float4 *w4 = (const float4 *)w;
@@ -49,19 +51,20 @@ void cu_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width, const halo_t
         ((uintptr_t)w & 15) == 0) {
         unsigned threads = (unsigned)((width / 4 + WARP - 1) / WARP * WARP);
         threads = threads > 1024 ? 1024 : threads;
-        rms_norm4_kernel<<<(unsigned)rows, threads, 0, be->stream>>>(cu_f32(x), width, w, eps);
+        cu_launch(be, rms_norm4_kernel, (unsigned)rows, threads, 0, cu_f32(x), width, w, eps);
         CU_LAUNCHED(be, "rms_norm", "rms_norm4_kernel");
         return;
     }
     /* Rows go in grid.x (up to 2^31 - 1). */
-    rms_norm_kernel<<<(unsigned)rows, 256, 0, be->stream>>>(cu_f32(x), width,
-                                                            weight ? cu_f32(weight) : NULL, eps);
+    cu_launch(be, rms_norm_kernel, (unsigned)rows, 256, 0, cu_f32(x), width,
+              weight ? cu_f32(weight) : NULL, eps);
     CU_LAUNCHED(be, "rms_norm", "rms_norm_kernel");
 }
 
 /* One thread per (token, head, pair): rotate (x[2i], x[2i+1]) of the head's tail. */
 __global__ void rope_kernel(float *x, int64_t head_dim, int64_t n_head, int64_t n_tok,
                             const int32_t *pos, cu_ints pos_small, cu_rope_freq f, bool inverse) {
+    cu_pdl_entry();
     int64_t half = f.n_rot / 2;
     int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n_tok * n_head * half) return;
@@ -87,7 +90,7 @@ void cu_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_r
     if (!spos || !cu_ints_pass(be, spos, pos, n_tok, &ps, &dpos, "rope")) return;
     int64_t n = n_tok * n_head * (rope->n_rot / 2);
     if (n == 0) return;
-    rope_kernel<<<cu_blocks(n, 256), 256, 0, be->stream>>>(cu_f32(x), x->ne[0], n_head, n_tok, dpos,
-                                                           ps, f, inverse);
+    cu_launch(be, rope_kernel, cu_blocks(n, 256), 256, 0, cu_f32(x), x->ne[0], n_head, n_tok, dpos,
+              ps, f, inverse);
     CU_LAUNCHED(be, "rope", "rope_kernel");
 }

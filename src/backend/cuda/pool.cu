@@ -20,6 +20,7 @@ typedef struct pool_params {
 } pool_params;
 
 __global__ void pool_kernel(pool_params a) {
+    cu_pdl_entry();
     extern __shared__ float row[]; /* [dim] */
     __shared__ float red[32];
     const int64_t w = blockIdx.x;
@@ -94,6 +95,7 @@ __global__ void pool_kernel(pool_params a) {
 __global__ void pool_save_kernel(const float *kv, const float *gate, const char *ape,
                                  uint32_t ape_type, uint32_t ratio, uint32_t dim, uint32_t width,
                                  float *prev_kv, float *prev_gate) {
+    cu_pdl_entry();
     int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= (int64_t)ratio * dim) return;
     int64_t i = id / dim, d = id % dim;
@@ -132,11 +134,11 @@ void cu_pool(halo_backend *hbe, const halo_pool_args *a) {
     p.pos0 = a->pos0;
     p.out = cu_f32(a->out);
     unsigned threads = a->dim < 256 ? (a->dim + 31) / 32 * 32 : 256;
-    pool_kernel<<<(unsigned)n_win, threads, a->dim * sizeof(float), be->stream>>>(p);
+    cu_launch(be, pool_kernel, (unsigned)n_win, threads, a->dim * sizeof(float), p);
     if (!CU_LAUNCHED(be, "pool", "pool_kernel") || !a->overlap) return;
     const int64_t last = (n_win - 1) * a->ratio * width;
-    pool_save_kernel<<<cu_blocks((int64_t)a->ratio * a->dim, 256), 256, 0, be->stream>>>(
-        p.kv + last, p.gate + last, p.ape, p.ape_type, a->ratio, a->dim, width, cu_f32(a->prev_kv),
-        cu_f32(a->prev_gate));
+    cu_launch(be, pool_save_kernel, cu_blocks((int64_t)a->ratio * a->dim, 256), 256, 0, p.kv + last,
+              p.gate + last, p.ape, p.ape_type, a->ratio, a->dim, width, cu_f32(a->prev_kv),
+              cu_f32(a->prev_gate));
     CU_LAUNCHED(be, "pool", "pool_save_kernel");
 }

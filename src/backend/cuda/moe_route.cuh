@@ -1,0 +1,295 @@
+/* The moe op's routing on the GPU (included by moe.cu only): per token the scores
+ * (sqrt-softplus, sigmoid or softmax), the choice of experts (biased top-k with the lowest index
+ * winning ties, or the hash table) and their weights (route_kernel), the (token, slot) pairs
+ * grouped by expert into work items (group_kernel), and both for one token in one kernel
+ * (route1_kernel, decode). Needs MOE_ITEM (pairs per work item) defined before it. */
+#ifndef HALO_BACKEND_CUDA_MOE_ROUTE_CUH
+#define HALO_BACKEND_CUDA_MOE_ROUTE_CUH
+
+#include "backend/cuda/cuda.cuh"
+
+typedef struct route_params {
+    const float *score_in; /* [n_tok][n_expert] router logits */
+    const char *bias;      /* [n_expert] or NULL */
+    uint32_t bias_type;
+    const int32_t *tid2eid; /* [n_vocab][k] or NULL */
+    const int32_t *tokens;
+    int64_t n_expert;
+    uint32_t k, slots, gating;
+    bool norm_weights;
+    float weights_scale;
+    int32_t *sel;         /* [n_tok][k] */
+    float *weight;        /* [n_tok][slots] */
+    cu_ints tokens_small; /* tokens by value when NULL */
+} route_params;
+
+static __device__ float score_fn(uint32_t gating, float x) {
+    if (gating == HALO_GATING_SIGMOID) return 1.0f / (1.0f + expf(-x));
+    if (gating == HALO_GATING_SQRTSOFTPLUS) return sqrtf(x > 20.0f ? x : log1pf(expf(x)));
+    return x;
+}
+
+/* Whether candidate (ov, oi) beats (bv, bi) in the CPU's sequential scan (the first of the
+ * largest values wins, so equal values go to the lower index); -1 is no candidate. */
+static __device__ __forceinline__ bool route_better(float ov, int oi, float bv, int bi) {
+    if (oi < 0) return false;
+    if (bi < 0) return true;
+    return ov > bv || (ov == bv && oi < bi);
+}
+
+/* One token per block: scores in parallel; each of the k choices an arg-max over the block
+ * with the CPU's tie rule (the lowest index), so the same experts are chosen as there. */
+__global__ void route_kernel(route_params a) {
+    cu_pdl_entry();
+    extern __shared__ float sm[]; /* score[n_expert], selection value[n_expert], taken flags */
+    __shared__ float red_v[32];
+    __shared__ int red_i[32];
+    float *score = sm, *selv = sm + a.n_expert;
+    unsigned char *taken = (unsigned char *)(selv + a.n_expert);
+    const int64_t t = blockIdx.x;
+    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    const float *in = a.score_in + t * a.n_expert;
+    for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x) {
+        score[e] = a.gating == HALO_GATING_SOFTMAX ? in[e] : score_fn(a.gating, in[e]);
+        taken[e] = 0;
+    }
+    __syncthreads();
+    if (a.gating == HALO_GATING_SOFTMAX && threadIdx.x == 0) {
+        float mx = score[0], sum = 0;
+        for (int64_t e = 1; e < a.n_expert; e++)
+            mx = score[e] > mx ? score[e] : mx;
+        for (int64_t e = 0; e < a.n_expert; e++)
+            sum += score[e] = expf(score[e] - mx);
+        for (int64_t e = 0; e < a.n_expert; e++)
+            score[e] /= sum;
+    }
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x)
+        selv[e] = score[e] + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
+    __syncthreads();
+    int32_t *sel = a.sel + t * a.k;
+    if (a.tid2eid) {
+        if (threadIdx.x == 0)
+            for (uint32_t i = 0; i < a.k; i++)
+                sel[i] = a.tid2eid[(int64_t)cu_int_at(a.tokens, a.tokens_small, t) * a.k + i];
+    } else {
+        for (uint32_t i = 0; i < a.k; i++) {
+            int best = -1;
+            float bv = 0.0f;
+            for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x)
+                if (!taken[e] && (best < 0 || selv[e] > bv)) {
+                    best = (int)e;
+                    bv = selv[e];
+                }
+            for (int m = WARP / 2; m > 0; m >>= 1) {
+                float ov = gpu_shfl_xor(bv, m);
+                int oi = gpu_shfl_xor_i(best, m);
+                if (route_better(ov, oi, bv, best)) bv = ov, best = oi;
+            }
+            if (lane == 0) red_v[wid] = bv, red_i[wid] = best;
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                for (int w = 1; w < nw; w++)
+                    if (route_better(red_v[w], red_i[w], bv, best)) bv = red_v[w], best = red_i[w];
+                if (best >= 0) taken[best] = 1;
+                sel[i] = best;
+            }
+            __syncthreads();
+        }
+    }
+    if (threadIdx.x != 0) return;
+    float *w = a.weight + t * a.slots, sum = 0;
+    for (uint32_t i = 0; i < a.k; i++) {
+        int32_t e = sel[i];
+        /* A hash table row naming an expert out of range: weight 0, the expert clamped. */
+        if (e < 0 || e >= a.n_expert)
+            sel[i] = e = 0, w[i] = 0.0f;
+        else
+            w[i] = score[e];
+        sum += w[i];
+    }
+    for (uint32_t i = 0; i < a.k; i++) {
+        if (a.norm_weights) w[i] /= sum + 1e-20f;
+        w[i] *= a.weights_scale;
+    }
+    if (a.slots > a.k) w[a.k] = 1.0f;
+}
+
+/* Groups the (token, slot) pairs by expert (the shared expert is group n_expert): pairs of
+ * group e are pairs[first[e] .. first[e+1]). The order inside a group does not matter: every
+ * pair's result is computed on its own. One block. */
+__global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, uint32_t slots,
+                             int64_t n_expert, int32_t *first, int32_t *fill, int32_t *pairs,
+                             int32_t *act) {
+    cu_pdl_entry();
+    extern __shared__ int32_t gsm[]; /* first[groups + 1], fill[groups] */
+    const int64_t groups = n_expert + 1;
+    int32_t *first_s = gsm, *fill_s = gsm + groups + 1;
+    for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
+        first_s[e] = 0;
+    for (int64_t e = threadIdx.x; e < groups; e += blockDim.x)
+        fill_s[e] = 0;
+    __syncthreads();
+    for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
+        uint32_t s = (uint32_t)(p % slots);
+        int64_t e = s < k ? sel[(p / slots) * k + s] : n_expert;
+        atomicAdd(&first_s[e + 1], 1);
+    }
+    __syncthreads();
+    /* act: the count of work items, then (group, first pair, end pair) of each: every group
+     * with pairs, split into runs of at most MOE_ITEM pairs (the projections' grid.y). */
+    if (threadIdx.x == 0) {
+        int32_t n_act = 0;
+        for (int64_t e = 0; e < groups; e++) {
+            first_s[e + 1] += first_s[e];
+            for (int32_t i0 = first_s[e]; i0 < first_s[e + 1]; i0 += MOE_ITEM) {
+                int32_t *it = act + 1 + 3 * n_act++;
+                it[0] = (int32_t)e;
+                it[1] = i0;
+                it[2] = first_s[e + 1] - i0 < MOE_ITEM ? first_s[e + 1] : i0 + MOE_ITEM;
+            }
+        }
+        act[0] = n_act;
+    }
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e <= groups; e += blockDim.x)
+        first[e] = first_s[e];
+    for (int64_t p = threadIdx.x; p < n_pairs; p += blockDim.x) {
+        uint32_t s = (uint32_t)(p % slots);
+        int64_t e = s < k ? sel[(p / slots) * k + s] : n_expert;
+        pairs[first_s[e] + atomicAdd(&fill_s[e], 1)] = (int32_t)p;
+    }
+    (void)fill;
+}
+
+/* One token (decode): route_kernel's choice and weights, then group_kernel's grouping, in one
+ * warp and one launch. The per-expert scores and the k arg-max rounds are route_kernel's (the
+ * same expressions, each lane scanning experts lane, lane + 32, ... in order, the lanes combined
+ * by route_better), so the same experts are chosen; the weights are summed by one lane in slot
+ * order as there. The grouping needs no scan for k <= 32 pairs: a pair's place among the pairs
+ * sorted by expert is the count of pairs with a lower expert (or the same expert and a lower
+ * slot), and the work items are the distinct experts in ascending order, the shared expert's
+ * last, as group_kernel lays them out. */
+__global__ void route1_kernel(route_params a, int32_t *first, int32_t *pairs, int32_t *act) {
+    cu_pdl_entry();
+    extern __shared__ float sm[]; /* score[n_expert], selection value[n_expert], taken flags */
+    __shared__ int32_t sel_s[WARP];
+    float *score = sm, *selv = sm + a.n_expert;
+    unsigned char *taken = (unsigned char *)(selv + a.n_expert);
+    const int lane = threadIdx.x % WARP;
+    const int64_t n = a.n_expert;
+    /* The scores on the whole block (sqrt-softplus is a chain of expf and log1pf: on one warp
+     * eight in a row took most of the kernel's ~10 us, H200 request cd-2), the rest on warp 0. */
+    const bool softmax = a.gating == HALO_GATING_SOFTMAX;
+    for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
+        const float sc = softmax ? a.score_in[e] : score_fn(a.gating, a.score_in[e]);
+        score[e] = sc;
+        taken[e] = 0;
+        if (!softmax) selv[e] = sc + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
+    }
+    __syncthreads();
+    if (threadIdx.x >= WARP) return;
+    if (softmax) {
+        if (lane == 0) {
+            float mx = score[0], sum = 0;
+            for (int64_t e = 1; e < n; e++)
+                mx = score[e] > mx ? score[e] : mx;
+            for (int64_t e = 0; e < n; e++)
+                sum += score[e] = expf(score[e] - mx);
+            for (int64_t e = 0; e < n; e++)
+                score[e] /= sum;
+        }
+        gpu_syncwarp();
+        for (int64_t e = lane; e < n; e += WARP)
+            selv[e] = score[e] + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
+        gpu_syncwarp();
+    }
+    if (a.tid2eid) {
+        if (lane < (int)a.k)
+            sel_s[lane] = a.tid2eid[(int64_t)cu_int_at(a.tokens, a.tokens_small, 0) * a.k + lane];
+    } else {
+        for (uint32_t i = 0; i < a.k; i++) {
+            int best = -1;
+            float bv = 0.0f;
+            for (int64_t e = lane; e < n; e += WARP)
+                if (!taken[e] && (best < 0 || selv[e] > bv)) {
+                    best = (int)e;
+                    bv = selv[e];
+                }
+            for (int m = WARP / 2; m > 0; m >>= 1) {
+                float ov = gpu_shfl_xor(bv, m);
+                int oi = gpu_shfl_xor_i(best, m);
+                if (route_better(ov, oi, bv, best)) bv = ov, best = oi;
+            }
+            /* every lane holds the same winner now */
+            if (lane == 0) {
+                if (best >= 0) taken[best] = 1;
+                sel_s[i] = best;
+            }
+            gpu_syncwarp();
+        }
+    }
+    gpu_syncwarp();
+    if (lane == 0) {
+        float *w = a.weight, sum = 0;
+        for (uint32_t i = 0; i < a.k; i++) {
+            int32_t e = sel_s[i];
+            if (e < 0 || e >= n) /* a hash table row naming an expert out of range */
+                sel_s[i] = e = 0, w[i] = 0.0f;
+            else
+                w[i] = score[e];
+            sum += w[i];
+            a.sel[i] = e;
+        }
+        for (uint32_t i = 0; i < a.k; i++) {
+            if (a.norm_weights) w[i] /= sum + 1e-20f;
+            w[i] *= a.weights_scale;
+        }
+        if (a.slots > a.k) w[a.k] = 1.0f;
+    }
+    gpu_syncwarp();
+    /* Grouping: pair i (slot i of token 0) of expert e_i. */
+    const int k = (int)a.k;
+    const int32_t ei = lane < k ? sel_s[lane] : INT32_MAX;
+    int below = 0, same_before = 0, same = 0, distinct_below = 0, n_distinct = 0;
+    for (int j = 0; j < k; j++) {
+        const int32_t ej = sel_s[j];
+        bool first_of_value = true; /* j is the lowest slot holding ej */
+        for (int q = 0; q < j; q++)
+            first_of_value = first_of_value && sel_s[q] != ej;
+        below += ej < ei;
+        same += ej == ei;
+        same_before += ej == ei && j < lane;
+        distinct_below += ej < ei && first_of_value;
+        n_distinct += first_of_value;
+    }
+    if (lane < k) {
+        pairs[below + same_before] = lane;
+        if (same_before == 0) {
+            int32_t *it = act + 1 + 3 * distinct_below;
+            it[0] = ei;
+            it[1] = below;
+            it[2] = below + same;
+        }
+    }
+    if (lane == 0) {
+        int n_act = n_distinct;
+        if (a.slots > a.k) {
+            pairs[k] = k;
+            int32_t *it = act + 1 + 3 * n_act++;
+            it[0] = (int32_t)n;
+            it[1] = k;
+            it[2] = k + 1;
+        }
+        act[0] = n_act;
+    }
+    /* first[e]: the pairs of groups below e (group n_expert: the shared expert). */
+    for (int64_t e = lane; e <= n + 1; e += WARP) {
+        int c = 0;
+        for (int j = 0; j < k; j++)
+            c += sel_s[j] < e;
+        first[e] = e == n + 1 ? (int32_t)a.slots : c;
+    }
+}
+
+#endif

@@ -14,7 +14,8 @@
 #                        .carry/vulkan/debs);
 #      DEPTH=0           skip the depth-24,576 tests (default: run them);
 #      REPS=N            llama-bench's and halo's -r at depth 0 (default 2);
-#      PROMPTS=LIST      the prefill lengths at depth 0 (default 512,2048).
+#      PROMPTS=LIST      the prefill lengths at depth 0 (default 512,2048);
+#      ROUNDS=N          with LLAMA_BENCH: N-1 more rounds of both at depth 0 (phase 6).
 # The last lines compare the two on every test both ran: t/s and halo / llama.cpp.
 #
 # Phases (each skipped when already done on a warm machine, so calls of <= 10 min add up):
@@ -127,7 +128,7 @@ el "halo done"
 
 # 5. The comparison: each test (pp/tg and depth) both ran, t/s and the ratio.
 [ -f "$out/llamacpp-vulkan.csv" ] || exit 0
-awk -F'","|^"|"$' '
+compare() { awk -F'","|^"|"$' '
     # a plain header, then quoted fields (split on "," the first is empty); columns by name
     FNR == 1 { delete col; nh = split($0, h, ","); for (i = 1; i <= nh; i++) col[h[i]] = i + 1; next }
     !("avg_ts" in col) { next }
@@ -145,5 +146,18 @@ awk -F'","|^"|"$' '
             if (k in halo) printf "| %s | %.2f | %.2f | %.2fx |\n", k, lc[k], halo[k], halo[k] / lc[k]
             else printf "| %s | %.2f | - | - |\n", k, lc[k]
         }
-    }' "$out/llamacpp-vulkan.csv" "$out/halo-vulkan.csv" | tee "$out/compare.md"
+    }' "$@"; }
+compare "$out/llamacpp-vulkan.csv" "$out/halo-vulkan.csv" | tee "$out/compare.md"
 el "both done: $out/llamacpp-vulkan.csv, $out/halo-vulkan.csv, $out/compare.md"
+
+# 6. ROUNDS=N (a prebuilt llama-bench only): N-1 more rounds at depth 0, llama.cpp then halo
+#    again on the same file, each compared on its own ($OUT/compare.rN.md). A peer's tg64 moved
+#    from 92 to 73 t/s between two calls (bench/vulkan/RESULTS.md): the rounds show the spread.
+for r in $(seq 2 "${ROUNDS:-1}"); do
+    [ -n "${LLAMA_BENCH:-}" ] || break
+    lb -p "$prompts" -n 64 -r "$reps" -o csv >"$out/llamacpp-vulkan.r$r.csv"
+    hb -p "$prompts" -n 64 -r "$reps" -o csv >"$out/halo-vulkan.r$r.csv"
+    echo "round $r:"
+    compare "$out/llamacpp-vulkan.r$r.csv" "$out/halo-vulkan.r$r.csv" | tee "$out/compare.r$r.md"
+    el "round $r done"
+done

@@ -147,6 +147,51 @@ static void matmul_decodes_every_weight_type(void) {
     free(x);
 }
 
+/* matvec_q8.comp (HALO_VK_MVQ8: a GPU takes it for Q8_0 decode; lavapipe only when asked),
+ * every variant: 1..4 rows per subgroup or per workgroup, one or two units in flight, row counts
+ * that leave a partial last group or that R does not divide (its fallback to 1 row), 1..5 columns
+ * (a second tile of one), and the grouped projection. */
+static void q8_0_decode_variants_match_the_cpu(void) {
+    static const char *const variants[] = {"1", "2", "3", "4u", "1w", "2wu", "3w", "4w"};
+    enum { K = 4096, G = 8, KG = 1024, NG = 12 };
+    static const int rows[] = {72, 70, 1};
+    float *x = rnd(K * 5, 1.0f), *xg = rnd(G * KG * 2, 1.0f);
+    void *w = weights(HALO_TYPE_Q8_0, K, 72, 0.05f);
+    void *wg = weights(HALO_TYPE_Q8_0, KG, G * NG, 0.05f);
+    halo_backend *keep = vk;
+    for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
+        halo_error err = {0};
+        setenv("HALO_VK_MVQ8", variants[v], 1);
+        CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
+        unsetenv("HALO_VK_MVQ8");
+        for (int t = 1; t <= 5; t += 2)
+            for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+                both bx = make(HALO_TYPE_F32, K, t, 1, x);
+                both bw = make(HALO_TYPE_Q8_0, K, rows[r], 1, w);
+                both out = make(HALO_TYPE_F32, rows[r], t, 1, NULL);
+                cpu->ops->matmul(cpu, &bw.c, &bx.c, 1, &out.c);
+                vk->ops->matmul(vk, &bw.v, &bx.v, 1, &out.v);
+                char what[64];
+                snprintf(what, sizeof what, "mvq8=%s q8_0 [4096 x %d] x %d", variants[v], rows[r],
+                         t);
+                expect_close(what, &out, 1e-4);
+                drop(&bx), drop(&bw), drop(&out);
+            }
+        both bx = make(HALO_TYPE_F32, G * KG, 2, 1, xg);
+        both bw = make(HALO_TYPE_Q8_0, KG, G * NG, 1, wg);
+        both out = make(HALO_TYPE_F32, G * NG, 2, 1, NULL);
+        cpu->ops->matmul(cpu, &bw.c, &bx.c, G, &out.c);
+        vk->ops->matmul(vk, &bw.v, &bx.v, G, &out.v);
+        char what[64];
+        snprintf(what, sizeof what, "mvq8=%s q8_0 grouped 8 x [1024 x 12] x 2", variants[v]);
+        expect_close(what, &out, 1e-4);
+        drop(&bx), drop(&bw), drop(&out);
+        vk->ops->destroy(vk);
+    }
+    vk = keep;
+    free(x), free(xg), free(w), free(wg);
+}
+
 static void grouped_matmul_reads_its_group_slice(void) {
     enum { G = 8, K = 4096, NG = 12, T = 2 }; /* attn_output_a: 8 groups of 4096 inputs */
     float *x = rnd((int64_t)G * K * T, 1.0f);
@@ -497,6 +542,7 @@ int main(void) {
     RUN(an_unsupported_weight_type_is_an_error_at_sync);
     RUN(a_failed_allocation_is_an_error_naming_its_size);
     RUN(a_missing_device_is_an_error_naming_it);
+    RUN(q8_0_decode_variants_match_the_cpu);
     /* Projections again through matvec's other variant, a subgroup per row (what projections
      * with many rows take; the shapes above are small enough for a workgroup per row). */
     halo_backend *wide = vk;
@@ -506,6 +552,13 @@ int main(void) {
     printf("matvec by a subgroup per row:\n");
     RUN(matmul_decodes_every_weight_type);
     RUN(grouped_matmul_reads_its_group_slice);
+    RUN(moe_routes_and_mixes_like_the_cpu);
+    vk->ops->destroy(vk);
+    /* The defaults: matvec_moe.comp takes IQ2_XXS and Q2_K, plain and expert-selected (the
+     * runs above keep matvec.comp: HALO_VK_MATVEC_ROWS); on a GPU matvec_q8.comp takes Q8_0. */
+    CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
+    printf("defaults:\n");
+    RUN(matmul_decodes_every_weight_type);
     RUN(moe_routes_and_mixes_like_the_cpu);
     vk->ops->destroy(vk);
     vk = wide;

@@ -123,6 +123,8 @@ typedef enum vk_kernel {
     VK_K_MATVEC,      /* a few columns (decode, routed experts): 8 weights a lane */
     VK_K_HC_MIX,      /* hc_pre's projection, in parallel chunks */
     VK_K_MATVEC_WIDE, /* matvec with a workgroup per row (few rows) */
+    VK_K_MATVEC_Q8,   /* Q8_0 decode: several rows per lane group (specialised by variant) */
+    VK_K_MATVEC_MOE,  /* IQ2_XXS / Q2_K (routed experts): a sub-block per lane, rows per WG */
     VK_K_COUNT
 } vk_kernel;
 
@@ -214,6 +216,11 @@ typedef struct vk_backend {
     bool int_dot;     /* fast mode on a device that has them: Q8_0 projections by integer dots */
     bool matvec;      /* matvec.comp for a few columns (HALO_VK_MATVEC=0: matmul.comp only) */
     uint32_t matvec_rows; /* HALO_VK_MATVEC_ROWS: 1 a workgroup per row, 4 a subgroup; 0 auto */
+    int32_t mvq8;         /* HALO_VK_MVQ8: Q8_0 decode by matvec_q8.comp: -1 auto, 0 off, else
+                           * its variant (rows per lane group | 16: a workgroup per group | 32:
+                           * two units in flight) */
+    uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 8;
+                           * HALO_VK_MVMOE=N sets it, 0: matvec.comp takes them) */
 
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout pipe_layout;
@@ -333,6 +340,10 @@ uint32_t vk_chunk(const vk_backend *vb, double work_per_unit, uint32_t n_units, 
 /* vk_hazard.c: a barrier before a command only where it meets work since the last one. */
 void vk_hazard_init(vk_backend *vb);
 uint32_t vk_kernel_writes(vk_kernel k);
+/* HALO_VK_MVQ8's value as vk_backend.mvq8: unset or "auto" -1, "0" 0 (off), "R" (1..4) that
+ * many rows per subgroup, "Rw" R rows per workgroup, a "u" after either: two units in flight
+ * per lane; anything else -1. */
+int32_t vk_mvq8_parse(const char *v);
 /* Records a barrier (everything before it done and visible to everything after). */
 void vk_barrier(vk_backend *vb);
 void vk_barrier_if_pending(vk_backend *vb);

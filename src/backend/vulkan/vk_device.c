@@ -414,6 +414,11 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     vb->matvec = !(getenv("HALO_VK_MATVEC") && !strcmp(getenv("HALO_VK_MATVEC"), "0"));
     vb->matvec_rows =
         getenv("HALO_VK_MATVEC_ROWS") ? (uint32_t)atoi(getenv("HALO_VK_MATVEC_ROWS")) : 0;
+    vb->mvq8 = vk_mvq8_parse(getenv("HALO_VK_MVQ8"));
+    /* matvec_moe.comp walks rows in pairs: an even count; 8 unless asked (bench_vk_matvec on
+     * the H200: one MoE call 154 us with 8, 159 with 16, 162 with 32) */
+    vb->mvmoe = getenv("HALO_VK_MVMOE") ? (uint32_t)atoi(getenv("HALO_VK_MVMOE")) & ~1u : 8;
+    if (vb->mvmoe > 4096) vb->mvmoe = 8;
     halo_status st = open_instance(vb, err);
     if (!st) st = pick_device(vb, device, err);
     if (!st) st = make_device(vb, mode, err);

@@ -15,11 +15,12 @@
  *            buf_alloc_pool, and what it wraps is what the plan put in host memory.
  *
  * HALO_VK_STAGING=1 stages device memory even where it is host-visible (to test the discrete
- * path on lavapipe); HALO_VK_IMPORT=0 turns the import off (the copy fallback), =device copies
- * wrapped memory into device memory instead (tests). Reads of 16 KiB or more from device
- * memory that is mapped but uncached (a discrete GPU's BAR) go through the staging buffer;
- * HALO_VK_STAGED_READ=0 reads it directly, =1 stages such reads from any mapped device memory
- * (tests). */
+ * path on lavapipe); HALO_VK_DEVICE_MEM=staged also takes a device-local type that is not
+ * host-visible where there is one (VRAM outside a BAR window); HALO_VK_IMPORT=0 turns the import
+ * off (the copy fallback), =device copies wrapped memory into device memory instead (tests). Reads
+ * of 16 KiB or more from device memory that is mapped but uncached (a discrete GPU's BAR) go
+ * through the staging buffer; HALO_VK_STAGED_READ=0 reads it directly, =1 stages such reads from
+ * any mapped device memory (tests). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,12 @@ void vk_memory_choose(vk_backend *vb) {
     if (dev < 0) vb->device_mapped = true; /* no device-local type: device memory is host's */
     vb->type_device_staged = dev_only < 0 ? vb->type_device : (uint32_t)dev_only;
     if (env_is("HALO_VK_STAGING", "1")) vb->device_mapped = false;
+    /* device memory in the device-local type that is not host-visible, staged (on a discrete
+     * GPU: VRAM outside the BAR window, to compare the two) */
+    if (env_is("HALO_VK_DEVICE_MEM", "staged")) {
+        vb->device_mapped = false;
+        vb->type_device = vb->type_device_staged;
+    }
     if (env_is("HALO_VK_IMPORT", "0")) vb->has_host_import = false;
     vb->wrap_to_device = env_is("HALO_VK_IMPORT", "device");
     vb->stage_uncached_reads = !env_is("HALO_VK_STAGED_READ", "0");

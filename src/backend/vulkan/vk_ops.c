@@ -67,7 +67,7 @@ static void embed_rows(vk_backend *vb, const char *op, const halo_tensor *table,
     embed_pc pc = {(uint32_t)table->ne[0],   table->type,   bd[0].rel,     bd[0].chunk_rows,
                    (uint32_t)b[0].row_bytes, bd[1].rel / 4, bd[2].rel / 4, (uint32_t)n_rows};
     vk_dispatch_pipe(vb, VK_K_EMBED, vk_typed_pipeline(vb, VK_K_EMBED, table->type), op, b, 3, NULL,
-                     &pc, sizeof pc, n_ids, 1, 1);
+                     &pc, sizeof pc, n_ids, (pc.n + 511) / 512, 1); /* embed.comp's SLICE */
 }
 
 vk_binding vk_as_f32(vk_backend *vb, const char *op, const halo_tensor *t, uint64_t scratch_off) {
@@ -189,6 +189,51 @@ static bool use_matvec(const vk_backend *vb, const halo_tensor *w, const vk_mm_a
     return vb->matvec && w->ne[0] % 8 == 0 && (m->sel.buf || m->n_cols <= VK_MATVEC_COLS);
 }
 
+int32_t vk_mvq8_parse(const char *v) {
+    if (!v || !*v) return -1;
+    if (!strcmp(v, "0")) return 0;
+    if (v[0] < '1' || v[0] > '4') return -1;
+    int32_t r = v[0] - '0';
+    for (v++; *v; v++) {
+        if (*v == 'w' && !(r & 16))
+            r |= 16;
+        else if (*v == 'u' && !(r & 32))
+            r |= 32;
+        else
+            return -1;
+    }
+    return r;
+}
+
+/* matvec_q8.comp's variant for a Q8_0 projection of plain columns (0: matvec.comp takes it):
+ * rows per lane group (they must stay inside one input group), whether the group is the whole
+ * workgroup, whether two units are in flight. Auto, from bench_vk_matvec on the H200
+ * (bench/vulkan/RESULTS.md): a workgroup per row for up to 1024 rows (q_a, kv), four rows per
+ * subgroup with two units in flight for the large ones (q_b, the output projections, the
+ * vocabulary), one row per subgroup between (the shared expert). */
+static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    if (w->type != HALO_TYPE_Q8_0 || m->sel.buf || vb->mvq8 == 0) return 0;
+    if (vb->matvec_rows && vb->mvq8 < 0) return 0; /* tests of matvec.comp's variants */
+    uint32_t groups = m->groups ? m->groups : 1, per_group = m->N / groups;
+    int32_t v = vb->mvq8;
+    if (v < 0) {
+        if (vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return 0;
+        uint32_t tiles = (m->n_cols + VK_MATVEC_COLS - 1) / VK_MATVEC_COLS;
+        uint64_t rows = (uint64_t)m->N * tiles, weights = (uint64_t)m->N * (uint64_t)w->ne[0];
+        v = rows <= 1024 ? 1 | 16 : weights >= (32u << 20) ? 4 | 32 : 1;
+    }
+    if (per_group % (uint32_t)(v & 15)) v = (v & ~15) | 1;
+    return v;
+}
+
+/* Whether matvec_moe.comp takes a projection matvec.comp would: IQ2_XXS or Q2_K (the routed
+ * experts), ungrouped. HALO_VK_MVMOE=0, or HALO_VK_MATVEC_ROWS (tests of matvec.comp's
+ * variants), keeps matvec.comp; HALO_VK_MVMOE=N walks N rows a workgroup (8). */
+static bool use_mvmoe(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    return vb->mvmoe && !vb->matvec_rows && (m->groups ? m->groups : 1) == 1 &&
+           (w->type == HALO_TYPE_IQ2_XXS || w->type == HALO_TYPE_Q2_K) && w->ne[0] % 256 == 0;
+}
+
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m) {
     if (!vk_check_type(vb, op, w)) return;
     /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots,
@@ -226,7 +271,22 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     /* Workgroups of rows fold into x and z so a vocabulary-sized projection stays within the
      * workgroup-count limit. */
     vk_kernel kern = VK_K_MATMUL;
-    if (use_matvec(vb, w, m)) {
+    VkPipeline pipe = VK_NULL_HANDLE;
+    int32_t q8v = use_matvec(vb, w, m) ? mvq8_variant(vb, w, m) : 0;
+    bool moe = use_matvec(vb, w, m) && use_mvmoe(vb, w, m);
+    if (moe) {
+        /* a column per workgroup row, rows_per_wg rows per workgroup after one codebook fill */
+        kern = VK_K_MATVEC_MOE;
+        pc.col_tile = 1;
+        pc.rows_per_wg = vb->mvmoe; /* even: the shader's R = 2 */
+    } else if (q8v > 0) {
+        uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
+        uint32_t r = (uint32_t)q8v & 15u;
+        kern = VK_K_MATVEC_Q8;
+        pc.col_tile = VK_MATVEC_COLS;
+        pc.rows_per_wg = (q8v & 16) || s >= 128 ? r : r * (128 / s);
+        pipe = vk_typed_pipeline(vb, kern, (uint32_t)q8v);
+    } else if (use_matvec(vb, w, m)) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
         kern = VK_K_MATVEC;
         pc.col_tile = m->sel.buf ? 1u : VK_MATVEC_COLS;
@@ -243,7 +303,7 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     }
     uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
     uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;
-    VkPipeline pipe = vk_typed_pipeline(vb, kern, w->type);
+    if (!pipe) pipe = vk_typed_pipeline(vb, kern, w->type);
     /* Columns in chunks of whole tiles sharing whole x columns (vk_submit.c): each output is
      * computed by the same invocation as unsplit. */
     uint32_t div = pc.x_col_div, n_cols = m->n_cols;

@@ -262,6 +262,21 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
                          .x_col_stride = n_embd,
                          .out_col_stride = n_expert};
     vk_mm(vb, "moe", a->gate_inp, &router);
+    /* The shared expert reads only x: its steps are recorded beside the routed ones, so they
+     * share their barriers (vk_hazard.c puts one only before a command that reads what the
+     * commands since the last one wrote): router + shared gate and up, then the routing +
+     * shared SwiGLU, then routed gate and up + shared down, then SwiGLU, down, the sum. */
+    vk_mm_args sh = {.x = x,
+                     .out = gs,
+                     .N = n_ff_sh,
+                     .n_cols = n_tok,
+                     .x_col_stride = n_embd,
+                     .out_col_stride = n_ff_sh};
+    if (a->gate_sh) {
+        vk_mm(vb, "moe", a->gate_sh, &sh);
+        sh.out = us;
+        vk_mm(vb, "moe", a->up_sh, &sh);
+    }
 
     vk_binding r[7] = {
         {0},
@@ -281,6 +296,7 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
                    rd[4].rel / 4,      rd[5].rel / 4,
                    rd[6].rel / 4};
     vk_dispatch(vb, VK_K_MOE_ROUTE, "moe", r, 7, NULL, &rp, sizeof rp, n_tok, 1, 1);
+    if (a->gate_sh) swiglu(vb, gs, us, n_tok * n_ff_sh, a->clamp_shexp);
 
     vk_mm_args gu = {.x = x,
                      .out = g,
@@ -294,6 +310,15 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
     vk_mm(vb, "moe", a->gate_exps, &gu);
     gu.out = u;
     vk_mm(vb, "moe", a->up_exps, &gu);
+    if (a->gate_sh) {
+        vk_mm_args sd = {.x = gs,
+                         .out = ys,
+                         .N = n_embd,
+                         .n_cols = n_tok,
+                         .x_col_stride = n_ff_sh,
+                         .out_col_stride = n_embd};
+        vk_mm(vb, "moe", a->down_sh, &sd);
+    }
     swiglu(vb, g, u, (uint32_t)(pairs * n_ff), a->clamp_exp);
     vk_mm_args dn = {.x = g,
                      .out = yr,
@@ -304,25 +329,6 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
                      .out_col_stride = n_embd,
                      .n_expert = n_expert};
     vk_mm(vb, "moe", a->down_exps, &dn);
-    if (a->gate_sh) {
-        vk_mm_args sh = {.x = x,
-                         .out = gs,
-                         .N = n_ff_sh,
-                         .n_cols = n_tok,
-                         .x_col_stride = n_embd,
-                         .out_col_stride = n_ff_sh};
-        vk_mm(vb, "moe", a->gate_sh, &sh);
-        sh.out = us;
-        vk_mm(vb, "moe", a->up_sh, &sh);
-        swiglu(vb, gs, us, n_tok * n_ff_sh, a->clamp_shexp);
-        vk_mm_args sd = {.x = gs,
-                         .out = ys,
-                         .N = n_embd,
-                         .n_cols = n_tok,
-                         .x_col_stride = n_ff_sh,
-                         .out_col_stride = n_embd};
-        vk_mm(vb, "moe", a->down_sh, &sd);
-    }
     vk_binding s[5] = {{0}, yr, a->gate_sh ? ys : yr, wts, vk_bind_tensor(a->out)};
     vk_bound sdb[5] = {{0}};
     if (!vk_resolve(vb, "moe", s, 5, sdb)) return;

@@ -64,6 +64,12 @@ static const uint32_t spv_matvec_wide[] =
 static const uint32_t spv_hc_mix[] =
 #include "hc_mix.spv.h"
     ;
+static const uint32_t spv_matvec_q8[] =
+#include "matvec_q8.spv.h"
+    ;
+static const uint32_t spv_matvec_moe[] =
+#include "matvec_moe.spv.h"
+    ;
 
 static const struct {
     const uint32_t *code;
@@ -90,6 +96,8 @@ static const struct {
     S(VK_K_MATVEC, spv_matvec),
     S(VK_K_HC_MIX, spv_hc_mix),
     S(VK_K_MATVEC_WIDE, spv_matvec_wide),
+    S(VK_K_MATVEC_Q8, spv_matvec_q8),
+    S(VK_K_MATVEC_MOE, spv_matvec_moe),
 #undef S
 };
 
@@ -120,7 +128,7 @@ static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo 
 
 static bool is_typed(int k) {
     return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_MATVEC || k == VK_K_HC_MIX ||
-           k == VK_K_MATVEC_WIDE;
+           k == VK_K_MATVEC_WIDE || k == VK_K_MATVEC_Q8 || k == VK_K_MATVEC_MOE;
 }
 
 VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {

@@ -239,6 +239,7 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
         uint32_t type = 64;
         for (uint32_t t = 0; t < 64 && pipe != vb->pipes[k]; t++)
             if (vb->typed[k][t] == pipe) type = t;
+        if (k == VK_K_MATVEC_Q8) type = HALO_TYPE_Q8_0; /* specialised by variant, not type */
         vk_profile_stamp(vb, op, vk_kernel_name(k), type);
     }
     return true;

@@ -1,0 +1,131 @@
+#version 450
+// The routed experts' projections (IQ2_XXS gate and up, Q2_K down: one expert per column, a
+// few columns a token), and any other IQ2_XXS or Q2_K projection of a few columns. matvec.glsl
+// gave each lane 8 weights at a time, which for these 2-bit types is 2 bytes of weight against
+// four or five load instructions (scale, index, signs, codebook), and gave each workgroup one
+// row, so every 1 KB row paid for filling the 2 KB IQ2_XXS codebook in shared memory and a
+// barrier: on the H200 both ran at ~150 GB/s. Here a lane takes a whole piece that shares its
+// loads (IQ2_XXS: a 32-weight sub-block, its 8 bytes in two or three loads; Q2_K: a 16-weight
+// sub-block, 16 bytes of quants in four loads, one scale byte, one word of d and dmin), a
+// subgroup takes R rows at once (one x load serves them all), and a workgroup walks
+// rows_per_wg rows after one codebook fill. Weights decode to the same f32 values as
+// matvec.glsl's unit8 (the same expressions), f32 accumulation.
+#define WG 128
+#include "common.glsl"
+#include "quant.glsl"
+
+layout(constant_id = 0) const uint TYPE = 16u; // T_IQ2_XXS or T_Q2_K
+const uint R = 2u;                               // rows per subgroup at once
+const uint PW = TYPE == T_IQ2_XXS ? 32u : 16u;  // weights per piece (per lane per step)
+
+layout(binding = 1) readonly buffer X { float d[]; } XB;
+layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // the same, 16 bytes a load
+layout(binding = 2) writeonly buffer Out { float d[]; } OUT;
+layout(binding = 3) readonly buffer Sel { int d[]; } SEL;
+layout(push_constant) uniform PC {
+    uint K, N, n_cols, groups, type, w_rel, w_chunk_rows, w_row_bytes;
+    uint x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
+    uint rows_per_wg, col_tile;
+} pc;
+
+shared uint grid_s[TYPE == T_IQ2_XXS ? 512 : 1];
+
+float ub8(uint w, uint k) { return float((w >> (8u * k)) & 0xffu); }
+
+vec4 xv[8]; // the piece's x values (PW of them)
+
+// acc + Σ w_i · x_i over piece p of the row at byte `row` of chunk c.
+float piece_dot(float acc, uint c, uint row, uint p) {
+    if (TYPE == T_IQ2_XXS) {
+        uint bb = row + (p >> 3) * 66u, ib = p & 7u;
+        float d = f16v(rd16(c, bb));
+        uint b = bb + 2u + 8u * ib, w = b >> 2;
+        uint idx4, aux;
+        if ((b & 3u) == 0u) {
+            idx4 = W[c].d[w];
+            aux = W[c].d[w + 1u];
+        } else {
+            uint a0 = W[c].d[w], a1 = W[c].d[w + 1u], a2 = W[c].d[w + 2u];
+            idx4 = (a0 >> 16) | (a1 << 16);
+            aux = (a1 >> 16) | (a2 << 16);
+        }
+        float db = d * (0.5 + float(aux >> 28)) * 0.25;
+        [[unroll]] for (uint l = 0u; l < 4u; l++) {
+            uint idx = (idx4 >> (8u * l)) & 0xffu;
+            uint g0 = grid_s[2u * idx], g1 = grid_s[2u * idx + 1u];
+            uint s7 = (aux >> (7u * l)) & 127u;
+            uint signs = s7 | ((uint(bitCount(s7)) & 1u) << 7);
+            vec4 xa = xv[2u * l], xb = xv[2u * l + 1u];
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                float v0 = db * ub8(g0, j);
+                acc += (((signs >> j) & 1u) != 0u ? -v0 : v0) * xa[j];
+            }
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                float v1 = db * ub8(g1, j);
+                acc += (((signs >> (4u + j)) & 1u) != 0u ? -v1 : v1) * xb[j];
+            }
+        }
+    } else {
+        // 16 consecutive elements share a scale byte and a 2-bit shift; their quants are 16
+        // consecutive bytes (word-aligned: blocks are 84 bytes, the run starts at 16 or 32).
+        uint bb = row + (p >> 4) * 84u, s = p & 15u, e = s * 16u;
+        vec2 dm = unpackHalf2x16(W[c].d[(bb + 80u) >> 2]);
+        float d = dm.x, dmin = dm.y;
+        uint sc = rd8(c, bb + s);
+        float dl = d * float(sc & 0xfu), ml = dmin * float(sc >> 4);
+        uint qb = (bb + 16u + 32u * (e / 128u) + e % 32u) >> 2, sh = 2u * ((e % 128u) / 32u);
+        [[unroll]] for (uint k = 0u; k < 4u; k++) {
+            uint q = W[c].d[qb + k];
+            vec4 x = xv[k];
+            [[unroll]] for (uint j = 0u; j < 4u; j++)
+                acc += (dl * float((q >> (8u * j + sh)) & 3u) - ml) * x[j];
+        }
+    }
+    return acc;
+}
+
+void main() {
+    uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
+    uint col = gl_WorkGroupID.y; // one column per workgroup row (its expert with sel)
+    uint e = 0u;
+    if (pc.sel_mode != 0u) {
+        int s = SEL.d[pc.sel_off + col];
+        e = s >= 0 && uint(s) < pc.n_expert ? uint(s) : 0u;
+    }
+    if (TYPE == T_IQ2_XXS) {
+        for (uint i = gl_LocalInvocationID.x; i < 512u; i += WG) grid_s[i] = GRID.d[i];
+        barrier();
+    }
+    uint wg_row0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * pc.rows_per_wg;
+    uint pieces = pc.K / PW;
+    bool vec = (pc.x_off & 3u) == 0u && (pc.x_col_stride & 3u) == 0u;
+    for (uint rg = gl_SubgroupID * R; rg < pc.rows_per_wg; rg += gl_NumSubgroups * R) {
+        uint row0 = wg_row0 + rg;
+        if (row0 >= pc.N) break;
+        uint nr = min(R, min(pc.N - row0, pc.rows_per_wg - rg));
+        uint g = row0 / (pc.N / pc.groups); // the host keeps R rows inside one group
+        uint xb = pc.x_off + (col / pc.x_col_div) * pc.x_col_stride + g * pc.K;
+        uint c[R], base[R];
+        float acc[R];
+        [[unroll]] for (uint r = 0u; r < R; r++) {
+            wrow(e * pc.N + row0 + min(r, nr - 1u), pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes,
+                 c[r], base[r]);
+            acc[r] = 0.0;
+        }
+        for (uint p = lane; p < pieces; p += ss) {
+            uint xi = xb + p * PW;
+            [[unroll]] for (uint k = 0u; k < PW / 4u; k++) {
+                uint i = xi + 4u * k;
+                xv[k] = vec ? XB4.d[i >> 2]
+                            : vec4(XB.d[i], XB.d[i + 1u], XB.d[i + 2u], XB.d[i + 3u]);
+            }
+            [[unroll]] for (uint r = 0u; r < R; r++)
+                acc[r] = piece_dot(acc[r], c[r], base[r], p);
+        }
+        [[unroll]] for (uint r = 0u; r < R; r++) {
+            float s = subgroupAdd(acc[r]);
+            if (r < nr && subgroupElect())
+                OUT.d[pc.out_off + col * pc.out_col_stride + row0 + r] = s;
+        }
+    }
+}

@@ -6,6 +6,8 @@
  * kernel's share of the read bandwidth) stay comparable between runs where the absolute
  * numbers do not.
  *   usage: bench_matvec [THREADS (default 2)] [ROWS (129280)] [N (4096)] [PASSES (9)]
+ *                       [ROWS_PER_TASK (16; the backend takes up to 64 for one token)]
+ * HALO_Q8_ROW1 / HALO_Q8_PREFETCH pick the one-token kernel (src/quant/kernels.h).
  * Prints the median and best GB/s of each and the ratio of the medians to the plain read's. */
 #include <immintrin.h>
 #include <stdint.h>
@@ -20,8 +22,10 @@
 #include "halo/quant.h"
 #include "halo/types.h"
 #include "quant/gemm.h"
+#include "quant/kernels.h"
 
-enum { ROWS_PER_TASK = 16, MAX_PASSES = 64 };
+enum { MAX_PASSES = 64 };
+static int64_t rows_per_task = 16;
 
 static double now(void) {
     return bench_seconds(CLOCK_MONOTONIC);
@@ -41,8 +45,8 @@ typedef struct ctx {
 
 static void gemm_task(void *p, int64_t i) {
     ctx *c = p;
-    int64_t r0 = i * ROWS_PER_TASK,
-            nr = c->rows - r0 < ROWS_PER_TASK ? c->rows - r0 : ROWS_PER_TASK;
+    int64_t r0 = i * rows_per_task,
+            nr = c->rows - r0 < rows_per_task ? c->rows - r0 : rows_per_task;
     float *y = c->y + r0;
     halo_quant_gemm(HALO_TYPE_Q8_0, c->n, c->w + (uint64_t)r0 * c->row_bytes, c->row_bytes, nr,
                     &c->act, 1, &y);
@@ -50,8 +54,8 @@ static void gemm_task(void *p, int64_t i) {
 
 __attribute__((target("avx2"))) static void read_task(void *p, int64_t i) {
     ctx *c = p;
-    int64_t r0 = i * ROWS_PER_TASK,
-            nr = c->rows - r0 < ROWS_PER_TASK ? c->rows - r0 : ROWS_PER_TASK;
+    int64_t r0 = i * rows_per_task,
+            nr = c->rows - r0 < rows_per_task ? c->rows - r0 : rows_per_task;
     const unsigned char *s = c->w + (uint64_t)r0 * c->row_bytes;
     uint64_t bytes = (uint64_t)nr * c->row_bytes;
     __m256i a = _mm256_setzero_si256(), b = a;
@@ -66,8 +70,8 @@ __attribute__((target("avx2"))) static void read_task(void *p, int64_t i) {
 /* Rows r and r + 1 read together, block by block, as q8_0_tile_2_1 reads them. */
 __attribute__((target("avx2"))) static void read2_task(void *p, int64_t i) {
     ctx *c = p;
-    int64_t r0 = i * ROWS_PER_TASK,
-            nr = c->rows - r0 < ROWS_PER_TASK ? c->rows - r0 : ROWS_PER_TASK;
+    int64_t r0 = i * rows_per_task,
+            nr = c->rows - r0 < rows_per_task ? c->rows - r0 : rows_per_task;
     __m256i a = _mm256_setzero_si256(), b = a;
     int64_t nb = c->n / 32;
     for (int64_t r = r0; r < r0 + nr; r += 2) {
@@ -89,8 +93,11 @@ int main(int argc, char **argv) {
     uint32_t threads = argc > 1 ? (uint32_t)atoi(argv[1]) : 2;
     int64_t rows = argc > 2 ? atoll(argv[2]) : 129280, n = argc > 3 ? atoll(argv[3]) : 4096;
     int passes = argc > 4 ? atoi(argv[4]) : 9;
-    if (threads < 1 || rows < 1 || n < 32 || n % 32 || passes < 1 || passes > MAX_PASSES) {
-        fprintf(stderr, "usage: %s [THREADS] [ROWS] [N, a multiple of 32] [PASSES <= 64]\n",
+    if (argc > 5) rows_per_task = atoll(argv[5]);
+    if (threads < 1 || rows < 1 || n < 32 || n % 32 || passes < 1 || passes > MAX_PASSES ||
+        rows_per_task < 2 || rows_per_task % 2) {
+        fprintf(stderr,
+                "usage: %s [THREADS] [ROWS] [N, a multiple of 32] [PASSES <= 64] [ROWS_PER_TASK]\n",
                 argv[0]);
         return 2;
     }
@@ -100,7 +107,7 @@ int main(int argc, char **argv) {
     size_t total = (size_t)(rb * (uint64_t)rows);
     unsigned char *w =
         mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    int64_t tasks = (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    int64_t tasks = (rows + rows_per_task - 1) / rows_per_task;
     float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)rows * sizeof *y);
     void *act = malloc(ab);
     __m256i *sums = aligned_alloc(32, (size_t)tasks * sizeof *sums);
@@ -134,9 +141,12 @@ int main(int argc, char **argv) {
             halo_threadpool_run(pool, tasks, fns[k], &c);
             gbs[k][p] = (double)total / (now() - t0) / 1e9;
         }
-    printf("q8_0 matvec, %lld rows x %lld, %.0f MB, %u threads, level %s\n", (long long)rows,
-           (long long)n, (double)total / 1e6, threads,
-           halo_quant_level_name(halo_quant_level_best()));
+    static const char *const modes[] = {"row256", "row512", "tile2"};
+    printf("q8_0 matvec, %lld rows x %lld, %.0f MB, %u threads, %lld rows a task, level %s, "
+           "one-token kernel %s, prefetch %d\n",
+           (long long)rows, (long long)n, (double)total / 1e6, threads, (long long)rows_per_task,
+           halo_quant_level_name(halo_quant_level_best()), modes[halo_quant_q8_row1_mode()],
+           halo_quant_q8_prefetch());
     double med[3];
     for (int k = 0; k < 3; k++) {
         qsort(gbs[k], (size_t)passes, sizeof gbs[k][0], cmp);

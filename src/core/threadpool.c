@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Spin iterations before sleeping: about 50-100 microseconds on current x86. */
@@ -37,15 +38,18 @@ struct halo_threadpool {
     pthread_cond_t start, finished;
     atomic_uint_fast64_t generation; /* bumped per loop so workers know there is new work */
     atomic_bool stop;
-    atomic_bool open;   /* workers may claim indices */
+    atomic_bool open; /* workers may claim indices */
     /* The current loop: written only while the gate is closed and nobody is active. */
     halo_task_fn fn;
     void *ctx;
     int64_t n;
+    bool stats; /* count runs and the caller's wait (halo_threadpool_set_stats) */
+    uint64_t runs;
+    double wait_ns;
     /* Each worker raises and lowers `active` once a loop: on its own line, so those writes do
      * not take the line the spinning workers read (generation) and the loop's fields from
      * them. */
-    _Alignas(64) atomic_int active; /* workers between raising it and leaving drain() */
+    _Alignas(64) atomic_int active;        /* workers between raising it and leaving drain() */
     _Alignas(64) atomic_int_fast64_t next; /* next index to claim */
     _Alignas(64) atomic_int_fast64_t done; /* indices finished */
     char pad[64 - sizeof(atomic_int_fast64_t)];
@@ -142,7 +146,8 @@ void halo_threadpool_free(halo_threadpool *p) {
     atomic_store(&p->stop, true);
     pthread_cond_broadcast(&p->start);
     pthread_mutex_unlock(&p->lock);
-    for (uint32_t i = 1; i < p->n_threads; i++) pthread_join(p->workers[i], NULL);
+    for (uint32_t i = 1; i < p->n_threads; i++)
+        pthread_join(p->workers[i], NULL);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->start);
     pthread_cond_destroy(&p->finished);
@@ -150,12 +155,42 @@ void halo_threadpool_free(halo_threadpool *p) {
     free(p);
 }
 
-uint32_t halo_threadpool_size(const halo_threadpool *p) { return p->n_threads; }
+uint32_t halo_threadpool_size(const halo_threadpool *p) {
+    return p->n_threads;
+}
+
+uint32_t halo_threadpool_pin(halo_threadpool *p) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    int cpus[CPU_SETSIZE], n = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) cpus[n++] = c;
+    if (n == 0) return 0;
+    uint32_t pinned = 0;
+    for (uint32_t i = 0; i < p->n_threads; i++) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[i % (uint32_t)n], &one);
+        pthread_t t = i == 0 ? pthread_self() : p->workers[i];
+        pinned += pthread_setaffinity_np(t, sizeof one, &one) == 0;
+    }
+    return pinned;
+}
+
+void halo_threadpool_set_stats(halo_threadpool *p, bool on) {
+    p->stats = on;
+}
+
+void halo_threadpool_stats(const halo_threadpool *p, uint64_t *runs, double *wait_ns) {
+    *runs = p->runs;
+    *wait_ns = p->wait_ns;
+}
 
 void halo_threadpool_run(halo_threadpool *p, int64_t n, halo_task_fn fn, void *ctx) {
     if (n <= 0) return;
     if (p->n_threads == 1 || n == 1) {
-        for (int64_t i = 0; i < n; i++) fn(ctx, i);
+        for (int64_t i = 0; i < n; i++)
+            fn(ctx, i);
         return;
     }
     /* The gate is closed and no worker is active (the previous run ended so): publish. */
@@ -171,16 +206,27 @@ void halo_threadpool_run(halo_threadpool *p, int64_t n, halo_task_fn fn, void *c
     pthread_mutex_unlock(&p->lock);
 
     drain(p);
-    for (int s = 0; s < SPIN && atomic_load(&p->done) < n; s++) cpu_relax();
+    struct timespec t0, t1;
+    if (p->stats) clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int s = 0; s < SPIN && atomic_load(&p->done) < n; s++)
+        cpu_relax();
     if (atomic_load(&p->done) < n) {
         pthread_mutex_lock(&p->lock);
-        while (atomic_load(&p->done) < n) pthread_cond_wait(&p->finished, &p->lock);
+        while (atomic_load(&p->done) < n)
+            pthread_cond_wait(&p->finished, &p->lock);
         pthread_mutex_unlock(&p->lock);
+    }
+    if (p->stats) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        p->runs++;
+        p->wait_ns += (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
     }
     /* Every index is done; workers still inside are only finding that out. */
     atomic_store(&p->open, false);
     for (int s = 0; atomic_load(&p->active) > 0; s++) {
-        if (s < SPIN) cpu_relax();
-        else sched_yield();
+        if (s < SPIN)
+            cpu_relax();
+        else
+            sched_yield();
     }
 }

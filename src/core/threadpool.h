@@ -4,6 +4,7 @@
 #ifndef HALO_CORE_THREADPOOL_H
 #define HALO_CORE_THREADPOOL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct halo_threadpool halo_threadpool;
@@ -19,6 +20,15 @@ uint32_t halo_threadpool_size(const halo_threadpool *p);
  * while they wait, taking cores from the ones with work (1,000 threads on 2 cores decoded 300x
  * slower); front ends cap --threads here. */
 uint32_t halo_threadpool_cores(void);
+
+/* Pins the caller to the first CPU of the process's affinity set and worker i to the i-th
+ * (HALO_CPU_PIN=1 in the CPU backend, for A/B runs). Returns how many threads were pinned. */
+uint32_t halo_threadpool_pin(halo_threadpool *p);
+
+/* Counting for profiles (off by default): loops run and the time the caller spent after its
+ * own share waiting for the other threads to finish theirs (imbalance, late wake-ups). */
+void halo_threadpool_set_stats(halo_threadpool *p, bool on);
+void halo_threadpool_stats(const halo_threadpool *p, uint64_t *runs, double *wait_ns);
 
 void halo_threadpool_run(halo_threadpool *p, int64_t n, halo_task_fn fn, void *ctx);
 

@@ -183,6 +183,14 @@ static const q8_0_tile_fn q8_0_tiles[2][4] = {
 /* Rows up to this length prepare the tokens' side on the stack (8 tokens: 192 KiB). */
 enum { PREP_MAX_CHUNKS = 128 };
 
+/* Prefetches the 544 bytes of 16 blocks pf bytes ahead of x (9 lines cover them at any
+ * alignment). */
+INLINE void prefetch_blocks16(const block_q8_0 *x, int pf) {
+    const char *c = (const char *)x + pf;
+    for (int k = 0; k < 9; k++)
+        _mm_prefetch(c + 64 * k, _MM_HINT_T0);
+}
+
 /* One token's side of a row of Q8_0 blocks for q8_0_row1, per block of the main loop: its 32
  * bytes, -128 x (each lane's four bytes summed), and its scale as f32. */
 typedef struct q8_0_prep1 {
@@ -208,7 +216,7 @@ AVX512 static void q8_0_prepare1(int64_t nb, const block_q8_0 *a, q8_0_prep1 *p,
  * with one permute. A gather of the 16 scales cost more than the 16 loads (126 ns), and the
  * products stored and broadcast back from memory waited on store forwarding (114 ns). */
 INLINE float q8_0_row1(int64_t nb, const block_q8_0 *x, const block_q8_0 *a, const q8_0_prep1 *p,
-                       const float *as) {
+                       const float *as, const int pf) {
     const __m256i bias = _mm256_set1_epi8((char)0x80);
     __m256 acc[4];
     for (int k = 0; k < 4; k++)
@@ -220,6 +228,7 @@ INLINE float q8_0_row1(int64_t nb, const block_q8_0 *x, const block_q8_0 *a, con
             (short)x[i + 11].d, (short)x[i + 10].d, (short)x[i + 9].d, (short)x[i + 8].d,
             (short)x[i + 7].d, (short)x[i + 6].d, (short)x[i + 5].d, (short)x[i + 4].d,
             (short)x[i + 3].d, (short)x[i + 2].d, (short)x[i + 1].d, (short)x[i].d);
+        if (pf) prefetch_blocks16(x + i, pf);
         __m512 pr = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_loadu_ps(as + i));
         __m256 ph[2] = {_mm512_castps512_ps256(pr),
                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pr), 1))};
@@ -244,12 +253,69 @@ INLINE float q8_0_row1(int64_t nb, const block_q8_0 *x, const block_q8_0 *a, con
 }
 
 AVX512 static void q8_0_rows1(int64_t nb, const unsigned char *w, size_t w_stride, int64_t nr,
-                              const block_q8_0 *a, float *y) {
-    q8_0_prep1 p[PREP_MAX_CHUNKS * 2];
-    float as[PREP_MAX_CHUNKS * 2];
+                              const block_q8_0 *a, float *y, int pf) {
+    _Alignas(64) q8_0_prep1 p[PREP_MAX_CHUNKS * 2];
+    _Alignas(64) float as[PREP_MAX_CHUNKS * 2];
     q8_0_prepare1(nb, a, p, as);
     for (int64_t r = 0; r < nr; r++)
-        y[r] = q8_0_row1(nb, (const block_q8_0 *)(w + (size_t)r * w_stride), a, p, as);
+        y[r] = q8_0_row1(nb, (const block_q8_0 *)(w + (size_t)r * w_stride), a, p, as, pf);
+}
+
+/* One row against one prepared token in 512-bit operations (HALO_Q8_ROW1=row512, kept for
+ * A/B runs): the row dot's two accumulators as they are, a pair of blocks per step; 16 blocks'
+ * scale products made together as in q8_0_row1, each pair's spread to its two halves by one
+ * permute. The same operations on the same values as the row dot. Slower than q8_0_row1 even
+ * on the H200 machine's Xeon, which runs 512-bit operations in one pass (201 against 169 ns a
+ * 4096-wide row in cache; matvec 0.77 against 0.81 of a plain read at 16 threads). */
+INLINE float q8_0_row512(int64_t nb, const block_q8_0 *x, const block_q8_0 *a, const q8_0_prep *p,
+                         const float *as, const int pf) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t main = nb / 4 * 4, i = 0;
+    for (; i + 16 <= main; i += 16) {
+        __m256i h = _mm256_set_epi16(
+            (short)x[i + 15].d, (short)x[i + 14].d, (short)x[i + 13].d, (short)x[i + 12].d,
+            (short)x[i + 11].d, (short)x[i + 10].d, (short)x[i + 9].d, (short)x[i + 8].d,
+            (short)x[i + 7].d, (short)x[i + 6].d, (short)x[i + 5].d, (short)x[i + 4].d,
+            (short)x[i + 3].d, (short)x[i + 2].d, (short)x[i + 1].d, (short)x[i].d);
+        if (pf) prefetch_blocks16(x + i, pf);
+        __m512 pr = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_loadu_ps(as + i));
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            int64_t b = i + 2 * k;
+            __m512i wu = _mm512_xor_si512(load2x32(x[b].qs, x[b + 1].qs), bias);
+            __m512i d = _mm512_dpbusd_epi32(p[b / 2].neg, wu, p[b / 2].av);
+            __m512i idx =
+                _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 1), 1);
+            __m512 sc = _mm512_permutexvar_ps(idx, pr);
+            acc[k & 1] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(d), acc[k & 1]);
+        }
+    }
+    for (; i < main; i += 2) {
+        __m512i wu = _mm512_xor_si512(load2x32(x[i].qs, x[i + 1].qs), bias);
+        __m512i d = _mm512_dpbusd_epi32(p[i / 2].neg, wu, p[i / 2].av);
+        __m512 sc = scale2(f16(x[i].d) * as[i], f16(x[i + 1].d) * as[i + 1]);
+        acc[(i / 2) & 1] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(d), acc[(i / 2) & 1]);
+    }
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1]));
+    if (i < nb) sum += halo_dot_q8_0_avx2(QK32 * (nb - i), x + i, a + i);
+    return sum;
+}
+
+AVX512 static void q8_0_rows512(int64_t nb, const unsigned char *w, size_t w_stride, int64_t nr,
+                                const block_q8_0 *a, float *y, int pf) {
+    q8_0_prep p[PREP_MAX_CHUNKS];
+    float as[PREP_MAX_CHUNKS * 2];
+    q8_0_prepare(nb, a, p);
+    for (int64_t b = 0; b < nb / 4 * 4; b++)
+        as[b] = f16(a[b].d);
+    if (pf) {
+        for (int64_t r = 0; r < nr; r++)
+            y[r] = q8_0_row512(nb, (const block_q8_0 *)(w + (size_t)r * w_stride), a, p, as, pf);
+    } else {
+        for (int64_t r = 0; r < nr; r++)
+            y[r] = q8_0_row512(nb, (const block_q8_0 *)(w + (size_t)r * w_stride), a, p, as, 0);
+    }
 }
 
 AVX512 void halo_gemm_q8_0_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,
@@ -257,8 +323,12 @@ AVX512 void halo_gemm_q8_0_avx512(int64_t n, const void *w, size_t w_stride, int
     int64_t nb = n / QK32, chunks = nb / 4 * 2;
     /* Preparing pays when the tokens meet several pairs of rows. */
     bool prep = nr >= 4 && chunks <= PREP_MAX_CHUNKS;
-    if (nt == 1 && prep) {
-        q8_0_rows1(nb, w, w_stride, nr, act[0], y[0]);
+    halo_q8_row1_mode mode = halo_quant_q8_row1_mode();
+    if (nt == 1 && prep && mode != HALO_Q8_TILE2) {
+        if (mode == HALO_Q8_ROW512)
+            q8_0_rows512(nb, w, w_stride, nr, act[0], y[0], halo_quant_q8_prefetch());
+        else
+            q8_0_rows1(nb, w, w_stride, nr, act[0], y[0], halo_quant_q8_prefetch());
         return;
     }
     q8_0_prep buf[prep ? HALO_GEMM_MAX_TOK * PREP_MAX_CHUNKS : 1];
@@ -272,7 +342,7 @@ AVX512 void halo_gemm_q8_0_avx512(int64_t n, const void *w, size_t w_stride, int
      * from DRAM fell to half the read bandwidth that way (10 GB/s against 28 for a plain read;
      * one row at a time 19; bench/cpu/bench_matvec). With several tokens the tile is
      * compute-bound and sharing each token's loads between two rows pays. */
-    int rstep = nt == 1 ? 1 : 2;
+    int rstep = nt == 1 && mode != HALO_Q8_TILE2 ? 1 : 2;
     for (int t0 = 0; t0 < nt; t0 += 4) {
         int T = nt - t0 < 4 ? nt - t0 : 4;
         const block_q8_0 *a[4];
@@ -538,8 +608,10 @@ INLINE void q4_K_row(const int T, int64_t nsb, const block_q4_K *x, const block_
 #define ROW_KERNEL(name, block_t, act_t, qk)                                                       \
     AVX512 static void name##_rows(int T, int64_t nsb, const void *w, size_t w_stride, int64_t nr, \
                                    const act_t *const *a, float *const *y) {                       \
+        int pf = T == 1 ? halo_quant_row_prefetch() : 0; /* one token streams its rows */          \
         for (int64_t r = 0; r < nr; r++) {                                                         \
             const block_t *x = (const block_t *)((const unsigned char *)w + (size_t)r * w_stride); \
+            if (pf) halo_prefetch_span((const unsigned char *)x + pf, w_stride);                   \
             switch (T) {                                                                           \
             case 1:                                                                                \
                 name##_row(1, nsb, x, a, y, r);                                                    \
@@ -617,10 +689,12 @@ AVX512 void halo_gemm_iq2_xxs_avx512(int64_t n, const void *w, size_t w_stride, 
         halo_gemm_iq2_xxs_tiled_avx512(n, w, w_stride, nr, act, nt, y);
         return;
     }
-    for (int64_t r = 0; r < nr; r++)
-        y[0][r] = iq2_xxs_dot1(
-            n / QK_K, (const block_iq2_xxs *)((const unsigned char *)w + (size_t)r * w_stride),
-            act[0]);
+    int pf = halo_quant_row_prefetch();
+    for (int64_t r = 0; r < nr; r++) {
+        const unsigned char *x = (const unsigned char *)w + (size_t)r * w_stride;
+        if (pf) halo_prefetch_span(x + pf, w_stride);
+        y[0][r] = iq2_xxs_dot1(n / QK_K, (const block_iq2_xxs *)x, act[0]);
+    }
 }
 ROW_KERNEL(q2_K, block_q2_K, block_q8_K, QK_K)
 ROW_KERNEL(q4_K, block_q4_K, block_q8_K, QK_K)

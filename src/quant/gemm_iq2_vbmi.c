@@ -176,6 +176,16 @@ ROWS(6)
 ROWS(7)
 ROWS(8)
 
+/* One token, each row's successor prefetched pf bytes ahead (halo_quant_row_prefetch). */
+VBMI static void rows_1_prefetch(const decoder *d, int64_t nsb, const unsigned char *w,
+                                 size_t w_stride, int64_t nr, const block_q8_K *const *a,
+                                 float *const *y, int pf) {
+    for (int64_t r = 0; r < nr; r++) {
+        halo_prefetch_span(w + (size_t)r * w_stride + pf, w_stride);
+        row(1, d, nsb, (const block_iq2_xxs *)(w + (size_t)r * w_stride), a, y, r);
+    }
+}
+
 VBMI void halo_gemm_iq2_xxs_vbmi(int64_t n, const void *w, size_t w_stride, int64_t nr,
                                  const void *const *act, int nt, float *const *y) {
     static void (*const fn[8])(const decoder *, int64_t, const unsigned char *, size_t, int64_t,
@@ -183,5 +193,10 @@ VBMI void halo_gemm_iq2_xxs_vbmi(int64_t n, const void *w, size_t w_stride, int6
         rows_1, rows_2, rows_3, rows_4, rows_5, rows_6, rows_7, rows_8};
     decoder d;
     decoder_init(&d);
+    int pf = nt == 1 ? halo_quant_row_prefetch() : 0;
+    if (pf) {
+        rows_1_prefetch(&d, n / QK_K, w, w_stride, nr, (const block_q8_K *const *)act, y, pf);
+        return;
+    }
     fn[nt - 1](&d, n / QK_K, w, w_stride, nr, (const block_q8_K *const *)act, y);
 }

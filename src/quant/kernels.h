@@ -51,6 +51,25 @@ void halo_quantize_mxfp4(const float *x, void *dst, int64_t n);
 /* Whether the AVX-512 VBMI kernels serve (quant.c: the CPU has VBMI, their tables are built). */
 bool halo_quant_vbmi(void);
 
+/* How one token meets Q8_0 rows at the AVX-512 level (quant.c picks it per CPU; the variable
+ * HALO_Q8_ROW1=row256|row512|tile2 overrides it for A/B benchmarks). All give the same bits. */
+typedef enum halo_q8_row1_mode {
+    HALO_Q8_ROW256, /* one row at a time, 256-bit operations */
+    HALO_Q8_ROW512, /* one row at a time, 512-bit operations */
+    HALO_Q8_TILE2,  /* two rows side by side (the 2-row tile), 512-bit */
+} halo_q8_row1_mode;
+halo_q8_row1_mode halo_quant_q8_row1_mode(void);
+/* Bytes ahead of the data being read that the one-token kernels prefetch (0: none): Q8_0
+ * rows (HALO_Q8_PREFETCH overrides), and IQ2_XXS and Q2_K rows (HALO_ROW_PREFETCH). 2048 on
+ * Intel CPUs, 0 on others (quant.c says why). */
+int halo_quant_q8_prefetch(void);
+int halo_quant_row_prefetch(void);
+/* Prefetches the bytes [p, p + n) (whole lines; no fault past a mapping's end). */
+static inline void halo_prefetch_span(const void *p, size_t n) {
+    for (size_t k = 0; k < n; k += 64)
+        __builtin_prefetch((const char *)p + k, 0, 3);
+}
+
 /* SIMD kernels: defined only when the compiler targets x86-64. */
 #if defined(__x86_64__)
 #define HALO_HAVE_X86 1

@@ -116,6 +116,36 @@ static halo_quant_level best_level = HALO_QUANT_SCALAR;
 static pthread_once_t level_once = PTHREAD_ONCE_INIT;
 
 static bool vbmi_kernels;
+static halo_q8_row1_mode q8_row1 = HALO_Q8_ROW256;
+static int q8_prefetch, row_prefetch;
+
+/* Bytes ahead to prefetch: the variable's value (a multiple of 64, 0 = none), else dflt. */
+static int prefetch_env(const char *name, int dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    int n = atoi(v);
+    return n < 0 ? 0 : n / 64 * 64;
+}
+
+/* The one-token kernels' choices. On the H200 machine's 16-core Xeon (Emerald Rapids class,
+ * bench/cpu/RESULTS.md 2026-12-01 04:53) each thread's stream of Q8_0 rows read at 0.81 of a
+ * plain read with the hardware prefetchers alone and at 1.03 with lines requested 2-4 KiB
+ * ahead (tg32 at 16 threads +8-13 %); on the Zen 4 VM the same prefetch did not help (0.86-0.91
+ * against 0.91-0.92 without), so it is Intel's default only. The 512-bit one-row kernel was
+ * slower than the 256-bit one on both (in cache on the Xeon 201 against 169 ns a row). */
+static void init_row1(void) {
+    const char *m = getenv("HALO_Q8_ROW1");
+    if (m && !strcmp(m, "row512"))
+        q8_row1 = HALO_Q8_ROW512;
+    else if (m && !strcmp(m, "tile2"))
+        q8_row1 = HALO_Q8_TILE2;
+    int dflt = 0;
+#ifdef HALO_HAVE_X86
+    dflt = __builtin_cpu_is("intel") ? 2048 : 0;
+#endif
+    q8_prefetch = prefetch_env("HALO_Q8_PREFETCH", dflt);
+    row_prefetch = prefetch_env("HALO_ROW_PREFETCH", dflt);
+}
 
 static void init_level(void) {
     add_avx512_kernels();
@@ -126,6 +156,22 @@ static void init_level(void) {
     vbmi_kernels = best_level == HALO_QUANT_AVX512 && __builtin_cpu_supports("avx512vbmi") &&
                    !(off && *off && *off != '0') && halo_iq2_xxs_vbmi_init();
 #endif
+    init_row1();
+}
+
+halo_q8_row1_mode halo_quant_q8_row1_mode(void) {
+    pthread_once(&level_once, init_level);
+    return q8_row1;
+}
+
+int halo_quant_q8_prefetch(void) {
+    pthread_once(&level_once, init_level);
+    return q8_prefetch;
+}
+
+int halo_quant_row_prefetch(void) {
+    pthread_once(&level_once, init_level);
+    return row_prefetch;
 }
 
 bool halo_quant_vbmi(void) {

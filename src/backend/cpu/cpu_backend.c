@@ -43,8 +43,8 @@ static halo_status buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, h
 
 /* The CPU computes on host memory: host and gpu-host (which is host memory too) are the same
  * allocation here; device and managed memory belong to a GPU backend. */
-static halo_status buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes,
-                                  halo_buf **out, halo_error *err) {
+static halo_status buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes, halo_buf **out,
+                                  halo_error *err) {
     if (pool != HALO_POOL_HOST && pool != HALO_POOL_GPU_HOST)
         return halo_fail(err, HALO_E_UNSUPPORTED, "cpu backend: cannot allocate in the %s pool",
                          halo_pool_name((halo_pool_kind)pool));
@@ -111,15 +111,16 @@ static halo_status sync(halo_backend *be, halo_error *err) {
     return halo_fail(err, HALO_E_NOMEM, "cpu backend: out of memory for %s's scratch", op);
 }
 
-static void destroy(halo_backend *be) {
+void cpu_destroy(halo_backend *be) {
     if (!be) return;
     halo_threadpool_free(cpu_of(be)->pool);
+    free(cpu_of(be)->prof);
     free(be);
 }
 
 static const halo_backend_ops cpu_ops = {
     .name = "cpu",
-    .destroy = destroy,
+    .destroy = cpu_destroy,
     .buf_alloc = buf_alloc,
     .buf_alloc_pool = buf_alloc_pool,
     .buf_free = buf_free,
@@ -150,6 +151,16 @@ halo_status halo_backend_cpu_create(uint32_t threads, bool precise, halo_backend
         return halo_fail(err, HALO_E_NOMEM, "cpu backend: cannot start its thread pool");
     }
     be->base.ops = &cpu_ops;
+    const char *rows1 = getenv("HALO_CPU_ROWS1");
+    be->rows1_max = rows1 && atoi(rows1) >= 16 ? atoi(rows1) : 64;
+    const char *pin = getenv("HALO_CPU_PIN");
+    if (pin && *pin && *pin != '0') halo_threadpool_pin(be->pool);
+    const char *prof = getenv("HALO_CPU_PROFILE");
+    if (prof && *prof && *prof != '0' && (be->prof = calloc(1, sizeof *be->prof))) {
+        be->prof_ops = cpu_profile_ops(&cpu_ops);
+        be->base.ops = &be->prof_ops;
+        halo_threadpool_set_stats(be->pool, true);
+    }
     be->precise = precise;
     atomic_init(&be->failed, false);
     atomic_init(&be->n_scratch, 0);

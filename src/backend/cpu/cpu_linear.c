@@ -152,9 +152,12 @@ void cpu_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, ui
     a.acts = cpu_scratch(cpu_of(be), a.act_bytes * (uint64_t)n_tok * groups, "matmul");
     if (!a.acts) return;
     halo_threadpool *pool = cpu_of(be)->pool;
+    double t0 = cpu_of(be)->prof ? cpu_prof_now() : 0;
     halo_threadpool_run(pool, n_tok * groups, act_task, &a);
+    cpu_prof_add(cpu_of(be)->prof, PROF_ACT, t0);
     int64_t rows = ROWS_PER_TASK;
-    while (rows < ROWS_PER_TASK_BATCH &&
+    int64_t max_rows = n_tok > 1 ? ROWS_PER_TASK_BATCH : cpu_of(be)->rows1_max;
+    while (rows < max_rows &&
            n_out / (2 * rows) >= (n_tok > 1 ? 4 : 16) * (int64_t)halo_threadpool_size(pool))
         rows *= 2;
     matmul_ctx m = {precise,        w,    a.acts, a.act_bytes, n_tok, n_out,

@@ -309,9 +309,14 @@ static void run_round(moe_ctx *c) {
         if (c->in_round[e])
             for (int64_t i = c->first[e]; i < c->first[e + 1]; i++) c->round_pairs[n++] = c->pairs[i];
     halo_threadpool *pool = c->be->pool;
+    cpu_profile *prof = c->be->prof;
+    double t0 = prof ? cpu_prof_now() : 0;
     halo_threadpool_run(pool, plan_tasks(c, c->n_ff, c->n_ff_sh), gate_up_task, c);
+    cpu_prof_add(prof, PROF_MOE_GATE_UP, t0);
+    t0 = prof ? cpu_prof_now() : 0;
     halo_threadpool_run(pool, n, h_act_task, c);
     halo_threadpool_run(pool, plan_tasks(c, c->n_embd, c->n_embd), down_task, c);
+    cpu_prof_add(prof, PROF_MOE_DOWN, t0);
 }
 
 /* Streamed experts: the batch's distinct experts through the source, round by round (the
@@ -437,6 +442,7 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
         if (c.view) memset(c.view, 0, (size_t)c.n_expert * sizeof *c.view);
     }
     halo_threadpool *pool = cb->pool;
+    double t0 = cb->prof ? cpu_prof_now() : 0;
     if (ok) {
         int64_t chunks = (c.n_tok + HALO_GEMM_MAX_TOK - 1) / HALO_GEMM_MAX_TOK;
         halo_threadpool_run(pool, c.n_tok, route_act_task, &c);
@@ -446,6 +452,7 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
     }
     ok = ok && !atomic_load(&cb->failed); /* routing needs its scratch too */
     ok = ok && group_pairs(&c);
+    cpu_prof_add(cb->prof, PROF_MOE_ROUTE, t0);
     if (ok && a->experts) {
         run_streamed(&c);
         ok = !atomic_load(&cb->failed);
@@ -453,8 +460,10 @@ void cpu_moe(halo_backend *be, const halo_moe_args *a) {
         memset(c.in_round, 1, (size_t)(c.n_expert + 1) * sizeof *c.in_round);
         run_round(&c);
     }
+    t0 = cb->prof ? cpu_prof_now() : 0;
     if (ok)
         halo_threadpool_run(pool, c.n_tok * ((c.n_embd + SUM_CHUNK - 1) / SUM_CHUNK), sum_task, &c);
+    cpu_prof_add(cb->prof, PROF_MOE_SUM, t0);
     free(c.bias);
     free(c.r_act);
     free(c.score);

@@ -191,6 +191,16 @@ INLINE void prefetch_blocks16(const block_q8_0 *x, int pf) {
         _mm_prefetch(c + 64 * k, _MM_HINT_T0);
 }
 
+/* The weight scales of 16 blocks times the token's, converted together (a gather of the 16
+ * scales cost more than these 16 loads). */
+INLINE __m512 scale_products16(const block_q8_0 *x, const float *as) {
+    __m256i h = _mm256_set_epi16((short)x[15].d, (short)x[14].d, (short)x[13].d, (short)x[12].d,
+                                 (short)x[11].d, (short)x[10].d, (short)x[9].d, (short)x[8].d,
+                                 (short)x[7].d, (short)x[6].d, (short)x[5].d, (short)x[4].d,
+                                 (short)x[3].d, (short)x[2].d, (short)x[1].d, (short)x[0].d);
+    return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_loadu_ps(as));
+}
+
 /* One token's side of a row of Q8_0 blocks for q8_0_row1, per block of the main loop: its 32
  * bytes, -128 x (each lane's four bytes summed), and its scale as f32. */
 typedef struct q8_0_prep1 {
@@ -223,13 +233,8 @@ INLINE float q8_0_row1(int64_t nb, const block_q8_0 *x, const block_q8_0 *a, con
         acc[k] = _mm256_setzero_ps();
     int64_t main = nb / 4 * 4, i = 0;
     for (; i + 16 <= main; i += 16) {
-        __m256i h = _mm256_set_epi16(
-            (short)x[i + 15].d, (short)x[i + 14].d, (short)x[i + 13].d, (short)x[i + 12].d,
-            (short)x[i + 11].d, (short)x[i + 10].d, (short)x[i + 9].d, (short)x[i + 8].d,
-            (short)x[i + 7].d, (short)x[i + 6].d, (short)x[i + 5].d, (short)x[i + 4].d,
-            (short)x[i + 3].d, (short)x[i + 2].d, (short)x[i + 1].d, (short)x[i].d);
         if (pf) prefetch_blocks16(x + i, pf);
-        __m512 pr = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_loadu_ps(as + i));
+        __m512 pr = scale_products16(x + i, as + i);
         __m256 ph[2] = {_mm512_castps512_ps256(pr),
                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pr), 1))};
 #pragma GCC unroll 16
@@ -273,13 +278,8 @@ INLINE float q8_0_row512(int64_t nb, const block_q8_0 *x, const block_q8_0 *a, c
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     int64_t main = nb / 4 * 4, i = 0;
     for (; i + 16 <= main; i += 16) {
-        __m256i h = _mm256_set_epi16(
-            (short)x[i + 15].d, (short)x[i + 14].d, (short)x[i + 13].d, (short)x[i + 12].d,
-            (short)x[i + 11].d, (short)x[i + 10].d, (short)x[i + 9].d, (short)x[i + 8].d,
-            (short)x[i + 7].d, (short)x[i + 6].d, (short)x[i + 5].d, (short)x[i + 4].d,
-            (short)x[i + 3].d, (short)x[i + 2].d, (short)x[i + 1].d, (short)x[i].d);
         if (pf) prefetch_blocks16(x + i, pf);
-        __m512 pr = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_loadu_ps(as + i));
+        __m512 pr = scale_products16(x + i, as + i);
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
             int64_t b = i + 2 * k;

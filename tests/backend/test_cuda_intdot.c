@@ -71,7 +71,8 @@ static uint16_t f16_bits(float f) { /* small normal positive values only */
     return (uint16_t)((((u >> 23) & 0xff) - 112) << 10 | ((u >> 13) & 0x3ff));
 }
 
-/* Random blocks (every code of these formats is valid) with small f16 scales. */
+/* Random blocks (every code of these formats is valid) with small f16 scales; float types
+ * uniform in ±scale. */
 static trio rand_w(uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, float scale) {
     halo_tensor t = {.type = type, .ne = {ne0, ne1, ne2, 1}};
     uint64_t bytes = halo_tensor_nbytes(&t);
@@ -79,6 +80,13 @@ static trio rand_w(uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, float s
     for (uint64_t i = 0; i < bytes; i += 8) {
         uint64_t r = next();
         memcpy(p + i, &r, 8);
+    }
+    if (type == HALO_TYPE_F32) {
+        for (int64_t i = 0; i < ne0 * ne1 * ne2; i++)
+            ((float *)p)[i] = frand() * scale;
+        trio r = make(type, ne0, ne1, ne2, p);
+        free(p);
+        return r;
     }
     if (type == HALO_TYPE_F16) {
         for (int64_t i = 0; i < ne0 * ne1 * ne2; i++) {
@@ -164,6 +172,62 @@ static void one_token_projections_sum_the_cpus_integers(void) {
     matmul_once(HALO_TYPE_Q2_K, 1024, 77, 1);
 }
 
+/* matmul_multi in fast mode (one launch: the Q8_0 rows over the normed x quantized per block,
+ * the F16 rows over the normed x in f32) against the non-precise CPU's rms_norm and then one
+ * matmul per projection. The norm is summed in another order than the CPU's (f32 on the GPU,
+ * f64 there), so an activation on a rounding boundary of its quantization can move by one step:
+ * the Q8_0 rows are held to 2e-3 of the range as the experts above (a step of one of 4096 inputs
+ * is ~5e-4 at most), and must show the quantization against the precise CPU; F16 rows have f32
+ * activations in both CPU modes and are held to 1e-5. */
+static void multi_once(const char *what, int64_t n_in, bool with_norm, int n, const uint32_t *types,
+                       const int64_t *rows) {
+    trio x = rand_f32(n_in, 1, 3.0f), nw = rand_f32(n_in, 1, 1.0f);
+    trio w[8], y[8];
+    for (int i = 0; i < n; i++) {
+        w[i] = rand_w(types[i], n_in, rows[i], 1, 1.0f);
+        y[i] = make(HALO_TYPE_F32, rows[i], 1, 1, NULL);
+    }
+    for (int b = 1; b < 3; b++) {
+        halo_backend *be = be_of(b);
+        if (with_norm) be->ops->rms_norm(be, &x.t[b], (uint32_t)n_in, &nw.t[b], 1e-6f);
+        for (int i = 0; i < n; i++)
+            be->ops->matmul(be, &w[i].t[b], &x.t[b], 1, &y[i].t[b]);
+    }
+    const halo_tensor *wg[8];
+    halo_tensor *yg[8];
+    for (int i = 0; i < n; i++)
+        wg[i] = &w[i].t[0], yg[i] = &y[i].t[0];
+    gpu->ops->matmul_multi(gpu, &x.t[0], with_norm ? &nw.t[0] : NULL, 1e-6f, (uint32_t)n, wg, yg);
+    for (int i = 0; i < n; i++) {
+        char name[80];
+        snprintf(name, sizeof name, "multi %s: %s %lldx%lld", what, halo_type_name(types[i]),
+                 (long long)n_in, (long long)rows[i]);
+        const bool q = types[i] == HALO_TYPE_Q8_0;
+        check_pair(name, &y[i], q ? 2e-3 : 1e-5, q ? 1e-4 : 0.0);
+        drop(&w[i]);
+        drop(&y[i]);
+    }
+    drop(&x);
+    drop(&nw);
+}
+
+static void several_projections_of_a_normed_token_in_one_launch(void) {
+    CHECK(gpu->ops->matmul_multi != NULL);
+    if (!gpu->ops->matmul_multi) return;
+    const uint32_t Q = HALO_TYPE_Q8_0, F = HALO_TYPE_F16;
+    const uint32_t att_t[7] = {Q, Q, F, F, F, F, F};
+    const int64_t att_r[7] = {1024, 512, 1024, 1024, 256, 256, 64};
+    const uint32_t qr_t[2] = {Q, F};
+    const int64_t qr_r[2] = {32768, 8192};
+    const int64_t head_r[1] = {16384};
+    multi_once("attn x", 4096, true, 7, att_t, att_r);
+    multi_once("qr", 1024, true, 2, qr_t, qr_r);
+    multi_once("head", 4096, true, 1, qr_t, head_r);
+    multi_once("no norm", 4096, false, 2, qr_t, att_r);
+    const uint32_t f32_t[3] = {HALO_TYPE_F32, Q, HALO_TYPE_F32};
+    multi_once("f32 rows", 2048, true, 3, f32_t, att_r + 4);
+}
+
 static void moe_once(const char *what, uint32_t tg, uint32_t td, uint32_t ts, bool hash) {
     const int64_t E = 4096, NE = 256, FF = 2048, V = 64;
     const uint32_t k = 6;
@@ -226,6 +290,7 @@ int main(void) {
         return 1;
     }
     RUN(one_token_projections_sum_the_cpus_integers);
+    RUN(several_projections_of_a_normed_token_in_one_launch);
     RUN(one_token_experts_match_the_cpus_integer_mode);
     gpu->ops->destroy(gpu);
     cpu_fast->ops->destroy(cpu_fast);

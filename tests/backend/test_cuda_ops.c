@@ -307,6 +307,63 @@ static void matmul_on_tensor_cores_matches_the_cpu(void) {
     CHECK(halo_backend_cuda_set_precise(gpu, true));
 }
 
+/* matmul_multi (several projections of one input, its RMS norm folded in: one launch for a
+ * decode token) against the CPU's rms_norm and then one matmul per projection, the path the
+ * forward takes without the op. Shapes of a ratio-4 layer's attention (the normed x into q_a,
+ * kv, the compressor's and the indexer's projections; the normed qr into q_b and the indexer's
+ * q_b, here 8192 rows of each), one without a norm, one with types the fused launch leaves to
+ * the per-projection path (Q4_K; BF16 beside F16), and a 5-token batch (no fusion). In precise
+ * mode the fused launch takes the float rows and the Q8_0 rows fall back; fast mode's int8
+ * rows are checked against the CPU's integer sums in test_cuda_intdot. */
+static void multi_once(const char *what, int64_t n_in, int64_t n_tok, bool with_norm, int n,
+                       const uint32_t *types, const int64_t *rows) {
+    both x = rand_f32(n_in, n_tok, 1, 3.0f), nw = rand_f32(n_in, 1, 1, 1.0f);
+    both w[8], y[8];
+    const halo_tensor *wg[8];
+    halo_tensor *yg[8];
+    for (int i = 0; i < n; i++) {
+        w[i] = rand_w(types[i], n_in, rows[i], 1, 1.0f);
+        y[i] = make(HALO_TYPE_F32, rows[i], n_tok, 1, NULL);
+        wg[i] = &w[i].g;
+        yg[i] = &y[i].g;
+    }
+    if (with_norm) cpu->ops->rms_norm(cpu, &x.c, (uint32_t)n_in, &nw.c, 1e-6f);
+    for (int i = 0; i < n; i++)
+        cpu->ops->matmul(cpu, &w[i].c, &x.c, 1, &y[i].c);
+    gpu->ops->matmul_multi(gpu, &x.g, with_norm ? &nw.g : NULL, 1e-6f, (uint32_t)n, wg, yg);
+    for (int i = 0; i < n; i++) {
+        char name[80];
+        snprintf(name, sizeof name, "multi %s: %s %lldx%lld", what, halo_type_name(types[i]),
+                 (long long)n_in, (long long)rows[i]);
+        compare(name, &y[i], 1e-5);
+        drop(&w[i]);
+        drop(&y[i]);
+    }
+    drop(&x);
+    drop(&nw);
+}
+
+static void matmul_multi_matches_the_cpus_norm_then_matmul(void) {
+    CHECK(gpu->ops->matmul_multi != NULL);
+    if (!gpu->ops->matmul_multi) return;
+    const uint32_t Q = HALO_TYPE_Q8_0, F = HALO_TYPE_F16;
+    const uint32_t att_t[7] = {Q, Q, F, F, F, F, F};
+    const int64_t att_r[7] = {1024, 512, 1024, 1024, 256, 256, 64};
+    const uint32_t qr_t[2] = {Q, F};
+    const int64_t qr_r[2] = {8192, 8192};
+    const uint32_t mix_t[4] = {Q, HALO_TYPE_Q4_K, F, HALO_TYPE_BF16};
+    const int64_t mix_r[4] = {384, 384, 384, 384};
+    const int64_t head_r[1] = {2048};
+    multi_once("attn x", 4096, 1, true, 7, att_t, att_r);
+    multi_once("qr", 1024, 1, true, 2, qr_t, qr_r);
+    multi_once("no norm", 4096, 1, false, 1, qr_t, head_r);
+    multi_once("no norm", 4096, 1, false, 1, qr_t + 1, head_r);
+    multi_once("mixed types", 4096, 1, true, 4, mix_t, mix_r);
+    const uint32_t f32_t[3] = {HALO_TYPE_F32, Q, HALO_TYPE_F32};
+    multi_once("f32 rows", 2048, 1, true, 3, f32_t, mix_r);
+    multi_once("5 tokens", 4096, 5, true, 4, mix_t, mix_r);
+}
+
 static void norm_rope_and_hc_match_the_cpu(void) {
     both x = rand_f32(4096, 9, 1, 3.0f), nw = rand_f32(4096, 1, 1, 1.0f);
     cpu->ops->rms_norm(cpu, &x.c, 4096, &nw.c, 1e-6f);
@@ -834,6 +891,7 @@ int main(void) {
     RUN(embed_decodes_every_type_bit_exactly);
     RUN(matmul_matches_the_cpu_for_every_type);
     RUN(matmul_on_tensor_cores_matches_the_cpu);
+    RUN(matmul_multi_matches_the_cpus_norm_then_matmul);
     RUN(norm_rope_and_hc_match_the_cpu);
     RUN(attention_matches_the_cpu);
     RUN(pool_matches_the_cpu);

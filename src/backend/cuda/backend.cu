@@ -42,7 +42,8 @@ cu_grids cu_grids_get(halo_backend *be) {
         at += grid_table[i].bytes;
     }
     cu_grids out = {(const uint64_t *)p[0], (const uint32_t *)p[1], (const uint64_t *)p[2],
-                    (const uint64_t *)p[3], (const uint64_t *)p[4], (const uint32_t *)p[5]};
+                    (const uint64_t *)p[3], (const uint64_t *)p[4], (const uint32_t *)p[5],
+                    cu_of(be)->grid_rep};
     return out;
 }
 
@@ -449,6 +450,13 @@ static void op_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor
     }
     OP_END(P_MATMUL);
 }
+static void op_matmul_multi(halo_backend *hbe, const halo_tensor *x, const halo_tensor *norm,
+                            float eps, uint32_t n, const halo_tensor *const *w,
+                            halo_tensor *const *out) {
+    OP_BEGIN(hbe, P_MATMUL, -1);
+    cu_matmul_multi(hbe, x, norm, eps, n, w, out);
+    OP_END(P_MATMUL);
+}
 static void op_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width,
                         const halo_tensor *weight, float eps) {
     OP_BEGIN(hbe, P_RMS, -1);
@@ -748,6 +756,7 @@ static halo_backend_ops make_ops(void) {
     o.buf_read = buf_read;
     o.embed = op_embed;
     o.matmul = op_matmul;
+    o.matmul_multi = op_matmul_multi;
     o.rms_norm = op_rms_norm;
     o.rope = op_rope;
     o.hc_pre = op_hc_pre;
@@ -845,6 +854,17 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->route1 = !be->naive && !(r1 && strcmp(r1, "0") == 0);
     const char *h1 = getenv("HALO_CUDA_HC1");
     be->hc1 = !be->naive && !(h1 && strcmp(h1, "0") == 0);
+    /* The IQ2_XXS grid's copies in the int8 kernels' shared memory (mvq.cuh): 16 (log2 4)
+     * unless HALO_CUDA_GRIDREP says 1, 2, 4 or 8. */
+    const char *rep = getenv("HALO_CUDA_GRIDREP");
+    const int rep_n = rep && *rep ? atoi(rep) : 16;
+    be->grid_rep = rep_n >= 16 ? 4 : rep_n >= 8 ? 3 : rep_n >= 4 ? 2 : rep_n >= 2 ? 1 : 0;
+    const char *mu = getenv("HALO_CUDA_MULTI");
+    be->multi = !be->naive && !(mu && strcmp(mu, "0") == 0);
+    const char *ho = getenv("HALO_CUDA_HOLD");
+    be->hold = !(ho && strcmp(ho, "0") == 0);
+    const char *ea = getenv("HALO_CUDA_EARLY");
+    be->early = !(ea && strcmp(ea, "0") == 0);
     const char *at1 = getenv("HALO_CUDA_ATT1");
     be->att1 = !be->naive && !(at1 && strcmp(at1, "0") == 0);
     cu_graph_init(be); /* after naive and prof, which run eagerly */

@@ -82,6 +82,10 @@ typedef struct cu_backend {
     bool route1;   /* one token's routing and grouping in one kernel (HALO_CUDA_ROUTE1=0: off) */
     bool hc1;      /* one token's hc_pre in two wide kernels (hc.cu; HALO_CUDA_HC1=0: off) */
     bool att1;     /* decode attention on 16 warps a head (attention.cu; HALO_CUDA_ATT1=0: off) */
+    int grid_rep;  /* log2 of the IQ2_XXS grid's copies in shared memory (HALO_CUDA_GRIDREP) */
+    bool multi;    /* matmul_multi in one launch (mvq.cu; HALO_CUDA_MULTI=0: off) */
+    bool hold;     /* expert gate/up activations in registers (moe.cu; HALO_CUDA_HOLD=0: off) */
+    bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
     cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;
     /* CUDA graphs (graph.cu): NULL when steps run eagerly (HALO_CUDA_GRAPHS=0, profiling,
@@ -164,6 +168,19 @@ static __device__ __forceinline__ void cu_pdl_entry() {
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
+/* The two halves, for a kernel that reads memory no kernel of the step writes (weights) before
+ * it waits: cu_pdl_trigger at its entry, cu_pdl_wait before it reads anything else or writes.
+ * Every thread that touches such memory must have waited (waiting twice is harmless). */
+static __device__ __forceinline__ void cu_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP)
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void cu_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP)
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 
 /* kernel<<<grid, block, smem, be->stream>>>(args...), with programmatic dependent launch when
  * be->pdl; the caller checks the launch (CU_LAUNCHED) as for <<<>>>. */
@@ -227,6 +244,22 @@ static inline bool cu_smem_attr(cu_backend *be, K *kernel, int bytes, bool *done
     return true;
 }
 
+#ifndef HALO_HIP
+/* Blocks of `threads` threads with `smem` bytes of dynamic shared memory that stay resident on
+ * the whole GPU at once (the persistent row streams launch that many: a second wave would
+ * finish last), at least one a multiprocessor. */
+template <typename K>
+static inline int64_t cu_resident(cu_backend *be, K *kernel, int threads, int smem) {
+    int per = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, threads, (size_t)smem) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        per = 1;
+    }
+    return (int64_t)(be->sm_count > 0 ? be->sm_count : 132) * (per > 0 ? per : 1);
+}
+#endif
+
 /* dst[0..n) = the n elements at src (any supported type) as f32. */
 void cu_to_f32(cu_backend *be, uint32_t type, const char *src, int64_t n, float *dst,
                const char *op);
@@ -235,6 +268,9 @@ void cu_to_f32(cu_backend *be, uint32_t type, const char *src, int64_t n, float 
 void cu_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens, halo_tensor *out);
 void cu_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
                halo_tensor *out);
+/* Several projections of one token's input, its RMS norm folded in (mvq.cu). */
+void cu_matmul_multi(halo_backend *be, const halo_tensor *x, const halo_tensor *norm, float eps,
+                     uint32_t n, const halo_tensor *const *w, halo_tensor *const *out);
 void cu_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src);
 void cu_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                  float eps);

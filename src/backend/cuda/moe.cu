@@ -513,10 +513,13 @@ template <int T> struct moeq_down_rows {
     }
 };
 
+/* hold: the routed rows are one chunk each (n_embd == mvq_ch(TR)), so their activations stay in
+ * registers (mvq_stream's HOLD); two blocks a multiprocessor (the registers that takes, and
+ * the IQ2_XXS grid's 16 copies in shared memory). */
 template <int TR, int TS>
-__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     moeq_up_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *hg, float *hu,
-                   int n_sh, unsigned blocks_r) {
+                   int n_sh, unsigned blocks_r, bool hold) {
     cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     const int warp = threadIdx.x / WARP;
@@ -532,10 +535,16 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
     const moe_up_rows<1> r = {m, x, hg, hu, y0, 1, {}};
     if (routed) {
         moeq_up_rows<TR> rows = {r, x, xq, tab, m.n_embd};
-        mvq_stream<TR>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, tab);
+        if (hold)
+            mvq_stream<TR, true>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage,
+                                 mvq_grid_at(tab, m.g));
+        else
+            mvq_stream<TR>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage,
+                           mvq_grid_at(tab, m.g));
     } else {
         moeq_up_rows<TS> rows = {r, x, xq, tab, m.n_embd};
-        mvq_stream<TS>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, tab);
+        mvq_stream<TS>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage,
+                       mvq_grid_at(tab, m.g));
     }
 }
 
@@ -557,10 +566,12 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
     const moe_down_rows<1> r = {m, NULL, y, y0, 1, {}};
     if (routed) {
         moeq_down_rows<TR> rows = {r, xq, tab};
-        mvq_stream<TR>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, tab);
+        mvq_stream<TR>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage,
+                       mvq_grid_at(tab, m.g));
     } else {
         moeq_down_rows<TS> rows = {r, xq, tab};
-        mvq_stream<TS>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage, tab);
+        mvq_stream<TS>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage,
+                       mvq_grid_at(tab, m.g));
     }
 }
 
@@ -644,17 +655,25 @@ static void moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
                     uint8_t *xq, int64_t n_pairs, uint32_t k, float clamp_exp, float clamp_sh,
                     const char *op) {
     const double ex = (double)((int64_t)k < m.n_expert ? (int64_t)k : m.n_expert);
-    const moe_stream_plan sp_up =
-        moeq_plan(sp, ex * 2.0 * (double)(m.n_ff * m.n_embd) * moeq_cost(tr),
-                  2.0 * (double)(m.n_ff_sh * m.n_embd) * moeq_cost(ts));
+    const double wr = ex * 2.0 * (double)(m.n_ff * m.n_embd) * moeq_cost(tr);
+    const double ws = 2.0 * (double)(m.n_ff_sh * m.n_embd) * moeq_cost(ts);
+    const bool iq = tr == HALO_TYPE_IQ2_XXS || ts == HALO_TYPE_IQ2_XXS;
+    const bool hold = be->hold && m.n_embd == mvq_ch((int)tr);
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (int)mvq_act_bytes(m.n_embd) +
-                     (int)sizeof(mvq_tabs);
+                     (iq ? mvq_tabs_bytes(be->grid_rep) : 0);
+    /* The blocks as stay resident (the grid's copies can leave two a multiprocessor). */
 #define Q_UP(a, b, c, d)                                                                           \
     if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
-        static bool done;                                                                          \
+        static int done_bytes; /* the largest size the attribute was set for */                    \
+        bool done = smem <= done_bytes;                                                            \
         if (!cu_smem_attr(be, moeq_up_stream<a, b>, smem, &done, op)) return;                      \
+        if (smem > done_bytes) done_bytes = smem;                                                  \
+        moe_stream_plan spr = sp;                                                                  \
+        const int64_t res = cu_resident(be, moeq_up_stream<a, b>, MOE_FAST_WARPS * WARP, smem);    \
+        if ((int64_t)spr.blocks > res) spr.blocks = (unsigned)res;                                 \
+        const moe_stream_plan sp_up = moeq_plan(spr, wr, ws);                                      \
         cu_launch(be, moeq_up_stream<a, b>, sp_up.blocks, MOE_FAST_WARPS *WARP, smem, m, x, hg,    \
-                  hu, sp_up.n_sh, sp_up.blocks_r);                                                 \
+                  hu, sp_up.n_sh, sp_up.blocks_r, hold);                                           \
         if (!CU_LAUNCHED(be, op, "moeq_up_stream")) return;                                        \
         cu_launch(be, moeq_swiglu_kernel, (unsigned)n_pairs, 256, 0, hg, hu, xq, m.n_h, k,         \
                   m.slots, m.n_ff, m.n_ff_sh, clamp_exp, clamp_sh, mvq_k(c),                       \
@@ -670,13 +689,21 @@ static void moeq_down(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_
                       uint32_t tds, const moe_stream_plan &sp, const uint8_t *xq, float *y,
                       uint32_t k, const char *op) {
     const double ex = (double)((int64_t)k < m.n_expert ? (int64_t)k : m.n_expert);
-    const moe_stream_plan sp_dn = moeq_plan(sp, ex * (double)(m.n_embd * m.n_ff) * moeq_cost(tdr),
-                                            (double)(m.n_embd * m.n_ff_sh) * moeq_cost(tds));
-    const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (int)sizeof(mvq_tabs);
+    const double wr = ex * (double)(m.n_embd * m.n_ff) * moeq_cost(tdr);
+    const double ws = (double)(m.n_embd * m.n_ff_sh) * moeq_cost(tds);
+    const bool iq = tdr == HALO_TYPE_IQ2_XXS || tds == HALO_TYPE_IQ2_XXS;
+    const int smem =
+        MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (iq ? mvq_tabs_bytes(be->grid_rep) : 0);
 #define Q_DN(a, b, c, d)                                                                           \
     if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
-        static bool done;                                                                          \
+        static int done_bytes; /* the largest size the attribute was set for */                    \
+        bool done = smem <= done_bytes;                                                            \
         if (!cu_smem_attr(be, moeq_down_stream<c, d>, smem, &done, op)) return;                    \
+        if (smem > done_bytes) done_bytes = smem;                                                  \
+        moe_stream_plan spr = sp;                                                                  \
+        const int64_t res = cu_resident(be, moeq_down_stream<c, d>, MOE_FAST_WARPS * WARP, smem);  \
+        if ((int64_t)spr.blocks > res) spr.blocks = (unsigned)res;                                 \
+        const moe_stream_plan sp_dn = moeq_plan(spr, wr, ws);                                      \
         cu_launch(be, moeq_down_stream<c, d>, sp_dn.blocks, MOE_FAST_WARPS *WARP, smem, m, xq, y,  \
                   sp_dn.n_sh, sp_dn.blocks_r); /* checked by the caller */                         \
         return;                                                                                    \

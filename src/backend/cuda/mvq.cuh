@@ -127,16 +127,34 @@ static __device__ __forceinline__ void mvq_quant_block(const float *x, int64_t n
     }
 }
 
-/* The IQ2_XXS grid a block keeps in shared memory: the 256 grid rows (8 magnitudes each). */
-typedef struct mvq_tabs {
-    uint2 grid[256];
-} mvq_tabs;
+/* The IQ2_XXS grid a block keeps in shared memory: 256 rows of 8 magnitudes, in 2^rep copies
+ * side by side (g.iq2xxs_rep; row i of copy c at index (i << rep) + c), lane l reading copy
+ * l % 2^rep. With one copy, four random 8-byte lookups per 32 weights collide on banks (~3-4
+ * wavefronts a half-warp instead of one) and they bounded the experts' gate/up kernel (H200
+ * cd-3: 43.9 MB in 40.5 us). With 16 copies a row is 128 bytes, the 16 lanes of a half-warp
+ * read 16 different bank pairs, and a lookup is two wavefronts whatever the indices, for 32 KiB
+ * of shared memory (the kernels then hold two blocks a multiprocessor, not three). */
+typedef uint2 mvq_tabs; /* 256 << rep entries: mvq_tabs_bytes */
+static __host__ __device__ inline int mvq_tabs_bytes(int rep) {
+    return 256 * 8 << rep;
+}
 
 static __device__ __forceinline__ void mvq_tabs_load(mvq_tabs *t, const cu_grids &g) {
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
-        const uint64_t r = g.iq2xxs[i];
-        t->grid[i] = make_uint2((uint32_t)r, (uint32_t)(r >> 32));
+    const int rep = g.iq2xxs_rep;
+    for (int i = threadIdx.x; i < 256 << rep; i += blockDim.x) {
+        const uint64_t r = g.iq2xxs[i >> rep];
+        t[i] = make_uint2((uint32_t)r, (uint32_t)(r >> 32));
     }
+}
+
+/* This lane's copy of the grid: row i at lane[i << shift]. */
+typedef struct mvq_grid {
+    const uint2 *lane;
+    int shift;
+} mvq_grid;
+static __device__ __forceinline__ mvq_grid mvq_grid_at(const mvq_tabs *t, const cu_grids &g) {
+    mvq_grid r = {t ? t + (threadIdx.x & ((1 << g.iq2xxs_rep) - 1)) : NULL, g.iq2xxs_rep};
+    return r;
 }
 
 /* The sign masks of four weights from four sign bits b (bit j: weight j negative): m1 has 0x01
@@ -150,18 +168,24 @@ static __device__ __forceinline__ uint32_t mvq_sign_bytes(uint32_t b4) {
     return (b4 * 0x00204081u) & 0x01010101u;
 }
 
-/* The dot of 32-weight unit u of a staged chunk with activation values e .. e + 31. */
-template <int T>
-static __device__ __forceinline__ float mvq_unit(const uint8_t *slot, int u, const q8act &a,
-                                                 int64_t e, const mvq_tabs *tab) {
-    /* Lanes take units 32 bytes apart, so the lanes l and l + 4 of a quarter-warp (the 8 lanes
-     * a 16-byte shared load serves at once) would hit the same banks: lanes with bit 2 set load
-     * their second half first, and each quarter-warp's loads fill the 32 banks once. */
+/* The 32 int8 activations e .. e + 31 as 8 words. Lanes take units 32 bytes apart, so the
+ * lanes l and l + 4 of a quarter-warp (the 8 lanes a 16-byte shared load serves at once) would
+ * hit the same banks: lanes with bit 2 set load their second half first, and each
+ * quarter-warp's loads fill the 32 banks once. */
+static __device__ __forceinline__ void mvq_xv(const q8act &a, int64_t e, int xv[8]) {
     const int4 *xp = (const int4 *)(a.qs + e);
     const int h = (threadIdx.x >> 2) & 1;
     const int4 xa = xp[h], xb = xp[h ^ 1];
     const int4 x0 = h ? xb : xa, x1 = h ? xa : xb;
-    const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    xv[0] = x0.x, xv[1] = x0.y, xv[2] = x0.z, xv[3] = x0.w;
+    xv[4] = x1.x, xv[5] = x1.y, xv[6] = x1.z, xv[7] = x1.w;
+}
+
+/* The dot of 32-weight unit u of a staged chunk with activation values e .. e + 31 (xv: their
+ * int8 values, mvq_xv). */
+template <int T>
+static __device__ __forceinline__ float mvq_unit_x(const uint8_t *slot, int u, const int xv[8],
+                                                   const q8act &a, int64_t e, const mvq_grid &tab) {
     if constexpr (T == HALO_TYPE_Q8_0) {
         /* Block u at byte 34u: 2-byte aligned; nine aligned words cover it, realigned by
          * byte_perm (the stage has 16 bytes of padding past its last slot). */
@@ -189,7 +213,7 @@ static __device__ __forceinline__ float mvq_unit(const uint8_t *slot, int u, con
         int s = 0;
 #pragma unroll
         for (int l = 0; l < 4; l++) {
-            const uint2 g = tab->grid[(qi >> (8 * l)) & 0xff];
+            const uint2 g = tab.lane[((qi >> (8 * l)) & 0xff) << tab.shift];
             const uint32_t sg = iq_signs((aux >> (7 * l)) & 127);
             const uint32_t lo1 = mvq_sign_bytes(sg & 15), hi1 = mvq_sign_bytes(sg >> 4);
             s = __dp4a((int)((g.x ^ (lo1 * 0xffu)) + lo1), xv[2 * l], s);
@@ -219,6 +243,14 @@ static __device__ __forceinline__ float mvq_unit(const uint8_t *slot, int u, con
     }
 }
 
+template <int T>
+static __device__ __forceinline__ float mvq_unit(const uint8_t *slot, int u, const q8act &a,
+                                                 int64_t e, const mvq_grid &tab) {
+    int xv[8];
+    mvq_xv(a, e, xv);
+    return mvq_unit_x<T>(slot, u, xv, a, e, tab);
+}
+
 /* The chunks of the int8 path: weights per chunk and chunk slots per warp. The warp's
  * MV_STAGES x MV_STAGE bytes of shared memory are cut into as many slots as the type's chunk
  * allows, all but one in flight: a row of 4096 IQ2_XXS weights is 1056 bytes and a row of 2048
@@ -240,10 +272,15 @@ static __host__ __device__ constexpr int mvq_stages(int t) {
  * begun last; p.end(i, sum). p.prepare() runs once, after this warp's first copies are issued
  * and before any row is computed (a block-wide quantization goes there: every warp of the
  * block must call mvq_stream). */
-template <int T, class P>
+/* HOLD: every item is one whole chunk (width mvq_ch(T)) over the same activation, so each lane
+ * loads its HOLD = CH / 1024 units' activations into registers once (after prepare) instead of
+ * once a row: the experts' IQ2_XXS gate/up rows (4096 wide, x shared by every row) read 32
+ * bytes of activations from shared memory per 32 weights otherwise, as many wavefronts as the
+ * grid lookups take with the grid's 16 copies. */
+template <int T, bool HOLD = false, class P>
 static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t stride,
                                                   int64_t n_items, uint8_t *stage,
-                                                  const mvq_tabs *tab) {
+                                                  const mvq_grid tab) {
     constexpr int E = cx_block_elems(T), B = cx_block_bytes(T), CH = mvq_ch(T);
     constexpr int SLOT = mvq_slot(T), S = mvq_stages(T);
     static_assert(SLOT % 16 == 0 && S >= 3 && S * SLOT <= MV_STAGES * MV_STAGE, "chunk");
@@ -276,33 +313,61 @@ static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t s
         issue();
     p.prepare();
     int j = 0;
-    for (int64_t it = first; it < n_items; it += stride) {
-        const int64_t k1 = p.begin(it);
-        if (k1 == 0) continue;
-        const q8act a = p.act();
-        float acc = 0.0f;
-        for (int64_t kc = 0; kc < k1; kc += CH, j++) {
+    if constexpr (HOLD) {
+        constexpr int NH = CH / 1024; /* units a lane takes in a chunk */
+        int xh[NH][8];
+        const q8act a0 = p.act();
+#pragma unroll
+        for (int h = 0; h < NH; h++)
+            mvq_xv(a0, 32 * (lane + WARP * h), xh[h]);
+        for (int64_t it = first; it < n_items; it += stride, j++) {
+            if (p.begin(it) == 0) {
+                j--;
+                continue;
+            }
             cp_async_wait<S - 2>();
             __syncwarp();
             issue();
             const uint8_t *slot = stage + (j % S) * SLOT;
-            const int n = (int)(k1 - kc < CH ? k1 - kc : CH);
-            for (int u = lane; u < n / 32; u += WARP)
-                acc += mvq_unit<T>(slot, u, a, kc + 32 * u, tab);
+            float acc = 0.0f;
+#pragma unroll
+            for (int h = 0; h < NH; h++) {
+                const int u = lane + WARP * h;
+                acc += mvq_unit_x<T>(slot, u, xh[h], a0, 32 * u, tab);
+            }
             __syncwarp();
+            acc = warp_sum(acc);
+            p.end(it, acc);
         }
-        acc = warp_sum(acc);
-        p.end(it, acc);
+    } else {
+        for (int64_t it = first; it < n_items; it += stride) {
+            const int64_t k1 = p.begin(it);
+            if (k1 == 0) continue;
+            const q8act a = p.act();
+            float acc = 0.0f;
+            for (int64_t kc = 0; kc < k1; kc += CH, j++) {
+                cp_async_wait<S - 2>();
+                __syncwarp();
+                issue();
+                const uint8_t *slot = stage + (j % S) * SLOT;
+                const int n = (int)(k1 - kc < CH ? k1 - kc : CH);
+                for (int u = lane; u < n / 32; u += WARP)
+                    acc += mvq_unit<T>(slot, u, a, kc + 32 * u, tab);
+                __syncwarp();
+            }
+            acc = warp_sum(acc);
+            p.end(it, acc);
+        }
     }
     cp_async_wait<0>();
 }
 
 /* Shared memory of a block of `warps` warps streaming type t over an activation of n values:
  * the chunk slots (+16 bytes the Q8_0 unit may read past the last), the activation, and the
- * IQ2_XXS tables. */
-static inline int mvq_smem_bytes(int t, int warps, int64_t n) {
+ * IQ2_XXS grid's copies (rep: their log2). */
+static inline int mvq_smem_bytes(int t, int warps, int64_t n, int rep) {
     return warps * MV_STAGES * MV_STAGE + 16 + (int)mvq_act_bytes(n) +
-           (t == HALO_TYPE_IQ2_XXS ? (int)sizeof(mvq_tabs) : 0);
+           (t == HALO_TYPE_IQ2_XXS ? mvq_tabs_bytes(rep) : 0);
 }
 
 #endif /* !HALO_HIP */

@@ -14,6 +14,7 @@ typedef struct cu_grids {
     const uint32_t *iq3xxs;              /* 256 rows of 4 magnitudes */
     const uint64_t *iq2xs, *iq2s, *iq1s; /* 512, 1024, 2048 rows of 8 */
     const uint32_t *iq3s;                /* 512 rows of 4 */
+    int iq2xxs_rep; /* log2 of the IQ2_XXS grid's copies in shared memory (mvq.cuh) */
 } cu_grids;
 
 /* The grids in device memory (copied once per backend). */

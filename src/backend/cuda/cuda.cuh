@@ -182,6 +182,18 @@ static __device__ __forceinline__ void cu_pdl_wait() {
 #endif
 }
 
+/* Asks L2 for bytes [0, n) at p (weights: no kernel writes them), the warp's lanes a 128-byte
+ * line each in turn; nothing waits for the lines. Before cu_pdl_wait a kernel's weights then
+ * stream in while the kernel before it (often a small latency-bound one) still runs. */
+static __device__ __forceinline__ void cu_prefetch_l2(const char *p, uint64_t n) {
+#if defined(__CUDA_ARCH__) && !defined(HALO_HIP)
+    for (uint64_t o = 128 * (uint64_t)(threadIdx.x % 32); o < n; o += 128 * 32)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+#else
+    (void)p, (void)n;
+#endif
+}
+
 /* kernel<<<grid, block, smem, be->stream>>>(args...), with programmatic dependent launch when
  * be->pdl; the caller checks the launch (CU_LAUNCHED) as for <<<>>>. */
 template <typename... KArgs, typename... Args>

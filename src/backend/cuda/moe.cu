@@ -513,13 +513,32 @@ template <int T> struct moeq_down_rows {
     }
 };
 
+/* Block b of nb asks L2 for its share of the n bytes at p, its warps in turn. */
+static __device__ __forceinline__ void moeq_prefetch_share(const char *p, uint64_t n, uint64_t b,
+                                                           uint64_t nb) {
+    const uint64_t lines = (n + 127) / 128, per = (lines + nb - 1) / nb;
+    const uint64_t l0 = b * per, l1 = l0 + per < lines ? l0 + per : lines;
+    const uint64_t w = threadIdx.x / WARP, nw = blockDim.x / WARP, step = 4096 * nw;
+    for (uint64_t o = 128 * l0 + 4096 * w; o < 128 * l1; o += step)
+        cu_prefetch_l2(p + o, 128 * l1 - o < 4096 ? 128 * l1 - o : 4096);
+}
+
 /* hold: the routed rows are one chunk each (n_embd == mvq_ch(TR)), so their activations stay in
  * registers (mvq_stream's HOLD); two blocks a multiprocessor (the registers that takes, and
  * the IQ2_XXS grid's 16 copies in shared memory). */
 template <int TR, int TS>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     moeq_up_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *hg, float *hu,
-                   int n_sh, unsigned blocks_r, bool hold) {
+                   int n_sh, unsigned blocks_r, bool hold, bool early) {
+    if (early && n_sh > 0 && blockIdx.x >= blocks_r) {
+        /* The shared expert's rows do not depend on the routing: each of its blocks asks L2
+         * for its share of them while the routing kernel (one block) runs. */
+        cu_pdl_trigger();
+        moeq_prefetch_share(m.gate_sh, (uint64_t)m.n_ff_sh * m.grb_sh, blockIdx.x - blocks_r,
+                            gridDim.x - blocks_r);
+        moeq_prefetch_share(m.up_sh, (uint64_t)m.n_ff_sh * m.urb_sh, blockIdx.x - blocks_r,
+                            gridDim.x - blocks_r);
+    }
     cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     const int warp = threadIdx.x / WARP;
@@ -551,7 +570,12 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
 template <int TR, int TS>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
     moeq_down_stream(GPU_GRID_CONST const expert_mats m, const uint8_t *xq, float *y, int n_sh,
-                     unsigned blocks_r) {
+                     unsigned blocks_r, bool early) {
+    if (early && n_sh > 0 && blockIdx.x >= blocks_r) { /* as moeq_up_stream */
+        cu_pdl_trigger();
+        moeq_prefetch_share(m.down_sh, (uint64_t)m.n_embd * m.drb_sh, blockIdx.x - blocks_r,
+                            gridDim.x - blocks_r);
+    }
     cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     const int warp = threadIdx.x / WARP;
@@ -673,7 +697,7 @@ static void moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
         if ((int64_t)spr.blocks > res) spr.blocks = (unsigned)res;                                 \
         const moe_stream_plan sp_up = moeq_plan(spr, wr, ws);                                      \
         cu_launch(be, moeq_up_stream<a, b>, sp_up.blocks, MOE_FAST_WARPS *WARP, smem, m, x, hg,    \
-                  hu, sp_up.n_sh, sp_up.blocks_r, hold);                                           \
+                  hu, sp_up.n_sh, sp_up.blocks_r, hold, be->early);                                \
         if (!CU_LAUNCHED(be, op, "moeq_up_stream")) return;                                        \
         cu_launch(be, moeq_swiglu_kernel, (unsigned)n_pairs, 256, 0, hg, hu, xq, m.n_h, k,         \
                   m.slots, m.n_ff, m.n_ff_sh, clamp_exp, clamp_sh, mvq_k(c),                       \
@@ -705,7 +729,7 @@ static void moeq_down(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_
         if ((int64_t)spr.blocks > res) spr.blocks = (unsigned)res;                                 \
         const moe_stream_plan sp_dn = moeq_plan(spr, wr, ws);                                      \
         cu_launch(be, moeq_down_stream<c, d>, sp_dn.blocks, MOE_FAST_WARPS *WARP, smem, m, xq, y,  \
-                  sp_dn.n_sh, sp_dn.blocks_r); /* checked by the caller */                         \
+                  sp_dn.n_sh, sp_dn.blocks_r, be->early); /* checked by the caller */              \
         return;                                                                                    \
     }
     MOEQ_PAIRS(Q_DN)

@@ -4,7 +4,8 @@
 #include "backend/cuda/mvq.cuh"
 
 #ifndef HALO_HIP
-enum { MVQ_WARPS = 8 };
+/* MVQ_EARLY: bytes of its rows a warp asks L2 for before the PDL wait (3168 warps: ~25 MB). */
+enum { MVQ_WARPS = 8, MVQ_EARLY = 8192 };
 
 typedef struct mvq_args {
     const char *w;
@@ -48,12 +49,23 @@ __global__ void __launch_bounds__(MVQ_WARPS *WARP, 3)
     mvq_dense_kernel(GPU_GRID_CONST const mvq_args a) {
     /* With a.early the first chunks of every warp's rows are in flight before the previous
      * kernel has finished (prepare() waits): the fetch overlaps that kernel's tail. */
-    if (a.early)
-        cu_pdl_trigger();
-    else
-        cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t mvq_dyn[];
     const int warp = threadIdx.x / WARP;
+    if (a.early) {
+        cu_pdl_trigger();
+        /* The warp's rows towards L2, MVQ_EARLY bytes at most (a 562 MB head would thrash L2);
+         * mvq_stream's first chunks come on top by cp.async. */
+        const int64_t o0 = (int64_t)blockIdx.y * a.out_per_group;
+        uint64_t left = MVQ_EARLY;
+        for (int64_t i = (int64_t)blockIdx.x * MVQ_WARPS + warp; i < a.out_per_group && left;
+             i += (int64_t)gridDim.x * MVQ_WARPS) {
+            const uint64_t n = a.row_bytes < left ? a.row_bytes : left;
+            cu_prefetch_l2(a.w + (uint64_t)(o0 + i) * a.row_bytes, n);
+            left -= n;
+        }
+    } else {
+        cu_pdl_entry();
+    }
     uint8_t *stage = mvq_dyn + warp * MV_STAGES * MV_STAGE;
     uint8_t *act = mvq_dyn + MVQ_WARPS * MV_STAGES * MV_STAGE + 16;
     mvq_tabs *tab = (mvq_tabs *)(act + mvq_act_bytes(a.n_in));
@@ -261,13 +273,24 @@ static __device__ __forceinline__ void multi_float_rows(const multi_args &a, con
 template <int TQ, int TF>
 __global__ void __launch_bounds__(MVQ_WARPS *WARP, 3)
     multi_kernel(GPU_GRID_CONST const multi_args a) {
-    if (a.early)
-        cu_pdl_trigger();
-    else
-        cu_pdl_entry();
     extern __shared__ __align__(16) uint8_t multi_dyn[];
     __shared__ float red[32];
     const int warp = threadIdx.x / WARP;
+    const bool in_q = TQ >= 0 && blockIdx.x < a.q.blocks;
+    if (a.early) { /* as mvq_dense_kernel: the warp's rows towards L2, then the wait */
+        cu_pdl_trigger();
+        const multi_part &p = in_q ? a.q : a.f;
+        const int64_t b = in_q ? blockIdx.x : (int64_t)blockIdx.x - a.q.blocks;
+        uint64_t left = MVQ_EARLY;
+        for (int64_t i = b * MVQ_WARPS + warp; i < p.rows && left; i += p.blocks * MVQ_WARPS) {
+            const int j = multi_seg(p, i);
+            const uint64_t n = p.row_bytes < left ? p.row_bytes : left;
+            cu_prefetch_l2(p.w[j] + (uint64_t)(i - p.start[j]) * p.row_bytes, n);
+            left -= n;
+        }
+    } else {
+        cu_pdl_entry();
+    }
     if constexpr (TQ >= 0) {
         if (blockIdx.x < a.q.blocks) {
             uint8_t *stage = multi_dyn + warp * MV_STAGES * MV_STAGE;
@@ -282,16 +305,7 @@ __global__ void __launch_bounds__(MVQ_WARPS *WARP, 3)
     if constexpr (TF >= 0) {
         float *xs = (float *)multi_dyn;
         const int64_t b = (int64_t)blockIdx.x - (TQ >= 0 ? a.q.blocks : 0);
-        if (a.early) { /* the warp's first row towards L2 while the previous kernel ends */
-            const int64_t i = b * MVQ_WARPS + warp;
-            if (i < a.f.rows) {
-                const int j = multi_seg(a.f, i);
-                const char *wrow = a.f.w[j] + (uint64_t)(i - a.f.start[j]) * a.f.row_bytes;
-                for (uint64_t o = 128 * (threadIdx.x % WARP); o < a.f.row_bytes; o += 128 * WARP)
-                    asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow + o));
-            }
-            cu_pdl_wait();
-        }
+        cu_pdl_wait();
         const float r = a.norm ? multi_rscale(a, red) : 1.0f;
         for (int64_t i4 = threadIdx.x; i4 < a.n_in / 4; i4 += blockDim.x)
             ((float4 *)xs)[i4] = multi_normed4(a, i4, r);

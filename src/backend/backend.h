@@ -180,6 +180,16 @@ typedef struct halo_backend_ops {
      * using only slice g of the input (grouped output projection). */
     void (*matmul)(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
                    halo_tensor *out);
+    /* Optional (NULL: the forward norms x in place, then calls matmul once per projection).
+     * Several projections of one input x [n_in, n_tok]: out[i] = w[i] · x', where x' = x, or
+     * with norm != NULL x' = each column of x RMS-normed (eps) times norm [n_in]. Each w[i] has
+     * ne[0] == n_in (groups 1); their types may differ. With a norm, x's contents afterwards are
+     * unspecified (a backend may normalize it in place): callers do not read it again. One call
+     * lets a GPU pay a launch's fixed cost once for all of them and fold the norm into the
+     * activation load. */
+    void (*matmul_multi)(halo_backend *be, const halo_tensor *x, const halo_tensor *norm,
+                         float eps, uint32_t n, const halo_tensor *const *w,
+                         halo_tensor *const *out);
     /* RMS norm over each run of `width` elements of x (in place), times weight (NULL: none). */
     void (*rms_norm)(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                      float eps);

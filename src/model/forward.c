@@ -98,6 +98,18 @@ static void copy_rows(fwd *f, const halo_tensor *dst, int64_t d0, const halo_ten
     f->op->copy(f->be, &d, &s);
 }
 
+/* out[i] = w[i] · x (x RMS-normed by norm first when norm is set): one backend call where the
+ * backend has matmul_multi, else the norm in place and one matmul per projection. */
+static void project(fwd *f, halo_tensor *x, const halo_tensor *norm, uint32_t n,
+                    const halo_tensor *const *w, halo_tensor *const *out) {
+    if (f->op->matmul_multi) {
+        f->op->matmul_multi(f->be, x, norm, f->hp->norm_eps, n, w, out);
+        return;
+    }
+    if (norm) f->op->rms_norm(f->be, x, (uint32_t)x->ne[0], norm, f->hp->norm_eps);
+    for (uint32_t i = 0; i < n; i++) f->op->matmul(f->be, w[i], x, 1, out[i]);
+}
+
 static halo_rope layer_rope(const halo_hparams *hp, uint32_t ratio) {
     /* Sliding-only layers: plain RoPE at rope.freq_base. Compressed layers share the
      * compressor's base and YaRN scaling. */
@@ -236,41 +248,44 @@ static void attention_block(fwd *f, uint32_t il, halo_tensor *x) {
     const halo_backend_ops *op = f->op;
     attn_proj P = {0};
 
-    op->rms_norm(be, x, (uint32_t)hp->n_embd, &L->attn_norm.t, hp->norm_eps);
     halo_tensor qr = tmp(f, HALO_TYPE_F32, hp->q_lora_rank, n, 1);
     P.q = tmp(f, HALO_TYPE_F32, hd, H, n);
     P.kvr = tmp(f, HALO_TYPE_F32, hd, 1, n);
-    if (f->st) return;
-    op->matmul(be, &L->q_a.t, x, 1, &qr);
-    op->rms_norm(be, &qr, hp->q_lora_rank, &L->q_a_norm.t, hp->norm_eps);
-    op->matmul(be, &L->q_b.t, &qr, 1, &P.q);
-    op->rms_norm(be, &P.q, (uint32_t)hd, NULL, hp->norm_eps);
-    op->rope(be, &P.q, f->pos, &rope, false);
-    op->matmul(be, &L->kv.t, x, 1, &P.kvr);
-    op->rms_norm(be, &P.kvr, (uint32_t)hd, &L->kv_norm.t, hp->norm_eps);
-    op->rope(be, &P.kvr, f->pos, &rope, false);
-
+    int64_t width = ratio ? f->seqs[0].kv->layer[il].comp.width : 0; /* the same in every sequence */
+    int64_t id = hp->indexer_head_dim, ih = hp->indexer_n_head;
     if (ratio) {
-        int64_t width = f->seqs[0].kv->layer[il].comp.width; /* the same in every sequence */
         P.ckv = tmp(f, HALO_TYPE_F32, width, n, 1);
         P.cg = tmp(f, HALO_TYPE_F32, width, n, 1);
-        if (f->st) return;
-        op->matmul(be, &L->comp_kv.t, x, 1, &P.ckv);
-        op->matmul(be, &L->comp_gate.t, x, 1, &P.cg);
     }
     if (ratio == 4) {
-        int64_t id = hp->indexer_head_dim, ih = hp->indexer_n_head;
         P.ikv = tmp(f, HALO_TYPE_F32, 2 * id, n, 1);
         P.ig = tmp(f, HALO_TYPE_F32, 2 * id, n, 1);
         P.iq = tmp(f, HALO_TYPE_F32, id, ih, n);
         P.iw = tmp(f, HALO_TYPE_F32, ih, n, 1);
-        if (f->st) return;
-        op->matmul(be, &L->idx_kv.t, x, 1, &P.ikv);
-        op->matmul(be, &L->idx_gate.t, x, 1, &P.ig);
-        op->matmul(be, &L->idx_q_b.t, &qr, 1, &P.iq);
-        op->rope(be, &P.iq, f->pos, &rope, false);
-        op->matmul(be, &L->idx_proj.t, x, 1, &P.iw);
     }
+    if (f->st) return;
+    /* Every projection of the normed x in one call, then every one of the normed qr. */
+    const halo_tensor *wx[7] = {&L->q_a.t, &L->kv.t};
+    halo_tensor *ox[7] = {&qr, &P.kvr};
+    uint32_t nx = 2;
+    if (ratio) {
+        wx[nx] = &L->comp_kv.t, ox[nx++] = &P.ckv;
+        wx[nx] = &L->comp_gate.t, ox[nx++] = &P.cg;
+    }
+    if (ratio == 4) {
+        wx[nx] = &L->idx_kv.t, ox[nx++] = &P.ikv;
+        wx[nx] = &L->idx_gate.t, ox[nx++] = &P.ig;
+        wx[nx] = &L->idx_proj.t, ox[nx++] = &P.iw;
+    }
+    project(f, x, &L->attn_norm.t, nx, wx, ox);
+    const halo_tensor *wq[2] = {&L->q_b.t, &L->idx_q_b.t};
+    halo_tensor *oq[2] = {&P.q, &P.iq};
+    project(f, &qr, &L->q_a_norm.t, ratio == 4 ? 2 : 1, wq, oq);
+    op->rms_norm(be, &P.q, (uint32_t)hd, NULL, hp->norm_eps);
+    op->rope(be, &P.q, f->pos, &rope, false);
+    op->rms_norm(be, &P.kvr, (uint32_t)hd, &L->kv_norm.t, hp->norm_eps);
+    op->rope(be, &P.kvr, f->pos, &rope, false);
+    if (ratio == 4) op->rope(be, &P.iq, f->pos, &rope, false);
     P.o = tmp(f, HALO_TYPE_F32, hd, H, n);
     halo_tensor y1 = tmp(f, HALO_TYPE_F32, (int64_t)hp->o_groups * hp->o_lora_rank, n, 1);
     if (f->st) return;
@@ -374,8 +389,8 @@ static void run_step(fwd *f, bool all_logits, float *logits) {
                          .norm_eps = hp->norm_eps,
                          .collapsed = &x};
     f->op->hc_pre(be, &head);
-    f->op->rms_norm(be, &x, (uint32_t)E, &w->output_norm.t, hp->norm_eps);
-    /* Every token's row, or each sequence's last token's, gathered into consecutive rows. */
+    /* Every token's row, or each sequence's last token's, gathered into consecutive rows (the
+     * norm is per row, so it comes after, with the head's projection). */
     int64_t n_out = all_logits ? n : f->n_seqs;
     halo_tensor last = x;
     if (!all_logits) {
@@ -385,7 +400,9 @@ static void run_step(fwd *f, bool all_logits, float *logits) {
     }
     halo_tensor out = tmp(f, HALO_TYPE_F32, hp->n_vocab, n_out, 1);
     if (f->st) return;
-    f->op->matmul(be, &w->output.t, &last, 1, &out);
+    const halo_tensor *head_w = &w->output.t;
+    halo_tensor *head_out = &out;
+    project(f, &last, &w->output_norm.t, 1, &head_w, &head_out);
     f->st = f->op->sync(be, f->err);
     if (!f->st)
         f->st = f->op->buf_read(be, out.buf, out.offset, logits, halo_tensor_nbytes(&out), f->err);

@@ -112,6 +112,7 @@ static const halo_backend_ops vk_ops = {
     .buf_read = vk_buf_read,
     .embed = vk_embed,
     .matmul = vk_matmul,
+    .matmul_multi = vk_matmul_multi,
     .rms_norm = vk_rms_norm,
     .rope = vk_rope,
     .hc_pre = vk_hc_pre,

@@ -177,6 +177,23 @@ static void q8_0_decode_variants_match_the_cpu(void) {
                 expect_close(what, &out, 1e-4);
                 drop(&bx), drop(&bw), drop(&out);
             }
+        /* the same with an RMS norm of x folded in (matmul_multi, decode's columns) */
+        for (int t = 1; t <= 3; t += 2)
+            for (size_t r = 0; r < 2; r++) {
+                both bx = make(HALO_TYPE_F32, K, t, 1, x), bn = make(HALO_TYPE_F32, K, 1, 1, x);
+                both bw = make(HALO_TYPE_Q8_0, K, rows[r], 1, w);
+                both out = make(HALO_TYPE_F32, rows[r], t, 1, NULL);
+                cpu->ops->rms_norm(cpu, &bx.c, K, &bn.c, 1e-6f);
+                cpu->ops->matmul(cpu, &bw.c, &bx.c, 1, &out.c);
+                const halo_tensor *wv = &bw.v;
+                halo_tensor *ov = &out.v;
+                vk->ops->matmul_multi(vk, &bx.v, &bn.v, 1e-6f, 1, &wv, &ov);
+                char what[64];
+                snprintf(what, sizeof what, "mvq8=%s +norm q8_0 [4096 x %d] x %d", variants[v],
+                         rows[r], t);
+                expect_close(what, &out, 1e-4);
+                drop(&bx), drop(&bn), drop(&bw), drop(&out);
+            }
         both bx = make(HALO_TYPE_F32, G * KG, 2, 1, xg);
         both bw = make(HALO_TYPE_Q8_0, KG, G * NG, 1, wg);
         both out = make(HALO_TYPE_F32, G * NG, 2, 1, NULL);
@@ -190,6 +207,42 @@ static void q8_0_decode_variants_match_the_cpu(void) {
     }
     vk = keep;
     free(x), free(xg), free(w), free(wg);
+}
+
+/* matmul_multi (the attention's projections of one input with its norm first) against the
+ * CPU's rms_norm then one matmul each: the q2 mix's types (Q8_0 and F16 together, so one call
+ * takes matvec_q8.comp or matvec.comp and matvec.comp's F16 path), 1 to 5 columns (5: past
+ * matvec's tile, where the norm runs first instead of folded in), with and without the norm. */
+static void matmul_multi_matches_norm_then_matmul(void) {
+    enum { K = 4096, NQ = 72, NF = 40, T_MAX = 5 };
+    float *x = rnd(K * T_MAX, 1.0f), *g = rnd(K, 1.0f);
+    for (int i = 0; i < K; i++)
+        g[i] += 1.5f; /* a norm weight around 1, as trained ones are */
+    void *wq = weights(HALO_TYPE_Q8_0, K, NQ, 0.05f), *wf = weights(HALO_TYPE_F16, K, NF, 0.05f);
+    both bg = make(HALO_TYPE_F32, K, 1, 1, g);
+    both bq = make(HALO_TYPE_Q8_0, K, NQ, 1, wq), bf = make(HALO_TYPE_F16, K, NF, 1, wf);
+    CHECK(vk->ops->matmul_multi != NULL);
+    for (int t = 1; t <= T_MAX && vk->ops->matmul_multi; t += 2)
+        for (int norm = 0; norm < 2; norm++) {
+            both bx = make(HALO_TYPE_F32, K, t, 1, x);
+            both oq = make(HALO_TYPE_F32, NQ, t, 1, NULL), of = make(HALO_TYPE_F32, NF, t, 1, NULL);
+            if (norm) cpu->ops->rms_norm(cpu, &bx.c, K, &bg.c, 1e-6f);
+            cpu->ops->matmul(cpu, &bq.c, &bx.c, 1, &oq.c);
+            cpu->ops->matmul(cpu, &bf.c, &bx.c, 1, &of.c);
+            const halo_tensor *w[2] = {&bq.v, &bf.v};
+            halo_tensor *o[2] = {&oq.v, &of.v};
+            vk->ops->matmul_multi(vk, &bx.v, norm ? &bg.v : NULL, 1e-6f, 2, w, o);
+            char what[80];
+            snprintf(what, sizeof what, "matmul_multi%s q8_0 [4096 x %d] x %d", norm ? "+norm" : "",
+                     NQ, t);
+            expect_close(what, &oq, 1e-4);
+            snprintf(what, sizeof what, "matmul_multi%s f16 [4096 x %d] x %d", norm ? "+norm" : "",
+                     NF, t);
+            expect_close(what, &of, 1e-4);
+            drop(&bx), drop(&oq), drop(&of);
+        }
+    drop(&bg), drop(&bq), drop(&bf);
+    free(x), free(g), free(wq), free(wf);
 }
 
 static void grouped_matmul_reads_its_group_slice(void) {
@@ -530,6 +583,7 @@ int main(void) {
     /* HALO_VK_TEST_SEED varies the random inputs (the default is fixed). */
     if (getenv("HALO_VK_TEST_SEED")) seed = (uint32_t)atoi(getenv("HALO_VK_TEST_SEED"));
     RUN(matmul_decodes_every_weight_type);
+    RUN(matmul_multi_matches_norm_then_matmul);
     RUN(grouped_matmul_reads_its_group_slice);
     RUN(weight_larger_than_a_descriptor_is_split);
     RUN(embed_rows_of_a_quantized_table);
@@ -551,6 +605,7 @@ int main(void) {
     unsetenv("HALO_VK_MATVEC_ROWS");
     printf("matvec by a subgroup per row:\n");
     RUN(matmul_decodes_every_weight_type);
+    RUN(matmul_multi_matches_norm_then_matmul);
     RUN(grouped_matmul_reads_its_group_slice);
     RUN(moe_routes_and_mixes_like_the_cpu);
     vk->ops->destroy(vk);
@@ -559,6 +614,7 @@ int main(void) {
     CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
     printf("defaults:\n");
     RUN(matmul_decodes_every_weight_type);
+    RUN(matmul_multi_matches_norm_then_matmul);
     RUN(moe_routes_and_mixes_like_the_cpu);
     vk->ops->destroy(vk);
     vk = wide;

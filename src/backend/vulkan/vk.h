@@ -30,6 +30,9 @@
  * are single descriptors; VK_GRID_BINDING holds the IQ2_XXS codebook. 8 + 11 + 1 = 20 storage
  * buffers per stage, within lavapipe's 32. */
 enum { VK_CHUNKS = 8, VK_MAX_BINDINGS = 12, VK_GRID_BINDING = 12, VK_PUSH_BYTES = 128 };
+/* A specialised pipeline's key: the low 6 bits are the shader's constant 0 (a weight type, or
+ * matvec_q8's variant), bit 6 its constant 1 (the matvecs' fused norm). */
+enum { VK_TYPED_KEYS = 128, VK_KEY_NORM = 64 };
 
 /* Vulkan entry points, loaded through vkGetInstanceProcAddr / vkGetDeviceProcAddr. */
 #define HALO_VK_INSTANCE_FNS(X)                                                                    \
@@ -219,6 +222,8 @@ typedef struct vk_backend {
     int32_t mvq8;         /* HALO_VK_MVQ8: Q8_0 decode by matvec_q8.comp: -1 auto, 0 off, else
                            * its variant (rows per lane group | 16: a workgroup per group | 32:
                            * two units in flight) */
+    bool fuse_norm;       /* matmul_multi folds its norm into the matvecs (HALO_VK_FUSE_NORM=0:
+                           * a norm dispatch first) */
     uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 8;
                            * HALO_VK_MVMOE=N sets it, 0: matvec.comp takes them) */
 
@@ -227,9 +232,20 @@ typedef struct vk_backend {
     VkPipeline pipes[VK_K_COUNT];
     /* Shaders that decode weights (embed, matmul, hc_pre), specialised per weight type so only
      * that type's decoder is compiled in; made on first use. */
-    VkPipeline typed[VK_K_COUNT][64];
+    VkPipeline typed[VK_K_COUNT][VK_TYPED_KEYS];
     VkDescriptorPool *pools;
     uint32_t n_pools, cur_pool;
+    /* Descriptor sets kept across submissions (vk_record.c): a decode step binds the same
+     * ranges in the same order every token, so a set written once is bound again instead of
+     * allocated and written per dispatch. Keyed by the descriptors' contents; cleared when the
+     * queue has drained after a buffer was destroyed (a new buffer may reuse its handle) or
+     * when the table is full. HALO_VK_DSCACHE=0 turns it off. */
+    struct vk_dsc_entry *dsc;
+    uint32_t dsc_cap, dsc_n;
+    bool dsc_on, dsc_stale;
+    VkDescriptorPool *dsc_pools;
+    uint32_t dsc_n_pools, dsc_cur_pool;
+    uint64_t dsc_hits, dsc_misses;
 
     VkCommandPool cmd_pool;
     /* The ring; cmd, fence and pools alias the slot being recorded. */
@@ -272,6 +288,12 @@ typedef struct vk_backend {
      * previous stamp: its barrier included) is added to its label (op/shader/type), printed to
      * stderr when the backend is destroyed. Nothing waits more than without it. */
     bool profile;
+    /* HALO_VK_PROFILE=2: no per-dispatch stamps, only the totals (submissions, dispatches,
+     * barriers, GPU busy from the stamps around each submission, the host's waits), so the
+     * dispatches overlap as they do without it: whether the GPU or the host bounds a step. */
+    bool stats;
+    uint64_t n_dispatch_total;
+    double wait_s;
     uint32_t n_labels;
     char prof_name[VK_PROF_LABELS][40];
     double prof_s[VK_PROF_LABELS];
@@ -351,6 +373,11 @@ void vk_barrier_if_pending(vk_backend *vb);
 void vk_hazard(vk_backend *vb, const vk_access *acc, uint32_t n);
 
 /* vk_record.c */
+/* The descriptor-set cache: created with the backend, cleared (when stale or full) after the
+ * queue drained, destroyed with it. */
+void vk_dsc_init(vk_backend *vb);
+void vk_dsc_drained(vk_backend *vb);
+void vk_dsc_destroy(vk_backend *vb);
 /* Records the gathered copies (before any other command). */
 void vk_copy_flush(vk_backend *vb);
 /* Starts recording into the command buffer when not already (false on failure, recorded). */
@@ -404,7 +431,7 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
                       const vk_binding *b, uint32_t n, vk_bound *bound, const void *push,
                       uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
 /* Kernel k's pipeline for weight type `type` (made on first use; VK_NULL_HANDLE on failure,
- * recorded for sync). */
+ * recorded for sync); `type` is a key (VK_TYPED_KEYS). */
 VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type);
 
 /* Resolves bindings' offsets without recording (to fill push constants before dispatch). */
@@ -414,6 +441,8 @@ bool vk_resolve(vk_backend *vb, const char *op, const vk_binding *b, uint32_t n,
 void vk_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens, halo_tensor *out);
 void vk_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
                halo_tensor *out);
+void vk_matmul_multi(halo_backend *be, const halo_tensor *x, const halo_tensor *norm, float eps,
+                     uint32_t n, const halo_tensor *const *w, halo_tensor *const *out);
 void vk_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                  float eps);
 void vk_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,

@@ -91,6 +91,7 @@ static void destroy(halo_backend *be) {
         vk_buf_destroy(vb, vb->staging);
         vk_buf_destroy(vb, vb->qact);
         vk_submit_destroy(vb);
+        vk_dsc_destroy(vb);
         vk_pipelines_destroy(vb);
         if (vb->cmd_pool) vb->fn.vkDestroyCommandPool(vb->device, vb->cmd_pool, NULL);
         vb->fn.vkDestroyDevice(vb->device, NULL);
@@ -111,6 +112,7 @@ static const halo_backend_ops vk_ops = {
     .buf_read = vk_buf_read,
     .embed = vk_embed,
     .matmul = vk_matmul,
+    .matmul_multi = vk_matmul_multi,
     .rms_norm = vk_rms_norm,
     .rope = vk_rope,
     .hc_pre = vk_hc_pre,
@@ -409,12 +411,16 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     const char *env = getenv("HALO_VK_DEVICE");
     if (device < 0 && env && *env) device = atoi(env);
     vk_submit_init(vb);
+    vk_dsc_init(vb);
     vk_hazard_init(vb);
-    vb->profile = getenv("HALO_VK_PROFILE") && atoi(getenv("HALO_VK_PROFILE")) > 0;
+    const char *prof = getenv("HALO_VK_PROFILE");
+    vb->profile = prof && atoi(prof) == 1;
+    vb->stats = prof && atoi(prof) > 0;
     vb->matvec = !(getenv("HALO_VK_MATVEC") && !strcmp(getenv("HALO_VK_MATVEC"), "0"));
     vb->matvec_rows =
         getenv("HALO_VK_MATVEC_ROWS") ? (uint32_t)atoi(getenv("HALO_VK_MATVEC_ROWS")) : 0;
     vb->mvq8 = vk_mvq8_parse(getenv("HALO_VK_MVQ8"));
+    vb->fuse_norm = !(getenv("HALO_VK_FUSE_NORM") && !strcmp(getenv("HALO_VK_FUSE_NORM"), "0"));
     /* matvec_moe.comp walks rows in pairs: an even count; 8 unless asked (bench_vk_matvec on
      * the H200: one MoE call 154 us with 8, 159 with 16, 162 with 32) */
     vb->mvmoe = getenv("HALO_VK_MVMOE") ? (uint32_t)atoi(getenv("HALO_VK_MVMOE")) & ~1u : 8;

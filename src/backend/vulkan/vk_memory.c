@@ -124,6 +124,8 @@ static bool record_zero(vk_backend *vb, halo_buf *b) {
 
 /* Releases b's Vulkan objects, keeping b. */
 static void vk_buf_destroy_vk(vk_backend *vb, halo_buf *b) {
+    /* Cached descriptor sets may name it; a later buffer may get the same handle. */
+    if (b->buffer) vb->dsc_stale = true;
     if (b->buffer) vb->fn.vkDestroyBuffer(vb->device, b->buffer, NULL);
     if (b->memory) vb->fn.vkFreeMemory(vb->device, b->memory, NULL);
     b->buffer = VK_NULL_HANDLE;

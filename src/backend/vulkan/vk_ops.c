@@ -108,7 +108,8 @@ void vk_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens,
 typedef struct matmul_pc {
     uint32_t K, N, n_cols, groups, type, w_rel, w_chunk_rows, w_row_bytes;
     uint32_t x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
-    uint32_t rows_per_wg, col_tile;
+    uint32_t rows_per_wg, col_tile, norm_off;
+    float eps;
 } matmul_pc;
 
 typedef struct quant_pc {
@@ -234,8 +235,25 @@ static bool use_mvmoe(const vk_backend *vb, const halo_tensor *w, const vk_mm_ar
            (w->type == HALO_TYPE_IQ2_XXS || w->type == HALO_TYPE_Q2_K) && w->ne[0] % 256 == 0;
 }
 
+bool vk_mm_norm_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    if (!vk_type_supported(w->type) || !use_matvec(vb, w, m) || m->sel.buf ||
+        m->n_cols > VK_MATVEC_COLS || (m->groups ? m->groups : 1) != 1 ||
+        (m->x_col_div ? m->x_col_div : 1) != 1 || use_mvmoe(vb, w, m) || !m->norm.buf ||
+        m->norm.bytes < (uint64_t)w->ne[0] * 4)
+        return false;
+    vk_binding b[2] = {m->x, m->norm};
+    vk_bound bd[2] = {{0}};
+    for (int i = 0; i < 2; i++) /* resolved one at a time: both as a shader's binding 1 */
+        if (!b[i].buf || !vk_resolve(vb, "matmul_multi", &b[i], 1, &bd[i])) return false;
+    return (bd[0].rel / 4 + m->x_off) % 4 == 0 && m->x_col_stride % 4 == 0 && bd[1].rel % 16 == 0;
+}
+
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m) {
     if (!vk_check_type(vb, op, w)) return;
+    if (m->norm.buf && !vk_mm_norm_fits(vb, w, m)) {
+        vk_fail(vb, HALO_E_INVALID_ARG, "%s: a norm this projection cannot fold in", op);
+        return;
+    }
     /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots,
      * except for a few columns (decode): there quantizing the activations is one more dispatch
      * and barrier per projection, which costs more than it saves, and matvec.comp's f32 path
@@ -246,9 +264,9 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         mm_q8(vb, op, w, m);
         return;
     }
-    vk_binding b[4] = {vk_bind_weight(w, m->sel.buf ? m->N : 1), m->x, m->out, m->sel};
-    uint32_t nb = m->sel.buf ? 4 : 3;
-    vk_bound bd[4] = {{0}};
+    vk_binding b[5] = {vk_bind_weight(w, m->sel.buf ? m->N : 1), m->x, m->out, m->sel, m->norm};
+    uint32_t nb = m->norm.buf ? 5 : m->sel.buf ? 4 : 3;
+    vk_bound bd[5] = {{0}};
     if (!vk_resolve(vb, op, b, nb, bd)) return;
     matmul_pc pc = {(uint32_t)w->ne[0],
                     m->N,
@@ -267,7 +285,9 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
                     bd[3].rel / 4 + m->sel_off,
                     m->n_expert,
                     vk_rows_per_wg(vb),
-                    m->sel.buf ? 1u : 8u};
+                    m->sel.buf ? 1u : 8u,
+                    bd[4].rel / 4,
+                    m->eps};
     /* Workgroups of rows fold into x and z so a vocabulary-sized projection stays within the
      * workgroup-count limit. */
     vk_kernel kern = VK_K_MATMUL;
@@ -285,7 +305,7 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         kern = VK_K_MATVEC_Q8;
         pc.col_tile = VK_MATVEC_COLS;
         pc.rows_per_wg = (q8v & 16) || s >= 128 ? r : r * (128 / s);
-        pipe = vk_typed_pipeline(vb, kern, (uint32_t)q8v);
+        pipe = vk_typed_pipeline(vb, kern, (uint32_t)q8v | (m->norm.buf ? VK_KEY_NORM : 0));
     } else if (use_matvec(vb, w, m)) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
         kern = VK_K_MATVEC;
@@ -303,7 +323,7 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     }
     uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
     uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;
-    if (!pipe) pipe = vk_typed_pipeline(vb, kern, w->type);
+    if (!pipe) pipe = vk_typed_pipeline(vb, kern, w->type | (m->norm.buf ? VK_KEY_NORM : 0));
     /* Columns in chunks of whole tiles sharing whole x columns (vk_submit.c): each output is
      * computed by the same invocation as unsplit. */
     uint32_t div = pc.x_col_div, n_cols = m->n_cols;
@@ -337,6 +357,52 @@ void vk_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uin
                     .x_col_stride = in_total,
                     .out_col_stride = n_out};
     vk_mm(vb, "matmul", w, &m);
+}
+
+/* Several projections of one input, with an optional RMS norm first (backend.h). Where every
+ * projection is a matvec of a few plain columns (decode), the norm is folded into each one
+ * (vk_mm_norm_fits): no norm dispatch and no barrier between the norm and the projections,
+ * which all read x together. Otherwise (prefill, types matvec does not take, unaligned views,
+ * HALO_VK_FUSE_NORM=0) the norm runs in place first, as the forward does without this op. */
+void vk_matmul_multi(halo_backend *be, const halo_tensor *x, const halo_tensor *norm, float eps,
+                     uint32_t n, const halo_tensor *const *w, halo_tensor *const *out) {
+    vk_backend *vb = vk_of(be);
+    if (!vk_begin_uploads(vb, 64) || n == 0) return;
+    uint32_t K = (uint32_t)x->ne[0];
+    uint32_t n_tok = (uint32_t)(halo_tensor_nelements(x) / (K ? K : 1));
+    bool fuse = norm && norm->type == HALO_TYPE_F32 && vb->fuse_norm;
+    for (uint32_t i = 0; i < n && fuse; i++) {
+        uint32_t n_out = (uint32_t)(w[i]->ne[1] * w[i]->ne[2] * w[i]->ne[3]);
+        vk_mm_args m = {.x = vk_bind_tensor(x),
+                        .out = vk_bind_tensor(out[i]),
+                        .N = n_out,
+                        .n_cols = n_tok,
+                        .groups = 1,
+                        .x_col_stride = K,
+                        .out_col_stride = n_out,
+                        .norm = vk_bind_tensor(norm),
+                        .eps = eps};
+        fuse = (uint32_t)w[i]->ne[0] == K && vk_mm_norm_fits(vb, w[i], &m);
+    }
+    if (norm && !fuse) {
+        halo_tensor xn = *x; /* x's contents afterwards are the caller's to forget */
+        vk_rms_norm(be, &xn, K, norm, eps);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t n_out = (uint32_t)(w[i]->ne[1] * w[i]->ne[2] * w[i]->ne[3]);
+        vk_mm_args m = {.x = vk_bind_tensor(x),
+                        .out = vk_bind_tensor(out[i]),
+                        .N = n_out,
+                        .n_cols = n_tok,
+                        .groups = 1,
+                        .x_col_stride = K,
+                        .out_col_stride = n_out};
+        if (fuse) {
+            m.norm = vk_bind_tensor(norm);
+            m.eps = eps;
+        }
+        vk_mm(vb, "matmul_multi", w[i], &m);
+    }
 }
 
 typedef struct norm_pc {

@@ -12,8 +12,15 @@ typedef struct vk_mm_args {
     vk_binding x, out, sel;
     uint32_t N, n_cols, groups, x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_off,
         n_expert;
+    /* With norm bound (f32, K elements): an RMS norm of each column of x first, times norm,
+     * folded into the matvec (vk_mm_norm_fits must have said yes). */
+    vk_binding norm;
+    float eps;
 } vk_mm_args;
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m);
+/* Whether vk_mm can fold m->norm into this projection: a matvec of a few plain columns
+ * (matvec.comp, matvec_wide.comp or matvec_q8.comp), x and the norm weight 16-byte aligned. */
+bool vk_mm_norm_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m);
 
 /* Rows (or other units) a 64-wide workgroup handles with one subgroup each. */
 uint32_t vk_rows_per_wg(const vk_backend *vb);

@@ -132,10 +132,13 @@ static bool is_typed(int k) {
 }
 
 VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {
-    if (type >= 64) return VK_NULL_HANDLE;
+    if (type >= VK_TYPED_KEYS) return VK_NULL_HANDLE;
     if (vb->typed[k][type]) return vb->typed[k][type];
-    VkSpecializationMapEntry e = {0, 0, sizeof(uint32_t)};
-    VkSpecializationInfo spec = {1, &e, sizeof type, &type};
+    /* constant 0: the type (or variant); constant 1: the fused norm (ignored by shaders that
+     * do not declare it) */
+    uint32_t data[2] = {type & (VK_KEY_NORM - 1), type / VK_KEY_NORM};
+    VkSpecializationMapEntry e[2] = {{0, 0, sizeof(uint32_t)}, {1, 4, sizeof(uint32_t)}};
+    VkSpecializationInfo spec = {2, e, sizeof data, data};
     VkResult r = make_pipeline(vb, (int)k, &spec, &vb->typed[k][type]);
     if (r != VK_SUCCESS) {
         vk_fail(vb, HALO_E_UNSUPPORTED,
@@ -189,7 +192,7 @@ void vk_pipelines_destroy(vk_backend *vb) {
     for (int k = 0; k < VK_K_COUNT; k++)
         if (vb->pipes[k]) vb->fn.vkDestroyPipeline(vb->device, vb->pipes[k], NULL);
     for (int k = 0; k < VK_K_COUNT; k++)
-        for (int t = 0; t < 64; t++)
+        for (int t = 0; t < VK_TYPED_KEYS; t++)
             if (vb->typed[k][t]) vb->fn.vkDestroyPipeline(vb->device, vb->typed[k][t], NULL);
     for (uint32_t i = 0; i < vb->n_pools; i++)
         vb->fn.vkDestroyDescriptorPool(vb->device, vb->pools[i], NULL);

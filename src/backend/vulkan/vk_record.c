@@ -163,6 +163,134 @@ static VkDescriptorSet alloc_set(vk_backend *vb) {
     return VK_NULL_HANDLE;
 }
 
+/* ---- descriptor sets kept across submissions ---------------------------------------------- */
+
+enum { VK_DSC_INFOS = VK_CHUNKS + VK_MAX_BINDINGS, VK_DSC_POOL_SETS = 512 };
+
+struct vk_dsc_entry {
+    uint64_t hash; /* 0: empty */
+    VkDescriptorSet set;
+    VkDescriptorBufferInfo key[VK_DSC_INFOS];
+};
+
+void vk_dsc_init(vk_backend *vb) {
+    const char *e = getenv("HALO_VK_DSCACHE");
+    vb->dsc_on = !(e && !strcmp(e, "0"));
+    vb->dsc_cap = e && atoi(e) > 1 ? (uint32_t)atoi(e) : 16384;
+    uint32_t cap = 1;
+    while (cap < vb->dsc_cap)
+        cap <<= 1;
+    vb->dsc_cap = cap;
+}
+
+static void dsc_clear(vk_backend *vb) {
+    for (uint32_t i = 0; i < vb->dsc_n_pools; i++)
+        vb->fn.vkResetDescriptorPool(vb->device, vb->dsc_pools[i], 0);
+    vb->dsc_cur_pool = 0;
+    if (vb->dsc) memset(vb->dsc, 0, (size_t)vb->dsc_cap * sizeof *vb->dsc);
+    vb->dsc_n = 0;
+    vb->dsc_stale = false;
+}
+
+void vk_dsc_drained(vk_backend *vb) {
+    if (vb->dsc_stale || vb->dsc_n >= vb->dsc_cap / 2) dsc_clear(vb);
+}
+
+void vk_dsc_destroy(vk_backend *vb) {
+    for (uint32_t i = 0; i < vb->dsc_n_pools; i++)
+        vb->fn.vkDestroyDescriptorPool(vb->device, vb->dsc_pools[i], NULL);
+    free(vb->dsc_pools);
+    free(vb->dsc);
+    vb->dsc_pools = NULL;
+    vb->dsc = NULL;
+    vb->dsc_n_pools = vb->dsc_n = 0;
+}
+
+static uint64_t dsc_hash(const VkDescriptorBufferInfo *k) {
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (uint32_t i = 0; i < VK_DSC_INFOS; i++) {
+        uint64_t v[3] = {(uint64_t)(uintptr_t)k[i].buffer, k[i].offset, k[i].range};
+        for (int j = 0; j < 3; j++) {
+            h ^= v[j] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+            h *= 0xff51afd7ed558ccdull;
+        }
+    }
+    return h ? h : 1;
+}
+
+/* A set from the cache's own pools (never reset while recorded work may use them). */
+static VkDescriptorSet dsc_alloc(vk_backend *vb) {
+    for (;;) {
+        if (vb->dsc_cur_pool < vb->dsc_n_pools) {
+            VkDescriptorSetAllocateInfo ai = {.sType =
+                                                  VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                              .descriptorPool = vb->dsc_pools[vb->dsc_cur_pool],
+                                              .descriptorSetCount = 1,
+                                              .pSetLayouts = &vb->set_layout};
+            VkDescriptorSet set = VK_NULL_HANDLE;
+            if (vb->fn.vkAllocateDescriptorSets(vb->device, &ai, &set) == VK_SUCCESS) return set;
+            vb->dsc_cur_pool++;
+            continue;
+        }
+        if (vb->dsc_n_pools * (uint64_t)VK_DSC_POOL_SETS > vb->dsc_cap) return VK_NULL_HANDLE;
+        VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                   VK_DSC_POOL_SETS * (VK_CHUNKS + VK_MAX_BINDINGS)};
+        VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                         .maxSets = VK_DSC_POOL_SETS,
+                                         .poolSizeCount = 1,
+                                         .pPoolSizes = &ps};
+        VkDescriptorPool *np = realloc(vb->dsc_pools, (vb->dsc_n_pools + 1) * sizeof *np);
+        if (!np) return VK_NULL_HANDLE;
+        vb->dsc_pools = np;
+        if (vb->fn.vkCreateDescriptorPool(vb->device, &pi, NULL, &np[vb->dsc_n_pools]) !=
+            VK_SUCCESS)
+            return VK_NULL_HANDLE;
+        vb->dsc_cur_pool = vb->dsc_n_pools++;
+    }
+}
+
+/* The cached set holding these descriptors (written on a miss), or VK_NULL_HANDLE when the
+ * cache is off, stale or full (the caller then writes a set of the submission's own). */
+static VkDescriptorSet dsc_lookup(vk_backend *vb, const VkDescriptorBufferInfo *key) {
+    if (!vb->dsc_on || vb->dsc_stale) return VK_NULL_HANDLE;
+    if (!vb->dsc) {
+        vb->dsc = calloc(vb->dsc_cap, sizeof *vb->dsc);
+        if (!vb->dsc) {
+            vb->dsc_on = false;
+            return VK_NULL_HANDLE;
+        }
+    }
+    uint64_t h = dsc_hash(key);
+    uint32_t mask = vb->dsc_cap - 1;
+    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
+        struct vk_dsc_entry *e = &vb->dsc[i];
+        if (e->hash == h && !memcmp(e->key, key, sizeof e->key)) {
+            vb->dsc_hits++;
+            return e->set;
+        }
+        if (e->hash) continue;
+        /* Empty: not cached. Kept at most half full, so probes stay short. */
+        if (vb->dsc_n >= vb->dsc_cap / 2) return VK_NULL_HANDLE;
+        VkDescriptorSet set = dsc_alloc(vb);
+        if (!set) return VK_NULL_HANDLE;
+        VkWriteDescriptorSet w[VK_MAX_BINDINGS + 1];
+        for (uint32_t b = 0; b <= VK_MAX_BINDINGS; b++)
+            w[b] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                          .dstSet = set,
+                                          .dstBinding = b,
+                                          .descriptorCount = b == 0 ? VK_CHUNKS : 1,
+                                          .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                          .pBufferInfo = b == 0 ? key : key + VK_CHUNKS + b - 1};
+        vb->fn.vkUpdateDescriptorSets(vb->device, VK_MAX_BINDINGS + 1, w, 0, NULL);
+        e->hash = h;
+        e->set = set;
+        memcpy(e->key, key, sizeof e->key);
+        vb->dsc_n++;
+        vb->dsc_misses++;
+        return set;
+    }
+}
+
 bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *b, uint32_t n,
                  vk_bound *bound, const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
                  uint32_t gz) {
@@ -202,20 +330,27 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
     vb->next_work = 0;
     if (!vk_submit_bound(vb, work) || !vk_begin_recording(vb)) return false;
     vk_copy_flush(vb);
-    VkDescriptorSet set = alloc_set(vb);
+    VkDescriptorBufferInfo key[VK_DSC_INFOS];
+    memcpy(key, r[0].info, sizeof r[0].info);
+    for (uint32_t i = 1; i <= VK_MAX_BINDINGS; i++)
+        key[VK_CHUNKS + i - 1] = r[i].info[0];
+    VkDescriptorSet set = dsc_lookup(vb, key);
     if (!set) {
-        vk_fail(vb, HALO_E_NOMEM, "%s: cannot allocate a descriptor set", op);
-        return false;
+        set = alloc_set(vb);
+        if (!set) {
+            vk_fail(vb, HALO_E_NOMEM, "%s: cannot allocate a descriptor set", op);
+            return false;
+        }
+        VkWriteDescriptorSet w[VK_MAX_BINDINGS + 1];
+        for (uint32_t i = 0; i <= VK_MAX_BINDINGS; i++)
+            w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                          .dstSet = set,
+                                          .dstBinding = i,
+                                          .descriptorCount = i == 0 ? VK_CHUNKS : 1,
+                                          .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                          .pBufferInfo = r[i].info};
+        vb->fn.vkUpdateDescriptorSets(vb->device, VK_MAX_BINDINGS + 1, w, 0, NULL);
     }
-    VkWriteDescriptorSet w[VK_MAX_BINDINGS + 1];
-    for (uint32_t i = 0; i <= VK_MAX_BINDINGS; i++)
-        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                      .dstSet = set,
-                                      .dstBinding = i,
-                                      .descriptorCount = i == 0 ? VK_CHUNKS : 1,
-                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                      .pBufferInfo = r[i].info};
-    vb->fn.vkUpdateDescriptorSets(vb->device, VK_MAX_BINDINGS + 1, w, 0, NULL);
     vb->fn.vkCmdBindPipeline(vb->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
     vb->fn.vkCmdBindDescriptorSets(vb->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vb->pipe_layout, 0, 1,
                                    &set, 0, NULL);
@@ -237,8 +372,8 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
     vb->n_dispatch++;
     if (vb->profile) {
         uint32_t type = 64;
-        for (uint32_t t = 0; t < 64 && pipe != vb->pipes[k]; t++)
-            if (vb->typed[k][t] == pipe) type = t;
+        for (uint32_t t = 0; t < VK_TYPED_KEYS && pipe != vb->pipes[k]; t++)
+            if (vb->typed[k][t] == pipe) type = t % VK_KEY_NORM;
         if (k == VK_K_MATVEC_Q8) type = HALO_TYPE_Q8_0; /* specialised by variant, not type */
         vk_profile_stamp(vb, op, vk_kernel_name(k), type);
     }

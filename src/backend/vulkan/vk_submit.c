@@ -175,14 +175,16 @@ static double read_stamps(vk_backend *vb, vk_slot *s) {
 static halo_status retire(vk_backend *vb, vk_slot *s, halo_error *err) {
     if (!s->pending) return HALO_OK;
     s->pending = false;
+    double w0 = vb->stats ? now_s() : 0;
     VkResult r = vb->fn.vkWaitForFences(vb->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
+    if (vb->stats) vb->wait_s += now_s() - w0;
     if (r == VK_SUCCESS) vb->fn.vkResetFences(vb->device, 1, &s->fence);
     if (r == VK_SUCCESS && s->seq == vb->lose_at) r = VK_ERROR_DEVICE_LOST;
     for (uint32_t i = 0; i < s->n_pools; i++)
         vb->fn.vkResetDescriptorPool(vb->device, s->pools[i], 0);
     if (r != VK_SUCCESS) return device_error(vb, r, "vkWaitForFences", err);
     double t = vb->has_stamps ? read_stamps(vb, s) : now_s() - s->t_submit;
-    if (vb->profile) {
+    if (vb->stats) {
         vb->prof_gpu_s += t;
         vb->prof_wall1 = now_s();
     }
@@ -198,6 +200,7 @@ static halo_status submit_current(vk_backend *vb, halo_error *err) {
     vk_barrier_if_pending(vb); /* the host reads after the fence */
     vk_slot *s = &vb->ring[vb->slot];
     vb->recording = false;
+    vb->n_dispatch_total += vb->n_dispatch;
     vb->n_dispatch = 0;
     s->work = vb->queued_work;
     vb->queued_work = 0;
@@ -212,7 +215,7 @@ static halo_status submit_current(vk_backend *vb, halo_error *err) {
                            .pCommandBuffers = &vb->cmd};
         what = "vkQueueSubmit";
         s->t_submit = now_s();
-        if (vb->profile && vb->prof_wall0 == 0) vb->prof_wall0 = s->t_submit;
+        if (vb->stats && vb->prof_wall0 == 0) vb->prof_wall0 = s->t_submit;
         r = vb->lost ? VK_ERROR_DEVICE_LOST : vb->fn.vkQueueSubmit(vb->queue, 1, &si, s->fence);
     }
     s->seq = ++vb->n_submits;
@@ -248,6 +251,7 @@ halo_status vk_flush(vk_backend *vb, halo_error *err) {
     vb->cur_pool = 0;
     vb->since_drain = 0;
     if (!st) vk_release_deferred(vb);
+    if (!st) vk_dsc_drained(vb); /* nothing recorded or in flight uses a cached set now */
     return st;
 }
 
@@ -374,11 +378,22 @@ void vk_profile_stamp(vk_backend *vb, const char *op, const char *kernel, uint32
 }
 
 void vk_profile_print(vk_backend *vb) {
-    if (!vb->profile) return;
+    if (!vb->stats) return;
     if (!vb->has_stamps) {
         fprintf(stderr, "vulkan profile: the queue writes no timestamps\n");
         return;
     }
+    double wall = vb->prof_wall1 - vb->prof_wall0;
+    fprintf(stderr,
+            "vulkan stats: %llu submissions, %llu dispatches, %llu barriers; GPU busy %.3f s "
+            "(%.1f %%) of %.3f s between the first submission and the last wait; the host "
+            "waited %.3f s of it\n",
+            (unsigned long long)vb->n_submits, (unsigned long long)vb->n_dispatch_total,
+            (unsigned long long)vb->n_barriers, vb->prof_gpu_s,
+            wall > 0 ? 100 * vb->prof_gpu_s / wall : 0.0, wall, vb->wait_s);
+    fprintf(stderr, "vulkan stats: descriptor sets %llu bound from the cache, %llu written\n",
+            (unsigned long long)vb->dsc_hits, (unsigned long long)vb->dsc_misses);
+    if (!vb->profile) return;
     double total = 0;
     for (uint32_t i = 0; i < vb->n_labels; i++)
         total += vb->prof_s[i];

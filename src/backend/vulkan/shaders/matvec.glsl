@@ -14,16 +14,22 @@
 #include "quant.glsl"
 
 layout(constant_id = 0) const uint TYPE = 0u;
+// 1: an RMS norm of x first (matmul_multi, plain columns only): out = r · Σ w·(g·x) with
+// r = 1/sqrt(mean(x²) + eps) over the column's K inputs and g the norm weight; the lanes of a
+// row walk the whole of x anyway, so they sum x² on the way (no norm dispatch, no barrier).
+layout(constant_id = 1) const uint NORM = 0u;
 
 layout(binding = 0) readonly buffer WeightBuf4 { uvec4 d[]; } W4[8]; // quant.glsl's W, 16 B
 layout(binding = 1) readonly buffer X { float d[]; } XB;
 layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // the same, 16 bytes a load
 layout(binding = 2) writeonly buffer Out { float d[]; } OUT;
 layout(binding = 3) readonly buffer Sel { int d[]; } SEL;
+layout(binding = 4) readonly buffer G4B { vec4 d[]; } G4; // NORM: the norm weight (f32)
 layout(push_constant) uniform PC {
     uint K, N, n_cols, groups, type, w_rel, w_chunk_rows, w_row_bytes;
     uint x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
-    uint rows_per_wg, col_tile;
+    uint rows_per_wg, col_tile, norm_off;
+    float eps;
 } pc;
 
 // Two words from byte b (b even): Q8_0's blocks are 34 bytes, so half of them start mid-word.
@@ -103,9 +109,24 @@ void unit8(uint c, uint row, uint u, out float w[8]) {
     }
 }
 
-// acc + w[0]·x[xi] + ... + w[7]·x[xi + 7], in that order.
-float dot8(float acc, float w[8], uint xi, bool vec) {
-    if (vec) {
+// acc + w[0]·x[xi] + ... + w[7]·x[xi + 7], in that order. NORM: x times the norm weight of
+// unit u, and x² added to ssq (x by 16-byte loads: the host asks for NORM only then).
+float dot8(float acc, float w[8], uint xi, bool vec, uint u, inout float ssq) {
+    if (NORM != 0u) {
+        vec4 a = XB4.d[xi >> 2], b = XB4.d[(xi >> 2) + 1u];
+        ssq += dot(a, a) + dot(b, b);
+        uint gi = (pc.norm_off >> 2) + 2u * u;
+        a *= G4.d[gi];
+        b *= G4.d[gi + 1u];
+        acc += w[0] * a.x;
+        acc += w[1] * a.y;
+        acc += w[2] * a.z;
+        acc += w[3] * a.w;
+        acc += w[4] * b.x;
+        acc += w[5] * b.y;
+        acc += w[6] * b.z;
+        acc += w[7] * b.w;
+    } else if (vec) {
         vec4 a = XB4.d[xi >> 2], b = XB4.d[(xi >> 2) + 1u];
         acc += w[0] * a.x;
         acc += w[1] * a.y;
@@ -150,6 +171,7 @@ void main() {
         uint c, base;
         wrow(e * pc.N + o, pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c, base);
         float acc[4] = float[4](0., 0., 0., 0.);
+        float ssq[4] = float[4](0., 0., 0., 0.);
         uint xb[4];
         [[unroll]] for (uint j = 0u; j < 4u; j++)
             xb[j] = pc.x_off + ((col0 + min(j, ncol - 1u)) / pc.x_col_div) * pc.x_col_stride +
@@ -165,8 +187,8 @@ void main() {
             unit8(c, base, u + ss, w2);
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 if (j >= ncol) break;
-                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec);
-                acc[j] = dot8(acc[j], w2, xb[j] + 8u * (u + ss), vec);
+                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec, u, ssq[j]);
+                acc[j] = dot8(acc[j], w2, xb[j] + 8u * (u + ss), vec, u + ss, ssq[j]);
             }
         }
         if (u < units) {
@@ -174,7 +196,7 @@ void main() {
             unit8(c, base, u, w);
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 if (j >= ncol) break;
-                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec);
+                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec, u, ssq[j]);
             }
         }
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
@@ -182,9 +204,11 @@ void main() {
             uint oi = pc.out_off + (col0 + j) * pc.out_col_stride + o;
 #ifdef MATVEC_WIDE // barriers inside: the whole workgroup is here (rows, ncol uniform)
             float s = wg_sum(acc[j]);
+            if (NORM != 0u) s *= 1.0 / sqrt(wg_sum(ssq[j]) / float(pc.K) + pc.eps);
             if (gl_LocalInvocationID.x == 0u) OUT.d[oi] = s;
 #else
             float s = subgroupAdd(acc[j]);
+            if (NORM != 0u) s *= 1.0 / sqrt(subgroupAdd(ssq[j]) / float(pc.K) + pc.eps);
             if (subgroupElect()) OUT.d[oi] = s;
 #endif
         }

@@ -17,18 +17,25 @@ layout(constant_id = 0) const uint VARIANT = 2u;
 const uint R = VARIANT & 15u;
 const bool WIDE = (VARIANT & 16u) != 0u;
 const bool TWO = (VARIANT & 32u) != 0u;
+// 1: an RMS norm of x first (matmul_multi): out = r · Σ w·(g·x), r = 1/sqrt(mean(x²) + eps)
+// over the column's K inputs, g the norm weight. Each lane group walks the whole of x for its
+// rows anyway, so it sums x² on the way: no norm dispatch and no barrier before this one.
+layout(constant_id = 1) const uint NORM = 0u;
 
 layout(binding = 1) readonly buffer X { float d[]; } XB;
 layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // the same, 16 bytes a load
 layout(binding = 2) writeonly buffer Out { float d[]; } OUT;
+layout(binding = 4) readonly buffer G4B { vec4 d[]; } G4; // NORM: the norm weight (f32)
 layout(push_constant) uniform PC {
     uint K, N, n_cols, groups, type, w_rel, w_chunk_rows, w_row_bytes;
     uint x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
-    uint rows_per_wg, col_tile;
+    uint rows_per_wg, col_tile, norm_off;
+    float eps;
 } pc;
 
-// The subgroups' partial sums (WIDE): up to 16 outputs (4 rows x 4 columns) each.
-shared float part[WIDE ? 16 * 32 : 1];
+// The subgroups' partial sums (WIDE): up to 16 outputs (4 rows x 4 columns) each, then (NORM)
+// the 4 columns' sums of squares.
+shared float part[WIDE ? 20 * 32 : 1];
 
 // Two words from byte b (b even): Q8_0's blocks are 34 bytes, so half of them start mid-word.
 uvec2 rd64(uint c, uint b) {
@@ -59,7 +66,7 @@ float unit_dot(float acc, uint c, uint row, uint u, vec4 xa, vec4 xb) {
 // The invocation's rows (chunk and byte offset), columns and sums.
 uint c[4], base[4], xb[4], ncol;
 bool vec;
-float acc[16];
+float acc[16], ssq[4];
 
 // Unit u of every row, for every column.
 void unit_step(uint u) {
@@ -73,6 +80,12 @@ void unit_step(uint u) {
         } else {
             xa = vec4(XB.d[xi], XB.d[xi + 1u], XB.d[xi + 2u], XB.d[xi + 3u]);
             xc = vec4(XB.d[xi + 4u], XB.d[xi + 5u], XB.d[xi + 6u], XB.d[xi + 7u]);
+        }
+        if (NORM != 0u) {
+            ssq[j] += dot(xa, xa) + dot(xc, xc);
+            uint gi = (pc.norm_off >> 2) + 2u * u;
+            xa *= G4.d[gi];
+            xc *= G4.d[gi + 1u];
         }
         [[unroll]] for (uint r = 0u; r < R; r++)
             acc[4u * r + j] = unit_dot(acc[4u * r + j], c[r], base[r], u, xa, xc);
@@ -100,6 +113,7 @@ void main() {
                 g * pc.K;
     vec = (pc.x_off & 3u) == 0u && (pc.x_col_stride & 3u) == 0u;
     [[unroll]] for (uint i = 0u; i < 16u; i++) acc[i] = 0.0;
+    [[unroll]] for (uint j = 0u; j < 4u; j++) ssq[j] = 0.0;
     uint units = pc.K / 8u;
     if (TWO) {
         uint u = lane;
@@ -119,18 +133,36 @@ void main() {
             float s = subgroupAdd(acc[i]);
             if (subgroupElect() && gl_SubgroupID < 32u) part[i * 32u + gl_SubgroupID] = s;
         }
+        if (NORM != 0u) {
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                float s = subgroupAdd(ssq[j]);
+                if (subgroupElect() && gl_SubgroupID < 32u) part[(16u + j) * 32u + gl_SubgroupID] = s;
+            }
+        }
         barrier();
         uint i = gl_LocalInvocationID.x, r = i / 4u, j = i % 4u;
         if (r < nr && j < ncol) {
             float s = 0.0;
             for (uint k = 0u; k < min(ns, 32u); k++) s += part[i * 32u + k];
+            if (NORM != 0u) {
+                float q = 0.0;
+                for (uint k = 0u; k < min(ns, 32u); k++) q += part[(16u + j) * 32u + k];
+                s *= 1.0 / sqrt(q / float(pc.K) + pc.eps);
+            }
             OUT.d[pc.out_off + (col0 + j) * pc.out_col_stride + row0 + r] = s;
         }
     } else {
+        float rs[4] = float[4](1.0, 1.0, 1.0, 1.0);
+        if (NORM != 0u) {
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                if (j >= ncol) break;
+                rs[j] = 1.0 / sqrt(subgroupAdd(ssq[j]) / float(pc.K) + pc.eps);
+            }
+        }
         [[unroll]] for (uint r = 0u; r < R; r++) {
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 if (j >= ncol) break;
-                float s = subgroupAdd(acc[4u * r + j]);
+                float s = subgroupAdd(acc[4u * r + j]) * rs[j];
                 if (r < nr && subgroupElect())
                     OUT.d[pc.out_off + (col0 + j) * pc.out_col_stride + row0 + r] = s;
             }

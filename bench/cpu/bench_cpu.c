@@ -4,7 +4,11 @@
  * one batch into a fresh session ("pp<N> <tok/s>"),
  * then decodes DECODE_TOKENS one at a time into another fresh session, from an empty context
  * as llama-bench's tg test does ("tg<N> <tok/s>"); a phase of 0 tokens is skipped. The model is
- * loaded once; tokens are a fixed pseudo-random sequence. */
+ * loaded once; tokens are a fixed pseudo-random sequence. Before the first repetition's runs,
+ * unless HALO_BENCH_WARMUP=0, each test is warmed up as llama-bench warms up its tests (the
+ * same prompt once, one decoded token), untimed. HALO_BENCH_TOKENS=1 prints each decoded
+ * token's milliseconds to stderr. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -38,6 +42,8 @@ int main(int argc, char **argv) {
     uint32_t tg = argc > 3 ? (uint32_t)atoi(argv[3]) : 32;
     uint32_t threads = argc > 4 ? (uint32_t)atoi(argv[4]) : 0;
     int reps = argc > 5 ? atoi(argv[5]) : 1;
+    const char *pt = getenv("HALO_BENCH_TOKENS"); /* each decode token's ms, to stderr */
+    int per_token = pt && *pt && *pt != '0';
     halo_engine_params p = {.model_path = argv[1], .threads = threads};
     halo_engine *e = NULL;
     halo_error err;
@@ -48,20 +54,35 @@ int main(int argc, char **argv) {
     int32_t *tok = malloc((pp + tg + 1) * sizeof *tok);
     for (uint32_t i = 0; i < pp + tg; i++)
         tok[i] = (int32_t)((i * 2654435761u) % V);
+    /* As llama-bench does before each test unless --no-warmup (HALO_BENCH_WARMUP=0 here): a
+     * prompt run of the same length into its own session, and one decoded token. */
+    const char *wu = getenv("HALO_BENCH_WARMUP");
+    bool warmup = !wu || !*wu || *wu != '0';
     for (int r = 0; r < reps; r++) {
         halo_session *s = NULL;
         for (uint32_t k = 0; k < n_pp; k++) {
-            if (halo_session_create(e, pps[k], &s, &err)) return fail(&err);
-            t0 = now();
-            if (halo_session_eval(s, tok, pps[k], false, &err)) return fail(&err);
-            printf("pp%u %.2f tok/s\n", pps[k], pps[k] / (now() - t0));
-            halo_session_free(s);
+            for (int w = warmup && r == 0 ? 0 : 1; w < 2; w++) {
+                if (halo_session_create(e, pps[k], &s, &err)) return fail(&err);
+                t0 = now();
+                if (halo_session_eval(s, tok, pps[k], false, &err)) return fail(&err);
+                if (w) printf("pp%u %.2f tok/s\n", pps[k], pps[k] / (now() - t0));
+                halo_session_free(s);
+            }
         }
         if (tg) {
+            if (warmup && r == 0) {
+                if (halo_session_create(e, 1, &s, &err)) return fail(&err);
+                if (halo_session_eval(s, tok + pp, 1, false, &err)) return fail(&err);
+                halo_session_free(s);
+            }
             if (halo_session_create(e, tg, &s, &err)) return fail(&err);
             t0 = now();
-            for (uint32_t i = 0; i < tg; i++)
+            for (uint32_t i = 0; i < tg; i++) {
+                double t1 = now();
                 if (halo_session_eval(s, tok + pp + i, 1, false, &err)) return fail(&err);
+                if (per_token) fprintf(stderr, "%s%.1f", i ? " " : "token ms: ", (now() - t1) * 1e3);
+            }
+            if (per_token) fprintf(stderr, "\n");
             printf("tg%u %.2f tok/s\n", tg, tg / (now() - t0));
             halo_session_free(s);
         }

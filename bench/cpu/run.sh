@@ -10,7 +10,8 @@
 # MODEL defaults to a medium synthetic model (bench/cpu/make_medium.c: DeepSeek V4 Flash's real
 # per-layer shapes in ds4's q2 mix, 4 layers, random blocks; ~8.9 GiB under /tmp/halo-bench).
 # Tests: pp128, pp512 (prefill in one batch) and tg32 (decode from an empty context), as
-# llama-bench's -p 128,512 -n 32.
+# llama-bench's -p 128,512 -n 32; bench_cpu warms each test up untimed first, as llama-bench
+# does (its default: one prompt run of the same length, one decoded token).
 # llama-bench comes from LLAMA_BENCH, else /tmp/llbench/bin/llama-bench, built from the
 # llama.cpp v0.5.0 bundle in npm's node-llama-cpp@3.22.1 (see tools/oracle/README.md step 1,
 # target llama-bench). BIN=dir takes bench_cpu, bench_membw and bench_make_medium from dir
@@ -36,9 +37,16 @@ fi
 
 echo "model $model, $threads threads, $rounds rounds,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 out=$(mktemp -d)
+# Odd rounds run halo first, even rounds llama-bench first: a machine whose load or bandwidth
+# drifts within a round then favours neither program over the run.
 for r in $(seq 1 "$rounds"); do
-    "$bin/bench_cpu" "$model" 128,512 32 "$threads" 1 >"$out/halo.$r"
-    "$llama_bench" -m "$model" -t "$threads" -p 128,512 -n 32 -r 1 -o csv >"$out/llama.$r" 2>/dev/null
+    if [ $((r % 2)) = 1 ]; then
+        "$bin/bench_cpu" "$model" 128,512 32 "$threads" 1 >"$out/halo.$r"
+        "$llama_bench" -m "$model" -t "$threads" -p 128,512 -n 32 -r 1 -o csv >"$out/llama.$r" 2>/dev/null
+    else
+        "$llama_bench" -m "$model" -t "$threads" -p 128,512 -n 32 -r 1 -o csv >"$out/llama.$r" 2>/dev/null
+        "$bin/bench_cpu" "$model" 128,512 32 "$threads" 1 >"$out/halo.$r"
+    fi
 done
 "$bin/bench_membw" "$threads" "$model" >"$out/membw"
 python3 - "$out" "$rounds" <<'PY'

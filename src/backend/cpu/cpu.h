@@ -13,7 +13,8 @@
 struct halo_buf {
     unsigned char *data;
     uint64_t size;
-    bool owned; /* false for wrapped host memory */
+    bool owned;     /* false for wrapped host memory */
+    size_t map_len; /* owned and mapped (large buffers): the mapping's length; 0: malloc'd */
 };
 
 typedef struct cpu_backend {

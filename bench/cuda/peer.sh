@@ -47,17 +47,7 @@ awk -F'","|^"|"$' -v engine=CUDA -f bench/compare_llama.awk "$out/llamacpp-cuda.
     "$out/halo-cuda.csv" | tee "$out/compare.md"
 # Decode's fraction of the roofline: halo's weight bytes a token (bench's bytes_per_token, from
 # the plan) x tok/s over the copy bandwidth measured here (PyTorch, bytes read + written).
-bw=$(python3 - <<'PY' 2>/dev/null
-import torch
-x = torch.empty(4 << 30, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
-for _ in range(3): y.copy_(x)
-s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-s.record()
-for _ in range(10): y.copy_(x)
-e.record(); torch.cuda.synchronize()
-print("%.0f" % (2 * 10 * x.numel() / (s.elapsed_time(e) / 1e3) / 1e9))
-PY
-)
+bw=$(python3 bench/cuda/copy_bw.py 2>/dev/null)
 echo "device copy bandwidth: ${bw:-?} GB/s (read + write)" | tee -a "$out/compare.md"
 [ -n "$bw" ] && awk -F'","|^"|"$' -v bw="$bw" '
     FNR == 1 { nh = split($0, h, ","); for (i = 1; i <= nh; i++) col[h[i]] = i + 1; next }

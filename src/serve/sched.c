@@ -58,6 +58,9 @@ struct serve_sched {
     pthread_cond_t wake;
     serve_job *queue_head, *queue_tail;
     uint32_t queued;
+    /* Jobs taken off the queue whose slot admit() has not yet set: counted busy in the metrics, so
+     * a job between the two is never missing from both gauges (a client saw an idle server then). */
+    uint32_t admitting;
     /* metrics */
     uint64_t requests, rejected, cancelled, failed, prompt_tokens, cached_tokens, gen_tokens;
     uint64_t steps, evaluated_tokens, stored;
@@ -305,6 +308,7 @@ static void admit(serve_sched *s, slot *sl, serve_job *j) {
     uint32_t cached = keep > replayed ? keep - (uint32_t)replayed : 0;
     pthread_mutex_lock(&s->mu);
     sl->job = j;
+    s->admitting--;
     sl->at = keep;
     sl->n_gen = 0;
     j->r.started = true;
@@ -538,6 +542,7 @@ static uint32_t schedule_locked(serve_sched *s, slot **to, serve_job **jobs) {
         if (!s->queue_head) s->queue_tail = NULL;
         j->next = NULL;
         s->queued--;
+        s->admitting++;
         to[n] = best;
         jobs[n++] = j;
     }
@@ -628,7 +633,7 @@ void serve_sched_stop(serve_sched *s) {
 
 void serve_sched_metrics(serve_sched *s, sbuf *out) {
     pthread_mutex_lock(&s->mu);
-    uint32_t busy = 0;
+    uint32_t busy = s->admitting;
     for (uint32_t i = 0; i < s->p.n_slots; i++)
         busy += s->slots[i].job != NULL;
     static const char *const counters[][2] = {

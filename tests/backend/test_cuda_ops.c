@@ -455,6 +455,72 @@ static void norm_rope_and_hc_match_the_cpu(void) {
         drop(all[i]);
 }
 
+/* hc_pre of both backends over the same tensors (head: collapse only). */
+static void hc_pre_both(both *streams, both *fn, both *base, both *scale, both *col, both *post,
+                        both *comb) {
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        halo_hc_args a = {.fn = g ? &fn->g : &fn->c,
+                          .streams = g ? &streams->g : &streams->c,
+                          .base = g ? &base->g : &base->c,
+                          .scale = g ? &scale->g : &scale->c,
+                          .hc = 4,
+                          .sinkhorn_iters = 20,
+                          .eps = 1e-6f,
+                          .norm_eps = 1e-6f,
+                          .collapsed = g ? &col->g : &col->c,
+                          .post = post ? (g ? &post->g : &post->c) : NULL,
+                          .comb = comb ? (g ? &comb->g : &comb->c) : NULL};
+        be->ops->hc_pre(be, &a);
+    }
+}
+
+/* A decode step's hc sites back to back, one token: pre, post, the next site's pre of the same
+ * streams with nothing read between (the GPU then runs the post inside that pre's first kernel,
+ * HALO_CUDA_HCFUSE), writing the post and comb the post just read (as the forward's scratch
+ * does), another post and the head's pre. */
+static void hc_sites_of_one_token_match_the_cpu(void) {
+    const int64_t E = 4096, HC = 4;
+    both streams = rand_f32(E, HC, 1, 1.0f);
+    both fn = rand_w(HALO_TYPE_F16, HC * E, (2 + HC) * HC, 1, 0.05f);
+    both fn_head = rand_w(HALO_TYPE_F16, HC * E, HC, 1, 0.05f);
+    both base = rand_f32((2 + HC) * HC, 1, 1, 0.5f), scale = rand_f32(3, 1, 1, 1.0f);
+    both col = make(HALO_TYPE_F32, E, 1, 1, NULL), post = make(HALO_TYPE_F32, HC, 1, 1, NULL);
+    both comb = make(HALO_TYPE_F32, HC, HC, 1, NULL);
+    both y1 = rand_f32(E, 1, 1, 1.0f), y2 = rand_f32(E, 1, 1, 1.0f);
+    hc_pre_both(&streams, &fn, &base, &scale, &col, &post, &comb);
+    compare("1 token: hc_pre collapsed", &col, 1e-5);
+    compare("1 token: hc_pre comb", &comb, 1e-5);
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y1.g : &y1.c,
+                         g ? &post.g : &post.c, g ? &comb.g : &comb.c);
+    }
+    hc_pre_both(&streams, &fn, &base, &scale, &col, &post, &comb);
+    compare("1 token: post, then pre: collapsed", &col, 1e-5);
+    compare("1 token: post, then pre: post", &post, 1e-5);
+    compare("1 token: post, then pre: comb", &comb, 1e-5);
+    compare("1 token: post, then pre: streams", &streams, 1e-5);
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y2.g : &y2.c,
+                         g ? &post.g : &post.c, g ? &comb.g : &comb.c);
+    }
+    hc_pre_both(&streams, &fn_head, &base, &scale, &col, NULL, NULL);
+    compare("1 token: post, then the head's pre", &col, 1e-5);
+    compare("1 token: the streams at the end", &streams, 1e-5);
+    /* A post followed by a read, no pre: it runs at the read. */
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y1.g : &y1.c,
+                         g ? &post.g : &post.c, g ? &comb.g : &comb.c);
+    }
+    compare("1 token: a post alone", &streams, 1e-5);
+    both *all[] = {&streams, &fn, &fn_head, &base, &scale, &col, &post, &comb, &y1, &y2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
+}
+
 /* Attention with 64 heads of 512: a window of 128 raw rows, and either the indexer's selection
  * of 512 among ratio-4 compressed rows (with -1 and out-of-range entries) or every visible
  * ratio-128 row; 3 tokens (one block per token and head) and 40 (prefill: a block per token and
@@ -567,9 +633,12 @@ static void pool_matches_the_cpu(void) {
 /* Indexer top-k (64 heads of 128, top 512) against scores computed in double on the host: every
  * chosen row is visible, no row is chosen twice, and no unchosen visible row scores more than
  * the weakest chosen one by more than f32 rounding; -1 pads when fewer rows are visible. */
-static void topk_selects_the_best_rows(void) {
-    const int64_t HD = 128, H = 64, T = 4, ROWS = 3000, K = 512;
-    int32_t pos[4] = {1000, 2047, 2051, 11999}; /* 250, 512, 513 and 3000 visible rows */
+static void topk_once(int64_t T) {
+    const int64_t HD = 128, H = 64, ROWS = 3000, K = 512;
+    /* 250, 512, 513 and 3000 visible rows, and more positions past the first four */
+    int32_t pos[32] = {1000, 2047, 2051, 11999};
+    for (int64_t t = 4; t < T; t++)
+        pos[t] = (int32_t)(next() % 12000);
     float *q = randf(HD * H * T, 1.0f), *w = randf(H * T, 1.0f), *keys = randf(HD * ROWS, 1.0f);
     both tq = make(HALO_TYPE_F32, HD, H, T, q), tw = make(HALO_TYPE_F32, H, T, 1, w);
     both tk = make(HALO_TYPE_F32, HD, ROWS, 1, keys), out = make(HALO_TYPE_I32, K, T, 1, NULL);
@@ -626,6 +695,13 @@ static void topk_selects_the_best_rows(void) {
     both *all[] = {&tq, &tw, &tk, &out};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
         drop(all[k]);
+}
+
+/* 4 tokens: a small step's kernel (the query in shared memory, score1_kernel); 20: the general
+ * one. */
+static void topk_selects_the_best_rows(void) {
+    topk_once(4);
+    topk_once(20);
 }
 
 /* MoE at full width (4096 hidden, 256 experts of 2048, top 6 of sqrt-softplus scores with the
@@ -893,6 +969,7 @@ int main(void) {
     RUN(matmul_on_tensor_cores_matches_the_cpu);
     RUN(matmul_multi_matches_the_cpus_norm_then_matmul);
     RUN(norm_rope_and_hc_match_the_cpu);
+    RUN(hc_sites_of_one_token_match_the_cpu);
     RUN(attention_matches_the_cpu);
     RUN(pool_matches_the_cpu);
     RUN(topk_selects_the_best_rows);

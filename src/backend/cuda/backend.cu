@@ -415,6 +415,7 @@ void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t e
 #define OP_BEGIN(hbe, op, embed_tokens)                                                            \
     cu_backend *be_ = cu_of(hbe);                                                                  \
     cu_graph_op(be_, prof_names[op], (embed_tokens));                                              \
+    if ((op) != P_HCPRE) cu_hc_flush(be_); /* hc_pre may run it itself */                          \
     flush_copies(be_);                                                                             \
     uint64_t mark_[2];                                                                             \
     cudaEvent_t ev_;                                                                               \
@@ -503,6 +504,7 @@ static void op_moe(halo_backend *hbe, const halo_moe_args *a) {
 static void op_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
     cu_backend *be = cu_of(hbe);
     cu_graph_op(be, "copy", -1);
+    cu_hc_flush(be); /* a deferred hc_post before the copies queued after it */
     if (be->naive) { /* the copies as they were: one memcpy each */
         flush_copies(be);
         if (!be->failed)
@@ -616,6 +618,7 @@ static halo_status buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, h
 static void buf_free(halo_backend *hbe, halo_buf *b) {
     if (!b) return;
     cu_backend *be = cu_of(hbe);
+    cu_hc_flush(be);
     flush_copies(be);
     cu_graph_break(be);
     /* Frees wait for the device; a buffer may be freed right after the ops that used it. */
@@ -673,6 +676,7 @@ static halo_status copy_sync(cu_backend *be, void *dst, const void *src, uint64_
 
 static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, const void *src,
                              uint64_t n, halo_error *err) {
+    cu_hc_flush(cu_of(hbe));
     flush_copies(cu_of(hbe));
     cu_graph_break(cu_of(hbe));
     if (offset > b->size || n > b->size - offset)
@@ -683,6 +687,7 @@ static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, co
 
 static halo_status buf_read(halo_backend *hbe, const halo_buf *b, uint64_t offset, void *dst,
                             uint64_t n, halo_error *err) {
+    cu_hc_flush(cu_of(hbe));
     flush_copies(cu_of(hbe));
     cu_graph_break(cu_of(hbe));
     if (offset > b->size || n > b->size - offset)
@@ -706,6 +711,7 @@ static halo_status report(cu_backend *be, halo_error *err) {
 
 static halo_status sync(halo_backend *hbe, halo_error *err) {
     cu_backend *be = cu_of(hbe);
+    cu_hc_flush(be);
     flush_copies(be);
     cu_graph_piece_end(be); /* the step's last captured piece (the output head) */
     /* A kernel that faulted reports here, after the op that launched it returned. */
@@ -727,6 +733,7 @@ static halo_status check(halo_backend *hbe, halo_error *err) {
 static void destroy(halo_backend *hbe) {
     if (!hbe) return;
     cu_backend *be = cu_of(hbe);
+    cu_hc_flush(be);
     flush_copies(be);
     cu_graph_break(be);
     (void)cudaStreamSynchronize(be->stream);
@@ -792,6 +799,12 @@ extern "C" bool halo_backend_cuda_set_precise(halo_backend *hbe, bool precise) {
 
 extern "C" const char *halo_backend_cuda_flavor(void) {
     return GPU_RUNTIME;
+}
+
+/* A switch set to 0 in the environment (HALO_CUDA_X=0 turns a fast path off). */
+static bool env_off(const char *name) {
+    const char *v = getenv(name);
+    return v && strcmp(v, "0") == 0;
 }
 
 extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, halo_error *err) {
@@ -867,6 +880,9 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->early = !(ea && strcmp(ea, "0") == 0);
     const char *at1 = getenv("HALO_CUDA_ATT1");
     be->att1 = !be->naive && !(at1 && strcmp(at1, "0") == 0);
+    be->hclead = !be->naive && !env_off("HALO_CUDA_HCLEAD");
+    be->score1 = !be->naive && !env_off("HALO_CUDA_SCORE1");
+    be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");
     cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */
     be->ring_cap = 8u << 20;

@@ -43,6 +43,15 @@ typedef struct cu_copy_batch {
     uint64_t max_n;
 } cu_copy_batch;
 
+/* A one-token hc_post not launched yet (hc.cu): the next hc_pre of the same streams runs it in
+ * its first kernel; any other op, copy, buffer call or sync launches it first (cu_hc_flush). */
+typedef struct cu_hc_pending {
+    bool on;
+    float *streams;
+    const float *y, *post, *comb;
+    int64_t n_embd;
+} cu_hc_pending;
+
 typedef struct cu_prof cu_prof;
 typedef struct cu_graph cu_graph;
 /* Parts of ops timed on their own when profiling (cu_prof_begin/end). */
@@ -82,10 +91,16 @@ typedef struct cu_backend {
     bool route1;   /* one token's routing and grouping in one kernel (HALO_CUDA_ROUTE1=0: off) */
     bool hc1;      /* one token's hc_pre in two wide kernels (hc.cu; HALO_CUDA_HC1=0: off) */
     bool att1;     /* decode attention on 16 warps a head (attention.cu; HALO_CUDA_ATT1=0: off) */
+    bool score1;   /* small steps' indexer scores with the query in shared memory (topk.cu;
+                      HALO_CUDA_SCORE1=0: off) */
+    bool hclead;   /* one-token hc_pre's Sinkhorn on its own block (hc.cu; HALO_CUDA_HCLEAD=0) */
+    bool hcfuse;   /* one-token hc_post run by the next hc_pre's first kernel (hc.cu;
+                      HALO_CUDA_HCFUSE=0: off) */
     int grid_rep;  /* log2 of the IQ2_XXS grid's copies in shared memory (HALO_CUDA_GRIDREP) */
     bool multi;    /* matmul_multi in one launch (mvq.cu; HALO_CUDA_MULTI=0: off) */
     bool hold;     /* expert gate/up activations in registers (moe.cu; HALO_CUDA_HOLD=0: off) */
     bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
+    cu_hc_pending hcp;
     cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;
     /* CUDA graphs (graph.cu): NULL when steps run eagerly (HALO_CUDA_GRAPHS=0, profiling,
@@ -291,6 +306,8 @@ void cu_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_ro
 void cu_hc_pre(halo_backend *be, const halo_hc_args *a);
 void cu_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
                 const halo_tensor *post, const halo_tensor *comb);
+/* Launches a deferred one-token hc_post (be->hcp), if any. */
+void cu_hc_flush(cu_backend *be);
 void cu_attention(halo_backend *be, const halo_attn_args *a);
 void cu_pool(halo_backend *be, const halo_pool_args *a);
 void cu_topk(halo_backend *be, const halo_topk_args *a);

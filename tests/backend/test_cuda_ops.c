@@ -455,6 +455,38 @@ static void norm_rope_and_hc_match_the_cpu(void) {
         drop(all[i]);
 }
 
+/* A decode step's per-head norm then rope of q, and the weighted norm then rope of the kv row,
+ * with nothing read between (the GPU runs each pair as one kernel, HALO_CUDA_NORMROPE), then a
+ * norm followed by another norm (the first runs at the second). */
+static void norm_then_rope_match_the_cpu(void) {
+    both q = rand_f32(512, 64, 1, 1.0f), kv = rand_f32(512, 1, 1, 2.0f);
+    both nw = rand_f32(512, 1, 1, 1.0f), x = rand_f32(4096, 1, 1, 3.0f);
+    both xw = rand_f32(4096, 1, 1, 1.0f);
+    int32_t pos[1] = {4099};
+    halo_rope yarn = {.n_rot = 64,
+                      .base = 160000.0f,
+                      .yarn = true,
+                      .yarn_factor = 16.0f,
+                      .yarn_beta_fast = 32.0f,
+                      .yarn_beta_slow = 1.0f,
+                      .yarn_orig_ctx = 65536};
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        be->ops->rms_norm(be, g ? &q.g : &q.c, 512, NULL, 1e-6f);
+        be->ops->rope(be, g ? &q.g : &q.c, pos, &yarn, false);
+        be->ops->rms_norm(be, g ? &kv.g : &kv.c, 512, g ? &nw.g : &nw.c, 1e-6f);
+        be->ops->rope(be, g ? &kv.g : &kv.c, pos, &yarn, false);
+        be->ops->rms_norm(be, g ? &x.g : &x.c, 4096, g ? &xw.g : &xw.c, 1e-6f);
+        be->ops->rms_norm(be, g ? &kv.g : &kv.c, 512, NULL, 1e-6f);
+    }
+    compare("1 token: per-head norm, then rope (q)", &q, 1e-5);
+    compare("1 token: norm, rope, norm (kv row)", &kv, 1e-5);
+    compare("1 token: a norm followed by a norm", &x, 1e-6);
+    both *all[] = {&q, &kv, &nw, &x, &xw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
+}
+
 /* hc_pre of both backends over the same tensors (head: collapse only). */
 static void hc_pre_both(both *streams, both *fn, both *base, both *scale, both *col, both *post,
                         both *comb) {
@@ -970,6 +1002,7 @@ int main(void) {
     RUN(matmul_multi_matches_the_cpus_norm_then_matmul);
     RUN(norm_rope_and_hc_match_the_cpu);
     RUN(hc_sites_of_one_token_match_the_cpu);
+    RUN(norm_then_rope_match_the_cpu);
     RUN(attention_matches_the_cpu);
     RUN(pool_matches_the_cpu);
     RUN(topk_selects_the_best_rows);

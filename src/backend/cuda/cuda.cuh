@@ -52,6 +52,16 @@ typedef struct cu_hc_pending {
     int64_t n_embd;
 } cu_hc_pending;
 
+/* An rms_norm of a few rows not launched yet (norm_rope.cu): a rope of the same tensor right
+ * after it runs both in one kernel; anything else launches it first (cu_norm_flush). */
+typedef struct cu_norm_pending {
+    bool on;
+    float *x;
+    const float *w;
+    int64_t rows, width;
+    float eps;
+} cu_norm_pending;
+
 typedef struct cu_prof cu_prof;
 typedef struct cu_graph cu_graph;
 /* Parts of ops timed on their own when profiling (cu_prof_begin/end). */
@@ -93,6 +103,8 @@ typedef struct cu_backend {
     bool att1;     /* decode attention on 16 warps a head (attention.cu; HALO_CUDA_ATT1=0: off) */
     bool score1;   /* small steps' indexer scores with the query in shared memory (topk.cu;
                       HALO_CUDA_SCORE1=0: off) */
+    bool normrope; /* a small rms_norm and the rope after it in one kernel (norm_rope.cu;
+                      HALO_CUDA_NORMROPE=0: off) */
     bool hclead;   /* one-token hc_pre's Sinkhorn on its own block (hc.cu; HALO_CUDA_HCLEAD=0) */
     bool hcfuse;   /* one-token hc_post run by the next hc_pre's first kernel (hc.cu;
                       HALO_CUDA_HCFUSE=0: off) */
@@ -101,6 +113,7 @@ typedef struct cu_backend {
     bool hold;     /* expert gate/up activations in registers (moe.cu; HALO_CUDA_HOLD=0: off) */
     bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
     cu_hc_pending hcp;
+    cu_norm_pending np;
     cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;
     /* CUDA graphs (graph.cu): NULL when steps run eagerly (HALO_CUDA_GRAPHS=0, profiling,
@@ -301,6 +314,9 @@ void cu_matmul_multi(halo_backend *be, const halo_tensor *x, const halo_tensor *
 void cu_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src);
 void cu_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                  float eps);
+/* The rms_norm op: as cu_rms_norm, or deferred for a rope after it (be->np). */
+void cu_rms_norm_op(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
+                    float eps);
 void cu_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
              bool inverse);
 void cu_hc_pre(halo_backend *be, const halo_hc_args *a);
@@ -308,6 +324,8 @@ void cu_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
                 const halo_tensor *post, const halo_tensor *comb);
 /* Launches a deferred one-token hc_post (be->hcp), if any. */
 void cu_hc_flush(cu_backend *be);
+/* Launches a deferred rms_norm (be->np), if any. */
+void cu_norm_flush(cu_backend *be);
 void cu_attention(halo_backend *be, const halo_attn_args *a);
 void cu_pool(halo_backend *be, const halo_pool_args *a);
 void cu_topk(halo_backend *be, const halo_topk_args *a);

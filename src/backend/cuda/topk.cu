@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(SC1_WARPS *WARP)
     if (s < visible && 4 * lane < hd) kn = *(const float4 *)(keys + s * hd + 4 * lane);
     for (; s < visible; s += stride) {
         if (4 * lane < hd) *(float4 *)&ks[warp][4 * lane] = kn;
-        __syncwarp();
+        gpu_syncwarp();
         if (s + stride < visible && 4 * lane < hd)
             kn = *(const float4 *)(keys + (s + stride) * hd + 4 * lane);
         float d0 = 0.0f, d1 = 0.0f;
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(SC1_WARPS *WARP)
             d0 += c.x * k.z, d1 += c.y * k.z;
             d0 += e.x * k.w, d1 += e.y * k.w;
         }
-        __syncwarp(); /* every lane has read ks before the next row's key replaces it */
+        gpu_syncwarp(); /* every lane has read ks before the next row's key replaces it */
         float v = (d0 > 0 ? d0 * qs : 0) * w0 + (d1 > 0 ? d1 * qs : 0) * w1;
         v = warp_sum(v);
         if (lane == 0) score[t * n_rows + s] = v;

@@ -416,6 +416,7 @@ void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t e
     cu_backend *be_ = cu_of(hbe);                                                                  \
     cu_graph_op(be_, prof_names[op], (embed_tokens));                                              \
     if ((op) != P_HCPRE) cu_hc_flush(be_); /* hc_pre may run it itself */                          \
+    if ((op) != P_HCPRE && (op) != P_HCPOST) cu_sum_flush(be_); /* or hc_post take it on */        \
     if ((op) != P_ROPE) cu_norm_flush(be_); /* rope may run it itself */                           \
     flush_copies(be_);                                                                             \
     uint64_t mark_[2];                                                                             \
@@ -506,6 +507,7 @@ static void op_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src)
     cu_backend *be = cu_of(hbe);
     cu_graph_op(be, "copy", -1);
     cu_hc_flush(be); /* a deferred hc_post or norm before the copies queued after it */
+    cu_sum_flush(be);
     cu_norm_flush(be);
     if (be->naive) { /* the copies as they were: one memcpy each */
         flush_copies(be);
@@ -621,6 +623,7 @@ static void buf_free(halo_backend *hbe, halo_buf *b) {
     if (!b) return;
     cu_backend *be = cu_of(hbe);
     cu_hc_flush(be);
+    cu_sum_flush(be);
     cu_norm_flush(be);
     flush_copies(be);
     cu_graph_break(be);
@@ -680,6 +683,7 @@ static halo_status copy_sync(cu_backend *be, void *dst, const void *src, uint64_
 static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, const void *src,
                              uint64_t n, halo_error *err) {
     cu_hc_flush(cu_of(hbe));
+    cu_sum_flush(cu_of(hbe));
     cu_norm_flush(cu_of(hbe));
     flush_copies(cu_of(hbe));
     cu_graph_break(cu_of(hbe));
@@ -692,6 +696,7 @@ static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, co
 static halo_status buf_read(halo_backend *hbe, const halo_buf *b, uint64_t offset, void *dst,
                             uint64_t n, halo_error *err) {
     cu_hc_flush(cu_of(hbe));
+    cu_sum_flush(cu_of(hbe));
     cu_norm_flush(cu_of(hbe));
     flush_copies(cu_of(hbe));
     cu_graph_break(cu_of(hbe));
@@ -717,6 +722,7 @@ static halo_status report(cu_backend *be, halo_error *err) {
 static halo_status sync(halo_backend *hbe, halo_error *err) {
     cu_backend *be = cu_of(hbe);
     cu_hc_flush(be);
+    cu_sum_flush(be);
     cu_norm_flush(be);
     flush_copies(be);
     cu_graph_piece_end(be); /* the step's last captured piece (the output head) */
@@ -740,6 +746,7 @@ static void destroy(halo_backend *hbe) {
     if (!hbe) return;
     cu_backend *be = cu_of(hbe);
     cu_hc_flush(be);
+    cu_sum_flush(be);
     cu_norm_flush(be);
     flush_copies(be);
     cu_graph_break(be);
@@ -890,6 +897,7 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->hclead = !be->naive && !env_off("HALO_CUDA_HCLEAD");
     be->score1 = !be->naive && !env_off("HALO_CUDA_SCORE1");
     be->normrope = !be->naive && !env_off("HALO_CUDA_NORMROPE");
+    be->sumfuse = !be->naive && !env_off("HALO_CUDA_SUMFUSE");
     be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");
     cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */

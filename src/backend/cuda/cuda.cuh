@@ -50,7 +50,20 @@ typedef struct cu_hc_pending {
     float *streams;
     const float *y, *post, *comb;
     int64_t n_embd;
+    bool sum; /* y is the pending moe sum's output (be->sp): the kernel makes y itself */
 } cu_hc_pending;
+
+/* A one-token moe's weighted sum of its slots' outputs (in the moe's op scratch, which ends at
+ * scratch_end) not launched yet (moe.cu): the hc_post of its output (then the next hc_pre) makes
+ * it; anything else launches it first (cu_sum_flush). */
+typedef struct cu_sum_pending {
+    bool on;
+    const float *y, *weight;
+    uint32_t slots;
+    int64_t n_embd;
+    float *out;
+    uint64_t scratch_end;
+} cu_sum_pending;
 
 /* An rms_norm of a few rows not launched yet (norm_rope.cu): a rope of the same tensor right
  * after it runs both in one kernel; anything else launches it first (cu_norm_flush). */
@@ -105,6 +118,8 @@ typedef struct cu_backend {
                       HALO_CUDA_SCORE1=0: off) */
     bool normrope; /* a small rms_norm and the rope after it in one kernel (norm_rope.cu;
                       HALO_CUDA_NORMROPE=0: off) */
+    bool sumfuse;  /* one-token moe sum made by the hc kernel after it (moe.cu, hc.cu;
+                      HALO_CUDA_SUMFUSE=0: off) */
     bool hclead;   /* one-token hc_pre's Sinkhorn on its own block (hc.cu; HALO_CUDA_HCLEAD=0) */
     bool hcfuse;   /* one-token hc_post run by the next hc_pre's first kernel (hc.cu;
                       HALO_CUDA_HCFUSE=0: off) */
@@ -114,6 +129,7 @@ typedef struct cu_backend {
     bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
     cu_hc_pending hcp;
     cu_norm_pending np;
+    cu_sum_pending sp;
     cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;
     /* CUDA graphs (graph.cu): NULL when steps run eagerly (HALO_CUDA_GRAPHS=0, profiling,
@@ -326,6 +342,8 @@ void cu_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
 void cu_hc_flush(cu_backend *be);
 /* Launches a deferred rms_norm (be->np), if any. */
 void cu_norm_flush(cu_backend *be);
+/* Launches a deferred moe sum (be->sp), if any. */
+void cu_sum_flush(cu_backend *be);
 void cu_attention(halo_backend *be, const halo_attn_args *a);
 void cu_pool(halo_backend *be, const halo_pool_args *a);
 void cu_topk(halo_backend *be, const halo_topk_args *a);

@@ -209,23 +209,40 @@ __global__ void __launch_bounds__(HC1_WARPS *WARP)
  * sublayer. */
 enum { HCP_COLS = 64 };
 __global__ void __launch_bounds__(HC1_WARPS *WARP)
-    hcpost1_kernel(float *xs, const float *y, const float *post, const float *comb,
-                   const char *fn, uint32_t fn_type, int64_t n_embd, uint32_t n_mix, float *part) {
+    hcpost1_kernel(float *xs, float *y, const float *post, const float *comb, const char *fn,
+                   uint32_t fn_type, int64_t n_embd, uint32_t n_mix, float *part, const float *ys,
+                   const float *yw, uint32_t slots) {
     cu_pdl_entry();
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, k = lane >> 3;
     const int64_t d = (int64_t)blockIdx.x * HCP_COLS + 8 * (lane & 7);
     float old[4][8], yv[8];
+    if (slots) {
+        /* y is the moe's weighted sum of its slots (moe_sum_kernel's order), written too. */
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            yv[i] = 0.0f;
+        for (uint32_t q = 0; q < slots; q++) {
+            const float wq = yw[q];
+            const float4 a = *(const float4 *)(ys + q * n_embd + d);
+            const float4 b = *(const float4 *)(ys + q * n_embd + d + 4);
+            yv[0] += wq * a.x, yv[1] += wq * a.y, yv[2] += wq * a.z, yv[3] += wq * a.w;
+            yv[4] += wq * b.x, yv[5] += wq * b.y, yv[6] += wq * b.z, yv[7] += wq * b.w;
+        }
+        if (warp == 0 && k == 0) {
+            *(float4 *)(y + d) = make_float4(yv[0], yv[1], yv[2], yv[3]);
+            *(float4 *)(y + d + 4) = make_float4(yv[4], yv[5], yv[6], yv[7]);
+        }
+    } else {
+        const float4 a = *(const float4 *)(y + d), b = *(const float4 *)(y + d + 4);
+        yv[0] = a.x, yv[1] = a.y, yv[2] = a.z, yv[3] = a.w;
+        yv[4] = b.x, yv[5] = b.y, yv[6] = b.z, yv[7] = b.w;
+    }
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         const float4 a = *(const float4 *)(xs + j * n_embd + d);
         const float4 b = *(const float4 *)(xs + j * n_embd + d + 4);
         old[j][0] = a.x, old[j][1] = a.y, old[j][2] = a.z, old[j][3] = a.w;
         old[j][4] = b.x, old[j][5] = b.y, old[j][6] = b.z, old[j][7] = b.w;
-    }
-    {
-        const float4 a = *(const float4 *)(y + d), b = *(const float4 *)(y + d + 4);
-        yv[0] = a.x, yv[1] = a.y, yv[2] = a.z, yv[3] = a.w;
-        yv[4] = b.x, yv[5] = b.y, yv[6] = b.z, yv[7] = b.w;
     }
     const float pk = post[k];
     float c[4];
@@ -355,19 +372,30 @@ static bool hc_pre_one(cu_backend *be, const halo_hc_args *a, const hc_mix_args 
         ((uintptr_t)m.streams & 15) || ((uintptr_t)cu_ptr(a->fn) & 15))
         return false;
     const cu_hc_pending p = be->hcp;
-    const bool fuse = p.on && p.streams == m.streams && p.n_embd == m.n_embd && a->hc == 4 &&
-                      m.n_embd % HCP_COLS == 0 && m.n_embd / HCP_COLS <= 65535;
-    if (fuse)
-        be->hcp.on = false; /* run below */
-    else
-        cu_hc_flush(be);
+    const cu_sum_pending sp = be->sp;
+    bool fuse = p.on && p.streams == m.streams && p.n_embd == m.n_embd && a->hc == 4 &&
+                m.n_embd % HCP_COLS == 0 && m.n_embd / HCP_COLS <= 65535;
     const int64_t n_part = fuse ? m.n_embd / HCP_COLS : width / HC1_SLICE;
-    float *part =
-        (float *)cu_scratch(be, (uint64_t)(n_part * (m.n_mix + 1)) * sizeof(float), "hc_pre");
-    if (!part) return true; /* the failure is recorded */
+    const uint64_t part_bytes = (uint64_t)(n_part * (m.n_mix + 1)) * sizeof(float);
+    /* With the moe's sum, the partials go past the moe's scratch (still to be read), and only
+     * where the scratch need not grow (growing it would drop that data). */
+    const uint64_t off = fuse && p.sum ? (sp.scratch_end + 255) & ~255ull : 0;
+    if (fuse && p.sum && (!sp.on || off + part_bytes > be->scratch_cap)) fuse = false;
     if (fuse) {
-        cu_launch(be, hcpost1_kernel, (unsigned)n_part, HC1_WARPS * WARP, 0, p.streams, p.y,
-                  p.post, p.comb, cu_ptr(a->fn), t, m.n_embd, m.n_mix, part);
+        be->hcp.on = false; /* run below */
+        be->sp.on = false;
+    } else {
+        cu_hc_flush(be);
+    }
+    char *base = cu_scratch(be, (fuse ? off : 0) + part_bytes, "hc_pre");
+    if (!base) return true; /* the failure is recorded */
+    float *part = (float *)(base + (fuse ? off : 0));
+    if (fuse) {
+        const bool s = p.sum;
+        cu_launch(be, hcpost1_kernel, (unsigned)n_part, HC1_WARPS * WARP, 0, p.streams,
+                  (float *)p.y, p.post, p.comb, cu_ptr(a->fn), t, m.n_embd, m.n_mix, part,
+                  s ? sp.y : (const float *)NULL, s ? sp.weight : (const float *)NULL,
+                  s ? sp.slots : 0u);
         if (!CU_LAUNCHED(be, "hc_pre", "hcpost1_kernel")) return true;
     } else {
         cu_launch(be, hc1_kernel, (unsigned)n_part, HC1_WARPS * WARP, 0, m.streams, cu_ptr(a->fn),
@@ -386,6 +414,7 @@ void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
     const int64_t width = (int64_t)a->hc * n_embd;
     const bool head = a->post == NULL;
     const uint32_t n_mix = head ? a->hc : (2 + a->hc) * a->hc;
+    if (!(be->hcp.on && be->hcp.sum)) cu_sum_flush(be); /* a moe sum no pending post takes */
     if (be->failed || n_tok <= 0 || !cu_float_only(be, a->base->type, "hc_pre", "base") ||
         !cu_float_only(be, a->scale->type, "hc_pre", "scale") || a->hc > HC_MAX) {
         cu_hc_flush(be);
@@ -451,10 +480,13 @@ void cu_hc_post(halo_backend *hbe, halo_tensor *streams, const halo_tensor *y,
     cu_hc_flush(be);
     float *xs = cu_f32(streams);
     const float *yp = cu_f32(y);
+    const bool sum = be->sp.on && be->sp.out == yp && be->sp.n_embd == n_embd;
     if (be->hcfuse && n_tok == 1 && hc == 4 && (((uintptr_t)xs | (uintptr_t)yp) & 15) == 0) {
-        be->hcp = {true, xs, yp, cu_f32(post), cu_f32(comb), n_embd};
+        if (!sum) cu_sum_flush(be);
+        be->hcp = {true, xs, yp, cu_f32(post), cu_f32(comb), n_embd, sum};
         return; /* the next hc_pre runs it (hcpost1_kernel), or cu_hc_flush */
     }
+    cu_sum_flush(be);
     cu_launch(be, hc_post_kernel, cu_blocks(n_tok * n_embd, 256), 256, 0, xs, yp, cu_f32(post),
               cu_f32(comb), n_embd, hc, n_tok);
     CU_LAUNCHED(be, "hc_post", "hc_post_kernel");
@@ -464,6 +496,7 @@ void cu_hc_flush(cu_backend *be) {
     cu_hc_pending &p = be->hcp;
     if (!p.on) return;
     p.on = false;
+    if (p.sum) cu_sum_flush(be); /* y first */
     if (be->failed) return;
     cu_launch(be, hc_post_kernel, cu_blocks(p.n_embd, 256), 256, 0, p.streams, p.y, p.post,
               p.comb, p.n_embd, 4u, (int64_t)1);

@@ -1000,8 +1000,25 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         cu_prof_end(be, CU_PROF_MOE_DOWN, mark, ev);
         cu_prof_begin(be, mark, &ev);
     }
+    if (n_tok == 1 && be->sumfuse && slots <= 16 && n_embd % 64 == 0 &&
+        (((uintptr_t)y | (uintptr_t)cu_f32(a->out)) & 15) == 0) {
+        /* The hc_post of this output makes the sum (hc.cu), or cu_sum_flush runs it. */
+        be->sp = {true, y, weight, slots, n_embd, cu_f32(a->out), total};
+        if (prof) cu_prof_end(be, CU_PROF_MOE_SUM, mark, ev);
+        return;
+    }
     cu_launch(be, moe_sum_kernel, cu_blocks(n_tok * n_embd, 256), 256, 0, y, weight, slots, n_embd,
               n_tok, cu_f32(a->out));
     CU_LAUNCHED(be, op, "moe_sum_kernel");
     if (prof) cu_prof_end(be, CU_PROF_MOE_SUM, mark, ev);
+}
+
+void cu_sum_flush(cu_backend *be) {
+    cu_sum_pending &p = be->sp;
+    if (!p.on) return;
+    p.on = false;
+    if (be->failed) return;
+    cu_launch(be, moe_sum_kernel, cu_blocks(p.n_embd, 256), 256, 0, p.y, p.weight, p.slots,
+              p.n_embd, (int64_t)1, p.out);
+    CU_LAUNCHED(be, "moe", "moe_sum_kernel");
 }

@@ -120,6 +120,7 @@ typedef struct cu_backend {
                       HALO_CUDA_NORMROPE=0: off) */
     bool sumfuse;  /* one-token moe sum made by the hc kernel after it (moe.cu, hc.cu;
                       HALO_CUDA_SUMFUSE=0: off) */
+    bool ahead2;   /* decode attention loads two rows ahead (attention.cu; HALO_CUDA_AHEAD2=0) */
     bool hclead;   /* one-token hc_pre's Sinkhorn on its own block (hc.cu; HALO_CUDA_HCLEAD=0) */
     bool hcfuse;   /* one-token hc_post run by the next hc_pre's first kernel (hc.cu;
                       HALO_CUDA_HCFUSE=0: off) */

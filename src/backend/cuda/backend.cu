@@ -899,6 +899,7 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->normrope = !be->naive && !env_off("HALO_CUDA_NORMROPE");
     be->sumfuse = !be->naive && !env_off("HALO_CUDA_SUMFUSE");
     be->ahead2 = !env_off("HALO_CUDA_AHEAD2");
+    be->two = !env_off("HALO_CUDA_TWO");
     be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");
     cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */

@@ -529,7 +529,7 @@ static __device__ __forceinline__ void moeq_prefetch_share(const char *p, uint64
 template <int TR, int TS>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     moeq_up_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *hg, float *hu,
-                   int n_sh, unsigned blocks_r, bool hold, bool early) {
+                   int n_sh, unsigned blocks_r, int hold, bool early) {
     if (early && n_sh > 0 && blockIdx.x >= blocks_r) {
         /* The shared expert's rows do not depend on the routing: each of its blocks asks L2
          * for its share of them while the routing kernel (one block) runs. */
@@ -554,7 +554,11 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     const moe_up_rows<1> r = {m, x, hg, hu, y0, 1, {}};
     if (routed) {
         moeq_up_rows<TR> rows = {r, x, xq, tab, m.n_embd};
-        if (hold)
+        if (hold == 2) /* two rows at a time (mvq_stream's TWO) */
+            mvq_stream<TR, true, moeq_up_rows<TR>, true>(rows, b * MOE_FAST_WARPS + warp,
+                                                         nb * MOE_FAST_WARPS, total, stage,
+                                                         mvq_grid_at(tab, m.g));
+        else if (hold)
             mvq_stream<TR, true>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage,
                                  mvq_grid_at(tab, m.g));
         else
@@ -682,7 +686,7 @@ static void moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
     const double wr = ex * 2.0 * (double)(m.n_ff * m.n_embd) * moeq_cost(tr);
     const double ws = 2.0 * (double)(m.n_ff_sh * m.n_embd) * moeq_cost(ts);
     const bool iq = tr == HALO_TYPE_IQ2_XXS || ts == HALO_TYPE_IQ2_XXS;
-    const bool hold = be->hold && m.n_embd == mvq_ch((int)tr);
+    const int hold = be->hold && m.n_embd == mvq_ch((int)tr) ? (be->two ? 2 : 1) : 0;
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (int)mvq_act_bytes(m.n_embd) +
                      (iq ? mvq_tabs_bytes(be->grid_rep) : 0);
     /* The blocks as stay resident (the grid's copies can leave two a multiprocessor). */

@@ -729,8 +729,7 @@ static void topk_once(int64_t T) {
         drop(all[k]);
 }
 
-/* 4 tokens: a small step's kernel (the query in shared memory, score1_kernel); 20: the general
- * one. */
+/* 4 tokens (positions passed by value) and 20 (uploaded). */
 static void topk_selects_the_best_rows(void) {
     topk_once(4);
     topk_once(20);

@@ -895,7 +895,6 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     const char *at1 = getenv("HALO_CUDA_ATT1");
     be->att1 = !be->naive && !(at1 && strcmp(at1, "0") == 0);
     be->hclead = !be->naive && !env_off("HALO_CUDA_HCLEAD");
-    be->score1 = !be->naive && !env_off("HALO_CUDA_SCORE1");
     be->normrope = !be->naive && !env_off("HALO_CUDA_NORMROPE");
     be->sumfuse = !be->naive && !env_off("HALO_CUDA_SUMFUSE");
     be->ahead2 = !env_off("HALO_CUDA_AHEAD2");

@@ -114,8 +114,6 @@ typedef struct cu_backend {
     bool route1;   /* one token's routing and grouping in one kernel (HALO_CUDA_ROUTE1=0: off) */
     bool hc1;      /* one token's hc_pre in two wide kernels (hc.cu; HALO_CUDA_HC1=0: off) */
     bool att1;     /* decode attention on 16 warps a head (attention.cu; HALO_CUDA_ATT1=0: off) */
-    bool score1;   /* small steps' indexer scores with the query in shared memory (topk.cu;
-                      HALO_CUDA_SCORE1=0: off) */
     bool normrope; /* a small rms_norm and the rope after it in one kernel (norm_rope.cu;
                       HALO_CUDA_NORMROPE=0: off) */
     bool sumfuse;  /* one-token moe sum made by the hc kernel after it (moe.cu, hc.cu;

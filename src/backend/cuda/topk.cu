@@ -59,84 +59,6 @@ __global__ void score_kernel(const float *q, const float *w, const float *keys, 
     if (lane == 0) score[t * n_rows + s] = acc;
 }
 
-/* The same scores for small steps (decode), laid out for one token's query: the block holds it
- * in shared memory transposed (qT[d][h], 64 heads a row of d), so lane l dots heads 2l and 2l+1
- * with the row's key from shared memory (a broadcast) in one pass over d, with no shuffles until
- * the row's one warp sum. score_kernel takes a warp a row over all heads: each head's dot ends
- * in a five-shuffle sum and its query loads wait on L2 in turn, ~50 us a call for a few rows
- * (H200, session 6 base: HALO_CUDA_PROFILE topk 56.8 us a ratio-4 layer at depth 0, ncu 107 us
- * cold). Each warp walks rows gridDim.x · SC1_WARPS apart, the next row's key in registers while
- * it computes the current one. A head's dot adds d in order (the CPU's order up to FMA
- * contraction); the heads then meet in pairs and the warp's butterfly. */
-enum { SC1_WARPS = 8, SC1_HEADS = 64, SC1_HD = 128 };
-
-__global__ void __launch_bounds__(SC1_WARPS *WARP)
-    score1_kernel(const float *q, const float *w, const float *keys, int64_t hd, int64_t n_head,
-                  int64_t n_rows, const int32_t *pos, cu_ints pos_small, uint32_t ratio,
-                  float *score) {
-    __shared__ __align__(16) float qT[SC1_HD * SC1_HEADS];
-    __shared__ __align__(16) float ks[SC1_WARPS][SC1_HD];
-    cu_pdl_entry();
-    const int64_t t = blockIdx.y;
-    int64_t visible = (cu_int_at(pos, pos_small, t) + 1) / ratio;
-    if (visible > n_rows) visible = n_rows;
-    const int64_t first = (int64_t)blockIdx.x * SC1_WARPS;
-    if (first >= visible) return;
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-    const float *qt = q + t * n_head * hd;
-    /* Lanes take consecutive heads (the shared-memory stores then hit 32 banks), each 4 values
-     * of d at a time: 16-byte loads, every one issued before the stores. */
-    const int64_t n4 = hd / 4 * SC1_HEADS;
-    for (int64_t i0 = threadIdx.x; i0 < n4; i0 += 8 * SC1_WARPS * WARP) {
-        float4 v[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-            const int64_t i = i0 + (int64_t)u * SC1_WARPS * WARP, h = i % SC1_HEADS;
-            v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (i < n4 && h < n_head) v[u] = *(const float4 *)(qt + h * hd + 4 * (i / SC1_HEADS));
-        }
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-            const int64_t i = i0 + (int64_t)u * SC1_WARPS * WARP, h = i % SC1_HEADS;
-            if (i >= n4) continue;
-            float *o = qT + 4 * (i / SC1_HEADS) * SC1_HEADS + h;
-            o[0] = v[u].x, o[SC1_HEADS] = v[u].y, o[2 * SC1_HEADS] = v[u].z;
-            o[3 * SC1_HEADS] = v[u].w;
-        }
-    }
-    const float qs = 1.0f / sqrtf((float)hd), ws = 1.0f / sqrtf((float)n_head);
-    const bool h0 = 2 * lane < n_head, h1 = 2 * lane + 1 < n_head;
-    const float w0 = h0 ? w[t * n_head + 2 * lane] * ws : 0.0f;
-    const float w1 = h1 ? w[t * n_head + 2 * lane + 1] * ws : 0.0f;
-    __syncthreads();
-    const int64_t stride = (int64_t)gridDim.x * SC1_WARPS;
-    int64_t s = first + warp;
-    float4 kn = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (s < visible && 4 * lane < hd) kn = *(const float4 *)(keys + s * hd + 4 * lane);
-    for (; s < visible; s += stride) {
-        if (4 * lane < hd) *(float4 *)&ks[warp][4 * lane] = kn;
-        gpu_syncwarp();
-        if (s + stride < visible && 4 * lane < hd)
-            kn = *(const float4 *)(keys + (s + stride) * hd + 4 * lane);
-        float d0 = 0.0f, d1 = 0.0f;
-        for (int64_t d = 0; d < hd; d += 4) {
-            const float4 k = *(const float4 *)&ks[warp][d];
-            const float2 a = *(const float2 *)(qT + d * SC1_HEADS + 2 * lane);
-            const float2 b = *(const float2 *)(qT + (d + 1) * SC1_HEADS + 2 * lane);
-            const float2 c = *(const float2 *)(qT + (d + 2) * SC1_HEADS + 2 * lane);
-            const float2 e = *(const float2 *)(qT + (d + 3) * SC1_HEADS + 2 * lane);
-            d0 += a.x * k.x, d1 += a.y * k.x;
-            d0 += b.x * k.y, d1 += b.y * k.y;
-            d0 += c.x * k.z, d1 += c.y * k.z;
-            d0 += e.x * k.w, d1 += e.y * k.w;
-        }
-        gpu_syncwarp(); /* every lane has read ks before the next row's key replaces it */
-        float v = (d0 > 0 ? d0 * qs : 0) * w0 + (d1 > 0 ? d1 * qs : 0) * w1;
-        v = warp_sum(v);
-        if (lane == 0) score[t * n_rows + s] = v;
-    }
-}
-
 /* Orders floats as unsigned integers (larger float, larger key); -0 counts as +0. */
 static __device__ __forceinline__ uint32_t fkey(float f) {
     uint32_t u = __float_as_uint(f == 0.0f ? 0.0f : f);
@@ -195,8 +117,9 @@ __global__ void select_kernel(const float *score, int64_t n_rows, const int32_t 
             const uint32_t bin = (key >> shift) & 255;
 #ifndef HALO_HIP
             /* One atomic per distinct bin of the warp: the scores of a token are close, so in
-             * the first pass most rows share one or two bins, and their atomics on one address
-             * ran one after another (6,144 rows at depth 24,576). The same counts. */
+             * the first pass most rows share one or two bins, and atomics on one address run
+             * one after another (6,144 rows at depth 24,576; the gain is not measured yet).
+             * The same counts. */
             const unsigned act = __ballot_sync(0xffffffffu, in);
             if (in) {
                 const unsigned same = __match_any_sync(act, bin);
@@ -273,19 +196,7 @@ void cu_topk(halo_backend *hbe, const halo_topk_args *a) {
     const int32_t *dpos = NULL;
     float *score = (float *)(s + pos_bytes);
     if (!cu_ints_pass(be, spos, a->pos, n_tok, &ps, &dpos, "topk")) return;
-    const int64_t hd = a->q->ne[0], n_head = a->q->ne[1];
-    const bool one = be->score1 && n_tok <= CU_INTS && hd % 4 == 0 && hd <= SC1_HD &&
-                     n_head <= SC1_HEADS && ((uintptr_t)cu_f32(a->q) & 15) == 0 &&
-                     ((uintptr_t)cu_f32(a->keys) & 15) == 0;
-    if (n_rows > 0 && one) {
-        /* A block a multiprocessor's share at most: each block loads the query once. */
-        const int64_t cap = 4 * (int64_t)(be->sm_count > 0 ? be->sm_count : 132);
-        const int64_t nb = (int64_t)cu_blocks(n_rows, SC1_WARPS);
-        dim3 grid((unsigned)(nb < cap ? nb : cap), (unsigned)n_tok);
-        cu_launch(be, score1_kernel, grid, SC1_WARPS * WARP, 0, cu_f32(a->q), cu_f32(a->w),
-                  cu_f32(a->keys), hd, n_head, n_rows, dpos, ps, a->ratio, score);
-        if (!CU_LAUNCHED(be, "topk", "score1_kernel")) return;
-    } else if (n_rows > 0) {
+    if (n_rows > 0) {
         dim3 grid(cu_blocks(n_rows, SCORE_WARPS), (unsigned)n_tok);
         cu_launch(be, score_kernel, grid, SCORE_WARPS * WARP, 0, cu_f32(a->q), cu_f32(a->w),
                   cu_f32(a->keys), a->q->ne[0], a->q->ne[1], n_rows, dpos, ps, a->ratio, score);

@@ -796,7 +796,10 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         total += (sizes[i] + 255) & ~255ull;
-    char *at = cu_scratch(be, total, op);
+    /* One token: room past the moe's part for the partial sums of the hc kernel that makes
+     * the weighted sum (cu_sum_pending: the moe's part must survive until it ran). */
+    const uint64_t reserve = n_tok == 1 && be->sumfuse ? 65536 : 0;
+    char *at = cu_scratch(be, total + reserve, op);
     if (!at) return;
     int32_t *tokens = (int32_t *)carve(&at, sizes[0]);
     float *scores = (float *)carve(&at, sizes[1]);

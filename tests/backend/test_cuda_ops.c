@@ -738,9 +738,14 @@ static void topk_selects_the_best_rows(void) {
 /* MoE at full width (4096 hidden, 256 experts of 2048, top 6 of sqrt-softplus scores with the
  * selection bias, a shared expert, clamped SwiGLU), in the q2 mix's types, for 1 and 19
  * tokens; then hash routing (tid2eid) and a smaller model in the q4 and mxfp4 mixes' types. */
+/* Set: moe_once norms x (the forward's ffn norm) on both backends right before the moe, and
+ * checks the normed x afterwards too. */
+static bool moe_norm_first;
+
 static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32_t k, uint32_t tg,
                      uint32_t td, uint32_t ts, bool hash, int64_t T) {
     both x = rand_f32(E, T, 1, 1.0f), router = rand_w(HALO_TYPE_F16, E, NE, 1, 0.05f);
+    both nw = rand_f32(E, 1, 1, 1.0f);
     both bias = rand_f32(NE, 1, 1, 0.05f);
     both gate = rand_w(tg, E, FF, NE, 0.05f), up = rand_w(tg, E, FF, NE, 0.05f);
     both down = rand_w(td, FF, E, NE, 0.05f);
@@ -772,22 +777,48 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
                        .clamp_exp = 10.0f,
                        .clamp_shexp = 10.0f,
                        .out = &out.c};
+    if (moe_norm_first) cpu->ops->rms_norm(cpu, &x.c, (uint32_t)E, &nw.c, 1e-6f);
     cpu->ops->moe(cpu, &a);
     a.x = &x.g, a.gate_inp = &router.g, a.probs_bias = hash ? NULL : &bias.g;
     a.tid2eid = hash ? &tid.g : NULL, a.gate_exps = &gate.g, a.up_exps = &up.g;
     a.down_exps = &down.g, a.gate_sh = &gs.g, a.up_sh = &us.g, a.down_sh = &ds.g;
     a.out = &out.g;
     CHECK(halo_backend_cuda_set_precise(gpu, T < 64)); /* fast mode for prefill batches */
+    if (moe_norm_first) gpu->ops->rms_norm(gpu, &x.g, (uint32_t)E, &nw.g, 1e-6f);
     gpu->ops->moe(gpu, &a);
     CHECK(halo_backend_cuda_set_precise(gpu, true));
     char line[128];
     snprintf(line, sizeof line, "moe %s, %lld tok", what, (long long)T);
     /* 64 tokens and more: the experts on tensor cores (f16, see matmul above). */
     compare(line, &out, T >= 64 ? 2e-3 : 1e-5);
+    if (moe_norm_first) compare("  x normed in place", &x, 1e-6);
     free(table);
-    both *all[] = {&x, &router, &bias, &gate, &up, &down, &gs, &us, &ds, &out, &tid};
+    both *all[] = {&x, &router, &bias, &gate, &up, &down, &gs, &us, &ds, &out, &tid, &nw};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         drop(all[i]);
+}
+
+/* One token's ffn norm, router projection and routing in one kernel (HALO_CUDA_ROUTEFUSE=1, off
+ * by default): a backend made with it, the norm then the moe, scored and hash-routed, against
+ * the CPU's norm then moe; then the moe without a norm before it. */
+static void moe_with_the_norm_in_the_router_matches_the_cpu(void) {
+    halo_backend *keep = gpu, *fused = NULL;
+    halo_error err = {0};
+    setenv("HALO_CUDA_ROUTEFUSE", "1", 1);
+    CHECK_INT(halo_backend_cuda_create(0, &fused, &err), HALO_OK);
+    unsetenv("HALO_CUDA_ROUTEFUSE");
+    if (!fused) return;
+    gpu = fused;
+    moe_norm_first = true;
+    moe_once("norm + router + routing fused, iq2_xxs/q2_K", 4096, 256, 2048, 6,
+             HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 1);
+    moe_once("norm + router + routing fused, hash-routed", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, true, 1);
+    moe_norm_first = false;
+    moe_once("router + routing fused, no norm before", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 1);
+    gpu = keep;
+    fused->ops->destroy(fused);
 }
 
 static void moe_matches_the_cpu(void) {
@@ -1006,6 +1037,7 @@ int main(void) {
     RUN(pool_matches_the_cpu);
     RUN(topk_selects_the_best_rows);
     RUN(moe_matches_the_cpu);
+    RUN(moe_with_the_norm_in_the_router_matches_the_cpu);
     RUN(moe_streamed_matches_the_cpu_resident);
     RUN(a_failing_op_is_reported_at_sync_by_name);
     RUN(weights_in_every_pool_give_the_same_result);

@@ -417,7 +417,7 @@ void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t e
     cu_graph_op(be_, prof_names[op], (embed_tokens));                                              \
     if ((op) != P_HCPRE) cu_hc_flush(be_); /* hc_pre may run it itself */                          \
     if ((op) != P_HCPRE && (op) != P_HCPOST) cu_sum_flush(be_); /* or hc_post take it on */        \
-    if ((op) != P_ROPE) cu_norm_flush(be_); /* rope may run it itself */                           \
+    if ((op) != P_ROPE && (op) != P_MOE) cu_norm_flush(be_); /* they may run it themselves */      \
     flush_copies(be_);                                                                             \
     uint64_t mark_[2];                                                                             \
     cudaEvent_t ev_;                                                                               \
@@ -848,10 +848,17 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&be->sm_count, cudaDevAttrMultiProcessorCount, device);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&full->grids, grid_bytes);
+    /* After the grids: CU_COUNTERS zeroed counters (kernels whose last block resets its own). */
+    const size_t counters_at = (grid_bytes + 255) & ~(size_t)255;
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&full->grids, counters_at + CU_COUNTERS * sizeof(unsigned));
     for (size_t i = 0, at = 0; e == cudaSuccess && i < N_GRIDS; at += grid_table[i++].bytes)
         e = cudaMemcpyAsync(full->grids + at, grid_table[i].host, grid_table[i].bytes,
                             cudaMemcpyHostToDevice, be->stream);
+    if (e == cudaSuccess) {
+        be->counters = (unsigned *)(full->grids + counters_at);
+        e = cudaMemsetAsync(be->counters, 0, CU_COUNTERS * sizeof(unsigned), be->stream);
+    }
     if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -899,6 +906,8 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->sumfuse = !be->naive && !env_off("HALO_CUDA_SUMFUSE");
     be->ahead2 = !env_off("HALO_CUDA_AHEAD2");
     be->two = !env_off("HALO_CUDA_TWO");
+    const char *rf = getenv("HALO_CUDA_ROUTEFUSE"); /* opt-in until measured */
+    be->routefuse = !be->naive && rf && strcmp(rf, "1") == 0;
     be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");
     cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */

@@ -75,6 +75,10 @@ typedef struct cu_norm_pending {
     float eps;
 } cu_norm_pending;
 
+/* Device counters of kernels whose last block does the rest (it resets the counter, so a
+ * graph replays them). */
+enum { CU_CTR_ROUTE = 0, CU_COUNTERS = 64 };
+
 typedef struct cu_prof cu_prof;
 typedef struct cu_graph cu_graph;
 /* Parts of ops timed on their own when profiling (cu_prof_begin/end). */
@@ -119,6 +123,9 @@ typedef struct cu_backend {
     bool sumfuse;  /* one-token moe sum made by the hc kernel after it (moe.cu, hc.cu;
                       HALO_CUDA_SUMFUSE=0: off) */
     bool ahead2;   /* decode attention loads two rows ahead (attention.cu; HALO_CUDA_AHEAD2=0) */
+    bool routefuse; /* one token's ffn norm, router projection and routing in one kernel
+                       (moe_route.cuh; HALO_CUDA_ROUTEFUSE=1: on, off by default) */
+    unsigned *counters; /* CU_COUNTERS zeroed device counters (CU_CTR_*) */
     bool hclead;   /* one-token hc_pre's Sinkhorn on its own block (hc.cu; HALO_CUDA_HCLEAD=0) */
     bool hcfuse;   /* one-token hc_post run by the next hc_pre's first kernel (hc.cu;
                       HALO_CUDA_HCFUSE=0: off) */

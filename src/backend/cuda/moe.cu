@@ -769,6 +769,22 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     const int64_t n_h = n_ff > n_ff_sh ? n_ff : n_ff_sh;
     const uint32_t k = a->n_used, slots = k + (a->gate_sh ? 1 : 0);
     const int64_t n_pairs = n_tok * slots;
+    /* One token with the resident experts: the ffn norm (deferred by the rms_norm op), router
+     * and routing may go in one kernel (routen_kernel); otherwise the norm runs first. */
+    const cu_norm_pending np = be->np;
+#ifndef HALO_HIP
+    const bool fused = be->routefuse && n_tok == 1 && !a->experts && k < WARP && be->route1 &&
+                       a->gate_inp->type == HALO_TYPE_F16 && n_embd % 256 == 0 &&
+                       (((uintptr_t)cu_f32(a->x) | (uintptr_t)cu_ptr(a->gate_inp)) & 15) == 0;
+#else
+    const bool fused = false;
+#endif
+    const bool take_norm = fused && np.on && np.x == cu_f32(a->x) && np.rows == 1 &&
+                           np.width == n_embd && np.w != NULL;
+    if (take_norm)
+        be->np.on = false; /* routen_kernel norms x */
+    else
+        cu_norm_flush(be);
     if (be->failed || n_tok <= 0) return;
     if (a->experts) return cu_moe_streamed(hbe, a); /* moe_stream.cu */
     uint32_t types[] = {a->gate_exps->type,
@@ -823,8 +839,9 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     const int32_t *dtok = NULL;
     memset(&tok_small, 0, sizeof tok_small);
     if (a->tid2eid && !cu_ints_pass(be, tokens, a->tokens, n_tok, &tok_small, &dtok, op)) return;
-    cu_matmul_launch(be, a->gate_inp->type, cu_ptr(a->gate_inp), n_embd, n_expert, 1, cu_f32(a->x),
-                     n_embd, n_tok, scores, op);
+    if (!fused)
+        cu_matmul_launch(be, a->gate_inp->type, cu_ptr(a->gate_inp), n_embd, n_expert, 1,
+                         cu_f32(a->x), n_embd, n_tok, scores, op);
     route_params rp = {scores,
                        a->probs_bias ? cu_ptr(a->probs_bias) : NULL,
                        a->probs_bias ? a->probs_bias->type : (uint32_t)HALO_TYPE_F32,
@@ -840,6 +857,15 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                        weight,
                        tok_small};
     if (be->failed) return;
+#ifndef HALO_HIP
+    if (fused) {
+        cu_launch(be, routen_kernel, cu_blocks(n_expert, RN_WARPS), RN_THREADS,
+                  (size_t)n_expert * 9, rp, (const uint16_t *)cu_ptr(a->gate_inp), cu_f32(a->x),
+                  take_norm ? np.w : (const float *)NULL, np.eps, n_embd, scores, first, pairs,
+                  act, be->counters + CU_CTR_ROUTE);
+        if (!CU_LAUNCHED(be, op, "routen_kernel")) return;
+    } else
+#endif
     if (n_tok == 1 && k < WARP && be->route1) {
         cu_launch(be, route1_kernel, 1, 256, (size_t)n_expert * 9, rp, first, pairs, act);
         if (!CU_LAUNCHED(be, op, "route1_kernel")) return;

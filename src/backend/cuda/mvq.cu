@@ -84,9 +84,11 @@ static void mvq_launch_t(cu_backend *be, const mvq_args &a, uint32_t groups, con
         done_bytes = smem;
     }
     /* As many blocks as stay resident (three a multiprocessor, two with IQ2_XXS's 16 grid
-     * copies), shared by the groups. */
+     * copies), shared by the groups: rounded down, so no block waits for a second wave (out_a's
+     * 8 groups took 8 x 50 = 400 blocks against 396 resident). Each row is one warp's, so the
+     * sums do not change. */
     const int64_t resident = cu_resident(be, mvq_dense_kernel<T>, MVQ_WARPS * WARP, smem);
-    int64_t per = (resident + groups - 1) / groups;
+    int64_t per = resident / groups > 0 ? resident / groups : 1;
     const int64_t need = (a.out_per_group + MVQ_WARPS - 1) / MVQ_WARPS;
     if (per > need) per = need;
     cu_launch(be, mvq_dense_kernel<T>, dim3((unsigned)per, groups), MVQ_WARPS * WARP, smem, a);

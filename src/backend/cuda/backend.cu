@@ -909,6 +909,11 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     const char *rf = getenv("HALO_CUDA_ROUTEFUSE"); /* opt-in until measured */
     be->routefuse = !be->naive && rf && strcmp(rf, "1") == 0;
     be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");
+    be->qcost[0] = 2.0, be->qcost[1] = 1.0, be->qcost[2] = 0.8;
+    const char *qc = getenv("HALO_CUDA_QCOST");
+    double q0, q1, q2;
+    if (qc && sscanf(qc, "%lf,%lf,%lf", &q0, &q1, &q2) == 3 && q0 > 0 && q1 > 0 && q2 > 0)
+        be->qcost[0] = q0, be->qcost[1] = q1, be->qcost[2] = q2;
     cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */
     be->ring_cap = 8u << 20;

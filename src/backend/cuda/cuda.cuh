@@ -126,6 +126,8 @@ typedef struct cu_backend {
     bool routefuse; /* one token's ffn norm, router projection and routing in one kernel
                        (moe_route.cuh; HALO_CUDA_ROUTEFUSE=1: on, off by default) */
     unsigned *counters; /* CU_COUNTERS zeroed device counters (CU_CTR_*) */
+    double qcost[3];    /* the int8 moe's block split: cost a weight of Q8_0, IQ2_XXS, Q2_K (2, 1,
+                           0.8; HALO_CUDA_QCOST=a,b,c sets them, for measuring) */
     bool hclead;   /* one-token hc_pre's Sinkhorn on its own block (hc.cu; HALO_CUDA_HCLEAD=0) */
     bool hcfuse;   /* one-token hc_post run by the next hc_pre's first kernel (hc.cu;
                       HALO_CUDA_HCFUSE=0: off) */

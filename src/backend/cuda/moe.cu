@@ -662,9 +662,10 @@ static bool moeq_ok(const cu_backend *be, const expert_mats &m, uint32_t tr, uin
  * bytes) and Q2_K (0.33) are bound by their decoding, ~60 and ~50 instructions per 32 weights
  * against ~37 for Q8_0 (estimates from the instruction counts, not measured per part). The
  * f32 path's costs (moe_cost) had the 2-bit formats dearer; here the shared expert's Q8_0 rows
- * would be left to a sixteenth of the blocks and finish last. */
-static double moeq_cost(uint32_t t) {
-    return t == HALO_TYPE_Q8_0 ? 2.0 : t == HALO_TYPE_Q2_K ? 0.8 : 1.0;
+ * would be left to a sixteenth of the blocks and finish last. HALO_CUDA_QCOST=a,b,c replaces
+ * the three (Q8_0, IQ2_XXS, Q2_K) to measure other splits. */
+static double moeq_cost(const cu_backend *be, uint32_t t) {
+    return t == HALO_TYPE_Q8_0 ? be->qcost[0] : t == HALO_TYPE_Q2_K ? be->qcost[2] : be->qcost[1];
 }
 
 /* sp with its blocks shared by the work of the routed experts (wr) and of the shared one. */
@@ -683,8 +684,8 @@ static void moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
                     uint8_t *xq, int64_t n_pairs, uint32_t k, float clamp_exp, float clamp_sh,
                     const char *op) {
     const double ex = (double)((int64_t)k < m.n_expert ? (int64_t)k : m.n_expert);
-    const double wr = ex * 2.0 * (double)(m.n_ff * m.n_embd) * moeq_cost(tr);
-    const double ws = 2.0 * (double)(m.n_ff_sh * m.n_embd) * moeq_cost(ts);
+    const double wr = ex * 2.0 * (double)(m.n_ff * m.n_embd) * moeq_cost(be, tr);
+    const double ws = 2.0 * (double)(m.n_ff_sh * m.n_embd) * moeq_cost(be, ts);
     const bool iq = tr == HALO_TYPE_IQ2_XXS || ts == HALO_TYPE_IQ2_XXS;
     const int hold = be->hold && m.n_embd == mvq_ch((int)tr) ? (be->two ? 2 : 1) : 0;
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (int)mvq_act_bytes(m.n_embd) +
@@ -717,8 +718,8 @@ static void moeq_down(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_
                       uint32_t tds, const moe_stream_plan &sp, const uint8_t *xq, float *y,
                       uint32_t k, const char *op) {
     const double ex = (double)((int64_t)k < m.n_expert ? (int64_t)k : m.n_expert);
-    const double wr = ex * (double)(m.n_embd * m.n_ff) * moeq_cost(tdr);
-    const double ws = (double)(m.n_embd * m.n_ff_sh) * moeq_cost(tds);
+    const double wr = ex * (double)(m.n_embd * m.n_ff) * moeq_cost(be, tdr);
+    const double ws = (double)(m.n_embd * m.n_ff_sh) * moeq_cost(be, tds);
     const bool iq = tdr == HALO_TYPE_IQ2_XXS || tds == HALO_TYPE_IQ2_XXS;
     const int smem =
         MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (iq ? mvq_tabs_bytes(be->grid_rep) : 0);

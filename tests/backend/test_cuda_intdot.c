@@ -228,6 +228,9 @@ static void several_projections_of_a_normed_token_in_one_launch(void) {
     multi_once("f32 rows", 2048, true, 3, f32_t, att_r + 4);
 }
 
+/* Set: moe_once keeps the GPU's output here (malloc'd, E floats). */
+static float **moe_keep;
+
 static void moe_once(const char *what, uint32_t tg, uint32_t td, uint32_t ts, bool hash) {
     const int64_t E = 4096, NE = 256, FF = 2048, V = 64;
     const uint32_t k = 6;
@@ -264,6 +267,14 @@ static void moe_once(const char *what, uint32_t tg, uint32_t td, uint32_t ts, bo
         be_of(i)->ops->moe(be_of(i), &a);
     }
     check_pair(what, &out, 2e-3, 1e-4);
+    if (moe_keep) {
+        halo_error err = {0};
+        *moe_keep = malloc((size_t)E * sizeof(float));
+        CHECK_INT(gpu->ops->sync(gpu, &err), HALO_OK);
+        CHECK_INT(gpu->ops->buf_read(gpu, out.t[0].buf, out.t[0].offset, *moe_keep,
+                                     (uint64_t)E * sizeof(float), &err),
+                  HALO_OK);
+    }
     trio *all[] = {&x, &router, &bias, &gate, &up, &down, &gs, &us, &ds, &out, &tid};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         drop(all[i]);
@@ -275,6 +286,40 @@ static void one_token_experts_match_the_cpus_integer_mode(void) {
     moe_once("moe hash-routed iq2_xxs/q2_K, shared q8_0", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
              HALO_TYPE_Q8_0, true);
     moe_once("moe 256x2048 q8_0 throughout", HALO_TYPE_Q8_0, HALO_TYPE_Q8_0, HALO_TYPE_Q8_0, false);
+}
+
+/* The experts' IQ2_XXS gate/up rows two at a time (the default) and one at a time
+ * (HALO_CUDA_TWO=0, a second backend) on the same inputs: bitwise the same output, as the
+ * rows and each row's sum are the same. */
+static void two_rows_at_a_time_give_the_same_sums(void) {
+    halo_backend *keep = gpu, *one = NULL;
+    halo_error err = {0};
+    setenv("HALO_CUDA_TWO", "0", 1);
+    CHECK_INT(halo_backend_cuda_create(0, &one, &err), HALO_OK);
+    unsetenv("HALO_CUDA_TWO");
+    if (!one) return;
+    float *two_out = NULL, *one_out = NULL;
+    const uint64_t seed = rng;
+    moe_keep = &two_out;
+    moe_once("moe iq2_xxs/q2_K, two rows at a time", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
+             HALO_TYPE_Q8_0, false);
+    rng = seed;
+    gpu = one;
+    moe_keep = &one_out;
+    moe_once("moe iq2_xxs/q2_K, one row at a time", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
+             HALO_TYPE_Q8_0, false);
+    gpu = keep;
+    moe_keep = NULL;
+    if (two_out && one_out) {
+        int differ = 0;
+        for (int64_t i = 0; i < 4096; i++)
+            differ += memcmp(&two_out[i], &one_out[i], sizeof(float)) != 0;
+        printf("  two rows vs one row at a time: %d of 4096 outputs differ\n", differ);
+        CHECK_INT(differ, 0);
+    }
+    free(two_out);
+    free(one_out);
+    one->ops->destroy(one);
 }
 
 int main(void) {
@@ -292,6 +337,7 @@ int main(void) {
     RUN(one_token_projections_sum_the_cpus_integers);
     RUN(several_projections_of_a_normed_token_in_one_launch);
     RUN(one_token_experts_match_the_cpus_integer_mode);
+    RUN(two_rows_at_a_time_give_the_same_sums);
     gpu->ops->destroy(gpu);
     cpu_fast->ops->destroy(cpu_fast);
     cpu_precise->ops->destroy(cpu_precise);

@@ -557,6 +557,9 @@ static void hc_sites_of_one_token_match_the_cpu(void) {
  * of 512 among ratio-4 compressed rows (with -1 and out-of-range entries) or every visible
  * ratio-128 row; 3 tokens (one block per token and head) and 40 (prefill: a block per token and
  * 8 heads sharing the rows). */
+/* Set: attention_once keeps the GPU's outputs of both passes here (malloc'd). */
+static float **att_keep;
+
 static void attention_once(int64_t T) {
     const int64_t HD = 512, H = 64, W = 128;
     int32_t pos[40];
@@ -590,6 +593,7 @@ static void attention_once(int64_t T) {
         snprintf(what, sizeof what, "attention window + %s, %lld tok",
                  pass ? "all ratio-128 rows" : "512 selected ratio-4 rows", (long long)T);
         compare(what, &out, 1e-5);
+        if (att_keep) att_keep[pass] = fetch(gpu, &out.g);
     }
     free(sel);
     both *all[] = {&q, &win, &sinks, &out, &comp4, &comp128, &s};
@@ -600,6 +604,37 @@ static void attention_once(int64_t T) {
 static void attention_matches_the_cpu(void) {
     attention_once(3);
     attention_once(40);
+}
+
+/* Decode attention loading two rows ahead (the default) and one (HALO_CUDA_AHEAD2=0, a second
+ * backend) on the same inputs: bitwise the same outputs (the same rows in the same order). */
+static void attention_two_rows_ahead_gives_the_same_sums(void) {
+    halo_backend *keep = gpu, *one = NULL;
+    halo_error err = {0};
+    setenv("HALO_CUDA_AHEAD2", "0", 1);
+    CHECK_INT(halo_backend_cuda_create(0, &one, &err), HALO_OK);
+    unsetenv("HALO_CUDA_AHEAD2");
+    if (!one) return;
+    float *two[2] = {NULL, NULL}, *one_ahead[2] = {NULL, NULL};
+    const uint64_t seed = rng;
+    att_keep = two;
+    attention_once(3);
+    rng = seed;
+    gpu = one;
+    att_keep = one_ahead;
+    attention_once(3);
+    gpu = keep;
+    att_keep = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        int differ = 0;
+        for (int64_t i = 0; two[pass] && one_ahead[pass] && i < 512 * 64 * 3; i++)
+            differ += memcmp(&two[pass][i], &one_ahead[pass][i], sizeof(float)) != 0;
+        printf("  two rows ahead vs one, pass %d: %d outputs differ\n", pass, differ);
+        CHECK_INT(differ, 0);
+        free(two[pass]);
+        free(one_ahead[pass]);
+    }
+    one->ops->destroy(one);
 }
 
 /* Compressor pooling: ratio 4 with overlap (dim 512 and the indexer's 128), with and without
@@ -1034,6 +1069,7 @@ int main(void) {
     RUN(hc_sites_of_one_token_match_the_cpu);
     RUN(norm_then_rope_match_the_cpu);
     RUN(attention_matches_the_cpu);
+    RUN(attention_two_rows_ahead_gives_the_same_sums);
     RUN(pool_matches_the_cpu);
     RUN(topk_selects_the_best_rows);
     RUN(moe_matches_the_cpu);

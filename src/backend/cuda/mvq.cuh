@@ -280,8 +280,9 @@ static __host__ __device__ constexpr int mvq_stages(int t) {
 /* TWO (with HOLD): the warp computes two rows at a time, so the dependent chains of one row
  * (grid lookups, dp4a, the warp sum) overlap the other's: with 102 registers a thread the
  * experts' gate/up kernel keeps 16 warps a multiprocessor, too few to hide a single row's
- * latencies (H200 session 6 base, ncu: 44 MB in 48 us, 0.92 TB/s). The same rows and the same
- * sums as one at a time; p.begin is called again right before each p.end. */
+ * latencies (H200 session 6 base, ncu: 44 MB in 48 us, 0.92 TB/s); matmul_multi's q_b rows
+ * (one 1024-weight chunk each) take it too. The same rows and the same sums as one at a time;
+ * p.begin is called again right before each p.end. */
 template <int T, bool HOLD = false, class P, bool TWO = false>
 static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t stride,
                                                   int64_t n_items, uint8_t *stage,

@@ -343,19 +343,16 @@ static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t s
                 cp_async_wait<S - 2>();
             __syncwarp();
             issue(); /* into the slot of chunk j - 1, read before */
-            const uint8_t *sa = stage + (j % S) * SLOT, *sb = stage + ((j + 1) % S) * SLOT;
+            /* Both rows in one unrolled body, so their instructions interleave; without a
+             * second row the first one's slot is read twice and the second sum dropped. */
+            const uint8_t *sa = stage + (j % S) * SLOT;
+            const uint8_t *sb = ib >= 0 ? stage + ((j + 1) % S) * SLOT : sa;
             float acc_a = 0.0f, acc_b = 0.0f;
 #pragma unroll
             for (int h = 0; h < NH; h++) {
                 const int u = lane + WARP * h;
                 acc_a += mvq_unit_x<T>(sa, u, xh[h], a0, 32 * u, tab);
-            }
-            if (ib >= 0) {
-#pragma unroll
-                for (int h = 0; h < NH; h++) {
-                    const int u = lane + WARP * h;
-                    acc_b += mvq_unit_x<T>(sb, u, xh[h], a0, 32 * u, tab);
-                }
+                acc_b += mvq_unit_x<T>(sb, u, xh[h], a0, 32 * u, tab);
             }
             __syncwarp();
             if (ib >= 0) issue(); /* into chunk j's slot, read now */

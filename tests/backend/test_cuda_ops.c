@@ -20,6 +20,9 @@
 #include "halo/types.h"
 
 static halo_backend *cpu, *gpu;
+/* Set: moe_once norms x (the forward's ffn norm) on both backends right before the moe, and
+ * checks the normed x afterwards too. */
+static bool moe_norm_first;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t next(void) {
@@ -760,10 +763,6 @@ static void topk_selects_the_best_rows(void) {
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
         drop(all[k]);
 }
-
-/* Set: moe_once norms x (the forward's ffn norm) on both backends right before the moe, and
- * checks the normed x afterwards too. */
-static bool moe_norm_first;
 
 /* MoE at full width (4096 hidden, 256 experts of 2048, top 6 of sqrt-softplus scores with the
  * selection bias, a shared expert, clamped SwiGLU), in the q2 mix's types, for 1 and 19

@@ -23,6 +23,10 @@ static halo_backend *cpu, *gpu;
 /* Set: moe_once norms x (the forward's ffn norm) on both backends right before the moe, and
  * checks the normed x afterwards too. */
 static bool moe_norm_first;
+/* Set: moe_once follows the moe with hc_post of its output into these streams and the next
+ * hc_pre (the forward's ffn site, then the next layer's), and checks them. */
+static bool moe_then_hc;
+static struct both_hc *moe_hc;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t next(void) {
@@ -39,6 +43,10 @@ static float frand(void) {
 typedef struct both {
     halo_tensor c, g;
 } both;
+
+typedef struct both_hc {
+    both streams, fn, base, scale, col, post, comb;
+} both_hc;
 
 static both make(uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, const void *data) {
     both b = {{.type = type, .ne = {ne0, ne1, ne2, 1}}, {.type = type, .ne = {ne0, ne1, ne2, 1}}};
@@ -812,6 +820,15 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
     if (moe_norm_first) gpu->ops->rms_norm(gpu, &x.g, (uint32_t)E, &nw.g, 1e-6f);
     gpu->ops->moe(gpu, &a);
     CHECK(halo_backend_cuda_set_precise(gpu, true));
+    if (moe_then_hc) { /* nothing read between: the GPU makes the moe's sum in the hc kernel */
+        both_hc *h = moe_hc;
+        cpu->ops->hc_post(cpu, &h->streams.c, &out.c, &h->post.c, &h->comb.c);
+        gpu->ops->hc_post(gpu, &h->streams.g, &out.g, &h->post.g, &h->comb.g);
+        hc_pre_both(&h->streams, &h->fn, &h->base, &h->scale, &h->col, &h->post, &h->comb);
+        compare("moe, then hc_post + hc_pre: collapsed", &h->col, 2e-5);
+        compare("moe, then hc_post + hc_pre: comb", &h->comb, 2e-5);
+        compare("moe, then hc_post + hc_pre: streams", &h->streams, 2e-5);
+    }
     char line[128];
     snprintf(line, sizeof line, "moe %s, %lld tok", what, (long long)T);
     /* 64 tokens and more: the experts on tensor cores (f16, see matmul above). */
@@ -819,6 +836,31 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
     if (moe_norm_first) compare("  x normed in place", &x, 1e-6);
     free(table);
     both *all[] = {&x, &router, &bias, &gate, &up, &down, &gs, &us, &ds, &out, &tid, &nw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
+}
+
+/* One token's moe, then the hc_post of its output and the next hc_pre with nothing read between
+ * (the GPU makes the moe's weighted sum inside the hc kernel, HALO_CUDA_SUMFUSE), against the
+ * CPU; the moe's output is checked afterwards too (the hc kernel writes it). */
+static void moe_then_hc_sites_match_the_cpu(void) {
+    const int64_t E = 4096, HC = 4;
+    both_hc h = {.streams = rand_f32(E, HC, 1, 1.0f),
+                 .fn = rand_w(HALO_TYPE_F16, HC * E, (2 + HC) * HC, 1, 0.05f),
+                 .base = rand_f32((2 + HC) * HC, 1, 1, 0.5f),
+                 .scale = rand_f32(3, 1, 1, 1.0f),
+                 .col = make(HALO_TYPE_F32, E, 1, 1, NULL),
+                 .post = make(HALO_TYPE_F32, HC, 1, 1, NULL),
+                 .comb = make(HALO_TYPE_F32, HC, HC, 1, NULL)};
+    hc_pre_both(&h.streams, &h.fn, &h.base, &h.scale, &h.col, &h.post, &h.comb);
+    compare("the site's hc_pre before the moe: comb", &h.comb, 1e-5);
+    moe_hc = &h;
+    moe_then_hc = true;
+    moe_once("256x2048 iq2_xxs/q2_K, then hc", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 1);
+    moe_then_hc = false;
+    moe_hc = NULL;
+    both *all[] = {&h.streams, &h.fn, &h.base, &h.scale, &h.col, &h.post, &h.comb};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         drop(all[i]);
 }
@@ -1064,6 +1106,7 @@ int main(void) {
     RUN(topk_selects_the_best_rows);
     RUN(moe_matches_the_cpu);
     RUN(moe_with_the_norm_in_the_router_matches_the_cpu);
+    RUN(moe_then_hc_sites_match_the_cpu);
     RUN(moe_streamed_matches_the_cpu_resident);
     RUN(a_failing_op_is_reported_at_sync_by_name);
     RUN(weights_in_every_pool_give_the_same_result);

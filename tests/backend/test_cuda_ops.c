@@ -23,10 +23,6 @@ static halo_backend *cpu, *gpu;
 /* Set: moe_once norms x (the forward's ffn norm) on both backends right before the moe, and
  * checks the normed x afterwards too. */
 static bool moe_norm_first;
-/* Set: moe_once follows the moe with hc_post of its output into these streams and the next
- * hc_pre (the forward's ffn site, then the next layer's), and checks them. */
-static bool moe_then_hc;
-static struct both_hc *moe_hc;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t next(void) {
@@ -43,10 +39,6 @@ static float frand(void) {
 typedef struct both {
     halo_tensor c, g;
 } both;
-
-typedef struct both_hc {
-    both streams, fn, base, scale, col, post, comb;
-} both_hc;
 
 static both make(uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, const void *data) {
     both b = {{.type = type, .ne = {ne0, ne1, ne2, 1}}, {.type = type, .ne = {ne0, ne1, ne2, 1}}};
@@ -820,15 +812,6 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
     if (moe_norm_first) gpu->ops->rms_norm(gpu, &x.g, (uint32_t)E, &nw.g, 1e-6f);
     gpu->ops->moe(gpu, &a);
     CHECK(halo_backend_cuda_set_precise(gpu, true));
-    if (moe_then_hc) { /* nothing read between: the GPU makes the moe's sum in the hc kernel */
-        both_hc *h = moe_hc;
-        cpu->ops->hc_post(cpu, &h->streams.c, &out.c, &h->post.c, &h->comb.c);
-        gpu->ops->hc_post(gpu, &h->streams.g, &out.g, &h->post.g, &h->comb.g);
-        hc_pre_both(&h->streams, &h->fn, &h->base, &h->scale, &h->col, &h->post, &h->comb);
-        compare("moe, then hc_post + hc_pre: collapsed", &h->col, 2e-5);
-        compare("moe, then hc_post + hc_pre: comb", &h->comb, 2e-5);
-        compare("moe, then hc_post + hc_pre: streams", &h->streams, 2e-5);
-    }
     char line[128];
     snprintf(line, sizeof line, "moe %s, %lld tok", what, (long long)T);
     /* 64 tokens and more: the experts on tensor cores (f16, see matmul above). */
@@ -844,23 +827,54 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
  * (the GPU makes the moe's weighted sum inside the hc kernel, HALO_CUDA_SUMFUSE), against the
  * CPU; the moe's output is checked afterwards too (the hc kernel writes it). */
 static void moe_then_hc_sites_match_the_cpu(void) {
-    const int64_t E = 4096, HC = 4;
-    both_hc h = {.streams = rand_f32(E, HC, 1, 1.0f),
-                 .fn = rand_w(HALO_TYPE_F16, HC * E, (2 + HC) * HC, 1, 0.05f),
-                 .base = rand_f32((2 + HC) * HC, 1, 1, 0.5f),
-                 .scale = rand_f32(3, 1, 1, 1.0f),
-                 .col = make(HALO_TYPE_F32, E, 1, 1, NULL),
-                 .post = make(HALO_TYPE_F32, HC, 1, 1, NULL),
-                 .comb = make(HALO_TYPE_F32, HC, HC, 1, NULL)};
-    hc_pre_both(&h.streams, &h.fn, &h.base, &h.scale, &h.col, &h.post, &h.comb);
-    compare("the site's hc_pre before the moe: comb", &h.comb, 1e-5);
-    moe_hc = &h;
-    moe_then_hc = true;
-    moe_once("256x2048 iq2_xxs/q2_K, then hc", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
-             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 1);
-    moe_then_hc = false;
-    moe_hc = NULL;
-    both *all[] = {&h.streams, &h.fn, &h.base, &h.scale, &h.col, &h.post, &h.comb};
+    const int64_t E = 4096, NE = 256, FF = 2048, HC = 4;
+    const uint32_t k = 6;
+    both streams = rand_f32(E, HC, 1, 1.0f);
+    both fn = rand_w(HALO_TYPE_F16, HC * E, (2 + HC) * HC, 1, 0.05f);
+    both base = rand_f32((2 + HC) * HC, 1, 1, 0.5f), scale = rand_f32(3, 1, 1, 1.0f);
+    both col = make(HALO_TYPE_F32, E, 1, 1, NULL), post = make(HALO_TYPE_F32, HC, 1, 1, NULL);
+    both comb = make(HALO_TYPE_F32, HC, HC, 1, NULL);
+    both x = rand_f32(E, 1, 1, 1.0f), router = rand_w(HALO_TYPE_F16, E, NE, 1, 0.05f);
+    both bias = rand_f32(NE, 1, 1, 0.05f), out = make(HALO_TYPE_F32, E, 1, 1, NULL);
+    both gate = rand_w(HALO_TYPE_IQ2_XXS, E, FF, NE, 0.05f);
+    both up = rand_w(HALO_TYPE_IQ2_XXS, E, FF, NE, 0.05f);
+    both down = rand_w(HALO_TYPE_Q2_K, FF, E, NE, 0.05f);
+    both gs = rand_w(HALO_TYPE_Q8_0, E, FF, 1, 0.05f), us = rand_w(HALO_TYPE_Q8_0, E, FF, 1, 0.05f);
+    both ds = rand_w(HALO_TYPE_Q8_0, FF, E, 1, 0.05f);
+    hc_pre_both(&streams, &fn, &base, &scale, &col, &post, &comb);
+    compare("the site's hc_pre before the moe: comb", &comb, 1e-5);
+    int32_t tokens[1] = {0};
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+#define B(t) (g ? &(t).g : &(t).c)
+        halo_moe_args a = {.x = B(x),
+                           .gate_inp = B(router),
+                           .probs_bias = B(bias),
+                           .tokens = tokens,
+                           .gate_exps = B(gate),
+                           .up_exps = B(up),
+                           .down_exps = B(down),
+                           .gate_sh = B(gs),
+                           .up_sh = B(us),
+                           .down_sh = B(ds),
+                           .n_used = k,
+                           .gating = HALO_GATING_SQRTSOFTPLUS,
+                           .norm_weights = true,
+                           .weights_scale = 1.5f,
+                           .clamp_exp = 10.0f,
+                           .clamp_shexp = 10.0f,
+                           .out = B(out)};
+        be->ops->moe(be, &a);
+        be->ops->hc_post(be, B(streams), B(out), B(post), B(comb));
+#undef B
+    }
+    hc_pre_both(&streams, &fn, &base, &scale, &col, &post, &comb);
+    compare("moe, then hc_post + hc_pre: collapsed", &col, 2e-5);
+    compare("moe, then hc_post + hc_pre: comb", &comb, 2e-5);
+    compare("moe, then hc_post + hc_pre: streams", &streams, 2e-5);
+    compare("moe, then hc_post + hc_pre: the moe's output", &out, 1e-5);
+    both *all[] = {&streams, &fn, &base, &scale, &col, &post, &comb, &x, &router, &bias,
+                   &out, &gate, &up, &down, &gs, &us, &ds};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         drop(all[i]);
 }

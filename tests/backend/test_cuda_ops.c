@@ -492,6 +492,16 @@ static void attention_once(int64_t T) {
         snprintf(what, sizeof what, "attention window + %s, %lld tok",
                  pass ? "all ratio-128 rows" : "512 selected ratio-4 rows", (long long)T);
         compare(what, &out, 1e-5);
+        if (T >= 16) {
+            /* fast mode: the tensor-core kernel (attention_mma.cu, f16 q and rows); it really
+             * rounds, so the path is taken */
+            CHECK(halo_backend_cuda_set_precise(gpu, false));
+            gpu->ops->attention(gpu, &a);
+            snprintf(what, sizeof what, "attention fast, %s, %lld tok",
+                     pass ? "ratio-128" : "ratio-4 selected", (long long)T);
+            CHECK(compare(what, &out, 2e-3) > 1e-7);
+            CHECK(halo_backend_cuda_set_precise(gpu, true));
+        }
     }
     free(sel);
     both *all[] = {&q, &win, &sinks, &out, &comp4, &comp128, &s};
@@ -617,6 +627,83 @@ static void topk_selects_the_best_rows(void) {
         CHECK_INT(bad, 0);
         CHECK(best_left <= weakest + 1e-5 * fabs(weakest) + 1e-6);
     }
+    free(sel);
+    free(score);
+    free(chosen);
+    free(q);
+    free(w);
+    free(keys);
+    both *all[] = {&tq, &tw, &tk, &out};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        drop(all[k]);
+}
+
+/* Fast mode's indexer scores (topk_mma.cu: q and keys rounded to f16, f32 sums) for a prefill
+ * batch of 24 tokens at 0 to 3000 visible rows: every chosen row is visible and distinct, the
+ * count is min(visible, 512), and no unchosen row beats the weakest chosen one by more than
+ * 2e-3 of the scores' range (the fast mode's bound on the exact double scores). */
+static void topk_on_tensor_cores_selects_the_best_rows(void) {
+    enum { T = 24 };
+    const int64_t HD = 128, H = 64, ROWS = 3000, K = 512;
+    int32_t pos[T];
+    for (int t = 0; t < T; t++)
+        pos[t] = t == 0 ? 2 : 530 * t - 1; /* 0, 132 .. 3000 visible (ratio 4) */
+    float *q = randf(HD * H * T, 1.0f), *w = randf(H * T, 1.0f), *keys = randf(HD * ROWS, 1.0f);
+    both tq = make(HALO_TYPE_F32, HD, H, T, q), tw = make(HALO_TYPE_F32, H, T, 1, w);
+    both tk = make(HALO_TYPE_F32, HD, ROWS, 1, keys), out = make(HALO_TYPE_I32, K, T, 1, NULL);
+    halo_topk_args ag = {
+        .q = &tq.g, .w = &tw.g, .keys = &tk.g, .pos = pos, .ratio = 4, .top_k = K, .out = &out.g};
+    CHECK(halo_backend_cuda_set_precise(gpu, false));
+    gpu->ops->topk(gpu, &ag);
+    int32_t *sel = fetch(gpu, &out.g);
+    CHECK(halo_backend_cuda_set_precise(gpu, true));
+    double *score = malloc(sizeof(double) * ROWS);
+    unsigned char *chosen = malloc(ROWS);
+    double worst_gap = 0;
+    for (int64_t t = 0; t < T; t++) {
+        int64_t visible = (pos[t] + 1) / 4 < ROWS ? (pos[t] + 1) / 4 : ROWS;
+        double lo = INFINITY, hi = -INFINITY;
+        for (int64_t s = 0; s < visible; s++) {
+            double acc = 0;
+            for (int64_t h = 0; h < H; h++) {
+                double d = 0;
+                for (int64_t i = 0; i < HD; i++)
+                    d += (double)q[(t * H + h) * HD + i] * keys[s * HD + i];
+                acc += (d > 0 ? d / sqrt((double)HD) : 0) * (w[t * H + h] / sqrt((double)H));
+            }
+            score[s] = acc;
+            lo = acc < lo ? acc : lo;
+            hi = acc > hi ? acc : hi;
+        }
+        memset(chosen, 0, ROWS);
+        int64_t n = 0, dup = 0, bad = 0;
+        double weakest = INFINITY, best_left = -INFINITY;
+        for (int64_t i = 0; i < K; i++) {
+            int32_t r = sel[t * K + i];
+            if (r < 0) continue;
+            if (r >= visible) {
+                bad++;
+                continue;
+            }
+            dup += chosen[r];
+            chosen[r] = 1;
+            n++;
+            weakest = score[r] < weakest ? score[r] : weakest;
+        }
+        for (int64_t s = 0; s < visible; s++)
+            if (!chosen[s] && score[s] > best_left) best_left = score[s];
+        CHECK_INT(n, visible < K ? visible : K);
+        CHECK_INT(dup, 0);
+        CHECK_INT(bad, 0);
+        if (visible > K) {
+            double gap = (best_left - weakest) / (hi - lo);
+            worst_gap = gap > worst_gap ? gap : worst_gap;
+            CHECK(gap <= 2e-3);
+        }
+    }
+    printf("  topk fast, %d tokens: best unchosen over weakest chosen %.2e of the range "
+           "(tol 2e-3)\n",
+           T, worst_gap);
     free(sel);
     free(score);
     free(chosen);
@@ -896,6 +983,7 @@ int main(void) {
     RUN(attention_matches_the_cpu);
     RUN(pool_matches_the_cpu);
     RUN(topk_selects_the_best_rows);
+    RUN(topk_on_tensor_cores_selects_the_best_rows);
     RUN(moe_matches_the_cpu);
     RUN(moe_streamed_matches_the_cpu_resident);
     RUN(a_failing_op_is_reported_at_sync_by_name);

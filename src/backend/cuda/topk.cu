@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "backend/cuda/cuda.cuh"
+#include "backend/cuda/topk_mma.h"
 
 enum { SCORE_WARPS = 8, SELECT_THREADS = 1024 };
 
@@ -180,7 +181,9 @@ void cu_topk(halo_backend *hbe, const halo_topk_args *a) {
     const int32_t *dpos = NULL;
     float *score = (float *)(s + pos_bytes);
     if (!cu_ints_pass(be, spos, a->pos, n_tok, &ps, &dpos, "topk")) return;
-    if (n_rows > 0) {
+    if (n_rows > 0 &&
+        !cu_topk_score_mma(be, cu_f32(a->q), cu_f32(a->w), cu_f32(a->keys), a->q->ne[0],
+                           a->q->ne[1], n_rows, n_tok, dpos, ps, a->ratio, score)) {
         dim3 grid(cu_blocks(n_rows, SCORE_WARPS), (unsigned)n_tok);
         cu_launch(be, score_kernel, grid, SCORE_WARPS * WARP, 0, cu_f32(a->q), cu_f32(a->w),
                   cu_f32(a->keys), a->q->ne[0], a->q->ne[1], n_rows, dpos, ps, a->ratio, score);

@@ -21,6 +21,7 @@
  * fast mode only (halo_backend_cuda_set_precise): precise mode keeps f32 activations at every batch
  * size. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/gemm_mma.h"
 #include "backend/cuda/quant.cuh"
@@ -190,6 +191,14 @@ template <> struct gm_raw<HALO_TYPE_IQ2_XXS> {
         for (int i = 0; i < 4; i++)
             q[i] = __ldg(b + 1 + 4 * (c & 7) + i);
     }
+    /* unit u of the super-block at p (shared memory, gm_tile_sb) */
+    __device__ void load_sb(const unsigned char *p, int u) {
+        const uint16_t *b = (const uint16_t *)p;
+        d = b[0];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            q[i] = b[1 + 4 * u + i];
+    }
     __device__ void put(__half *dst, cu_grids, const uint64_t *grid) const {
         const uint32_t aux = (uint32_t)q[2] | ((uint32_t)q[3] << 16);
         const float db = __fmul_rn(
@@ -232,6 +241,15 @@ template <> struct gm_raw<HALO_TYPE_Q2_K> {
         for (int i = 0; i < 8; i++)
             qs[i] = __ldg(q + i);
     }
+    __device__ void load_sb(const unsigned char *p, int u) {
+        sub = u;
+        sc = *(const uint16_t *)(p + 2 * sub);
+        dd = *(const uint32_t *)(p + 80);
+        const uint32_t *q = (const uint32_t *)(p + 16 + 32 * (sub >> 2));
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            qs[i] = q[i];
+    }
     __device__ void put(__half *dst, cu_grids, const uint64_t *) const {
         const float d = __half2float(__ushort_as_half((uint16_t)(dd & 0xffff)));
         const float dmin = __half2float(__ushort_as_half((uint16_t)(dd >> 16)));
@@ -253,6 +271,53 @@ template <> struct gm_raw<HALO_TYPE_Q2_K> {
         store16h2(dst, h);
     }
 };
+
+/* A step's activations: 16 f32 of token bj at inputs bq.. (xf, or zeros past the batch) to
+ * f16 in s.b. */
+static __device__ __forceinline__ void gm_put_x(gm_smem &s, bool have, const float4 xf[4], int bj,
+                                                int bq) {
+    uint4 hv[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+    if (have) {
+        __half2 h[8];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            h[2 * i] = sat_h2(xf[i].x, xf[i].y);
+            h[2 * i + 1] = sat_h2(xf[i].z, xf[i].w);
+        }
+        hv[0] = *(const uint4 *)h;
+        hv[1] = *(const uint4 *)(h + 4);
+    }
+    *(uint4 *)&s.b[bj][bq] = hv[0];
+    *(uint4 *)&s.b[bj][bq + 8] = hv[1];
+}
+
+/* A step's multiplies: this warp's 32 rows x 32 tokens of s.a x s.b over GM_BK inputs, the
+ * fragments past the warp's live tokens skipped. */
+static __device__ __forceinline__ void gm_mma_step(const gm_smem &s, float acc[2][4][4], int live,
+                                                   int wm, int wn, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < GM_BK && live > 0; kk += 16) {
+        uint32_t af[2][4], bf[4][2];
+#pragma unroll
+        for (int mi = 0; mi < 2; mi++)
+            ldm_x4(af[mi], &s.a[32 * wm + 16 * mi + (lane & 15)][kk + 8 * (lane >> 4)]);
+#pragma unroll
+        for (int nj = 0; nj < 2; nj++) {
+            if (16 * nj >= live) break;
+            uint32_t r[4];
+            ldm_x4(
+                r,
+                &s.b[32 * wn + 16 * nj + (lane & 7) + 8 * (lane >> 4)][kk + 8 * ((lane >> 3) & 1)]);
+            bf[2 * nj][0] = r[0], bf[2 * nj][1] = r[1];
+            bf[2 * nj + 1][0] = r[2], bf[2 * nj + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++)
+                if (8 * ni < live) mma_16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+    }
+}
 
 /* The tile's product: acc[mi][ni] (this warp's 2 x 4 fragments of 16 x 8) = Σ over the K
  * inputs [k_begin, k_end) of w rows [0, n_rows) (row_bytes apart, type T) times s.xrow's
@@ -305,52 +370,129 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
             for (int i = 0; i < 4; i++)
                 da[i] = make_uint4(0, 0, 0, 0);
         }
-        uint4 hv[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-        if (xr) {
-            __half2 h[8];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                h[2 * i] = sat_h2(xf[i].x, xf[i].y);
-                h[2 * i + 1] = sat_h2(xf[i].z, xf[i].w);
-            }
-            hv[0] = *(const uint4 *)h;
-            hv[1] = *(const uint4 *)(h + 4);
-        }
-        *(uint4 *)&s.b[bj][bq] = hv[0];
-        *(uint4 *)&s.b[bj][bq + 8] = hv[1];
+        gm_put_x(s, xr != NULL, xf, bj, bq);
         __syncthreads();
         if (k0 + GM_BK < k_end) {
             fetch_x(k0 + GM_BK);
             if (PF == 1 && arow) other.fetch(arow, (k0 + GM_BK) / 32 + au);
         }
         if (PF == 2 && arow && k0 + 2 * GM_BK < k_end) cur.fetch(arow, (k0 + 2 * GM_BK) / 32 + au);
-#pragma unroll
-        for (int kk = 0; kk < GM_BK && live > 0; kk += 16) {
-            uint32_t af[2][4], bf[4][2];
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-                ldm_x4(af[mi], &s.a[32 * wm + 16 * mi + (lane & 15)][kk + 8 * (lane >> 4)]);
-#pragma unroll
-            for (int nj = 0; nj < 2; nj++) {
-                if (16 * nj >= live) break;
-                uint32_t r[4];
-                ldm_x4(r, &s.b[32 * wn + 16 * nj + (lane & 7) + 8 * (lane >> 4)]
-                              [kk + 8 * ((lane >> 3) & 1)]);
-                bf[2 * nj][0] = r[0], bf[2 * nj][1] = r[1];
-                bf[2 * nj + 1][0] = r[2], bf[2 * nj + 1][1] = r[3];
-            }
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++)
-                    if (8 * ni < live) mma_16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
-        }
+        gm_mma_step(s, acc, live, wm, wn, lane);
         __syncthreads();
     };
     for (int64_t k0 = k_begin; k0 < k_end; k0 += 2 * GM_BK) {
         step(r0, r1, k0);
         if (k0 + GM_BK < k_end) step(r1, r0, k0 + GM_BK);
     }
+}
+
+/* The routed experts' 2-bit tiles with their weights through shared memory: super-blocks of
+ * 256 inputs (4 steps) of all the tile's rows are copied by cp.async into a ring of GM_NSB
+ * slots, GM_NSB - 1 super-blocks (8 steps) ahead, in 4-byte pieces that consecutive threads
+ * take along a row (gm_tile's register fetch makes each thread load 2-byte pieces of one row,
+ * 16 rows a warp instruction, two steps ahead; the 4-layer prefill profile of the base run put
+ * the experts' tiles at ~2,300 cycles a step a multiprocessor for ~8,000 weights of 2 KB).
+ * Each step decodes from the slot as gm_tile does (the same f16 values). K is a multiple of
+ * 256 (checked on the host); HALO_CUDA_MOE_SB=0 keeps gm_tile. */
+enum { GM_NSB = 3 };
+template <int T> struct gm_sb_bytes; /* bytes of a super-block; 4-byte words copied a row */
+template <> struct gm_sb_bytes<HALO_TYPE_IQ2_XXS> {
+    enum { SB = 66, NW = 17 };
+};
+template <> struct gm_sb_bytes<HALO_TYPE_Q2_K> {
+    enum { SB = 84, NW = 21 };
+};
+enum { GM_RING_WORDS = GM_NSB * GM_BM * 21 }; /* the ring's size for the largest type */
+
+static __device__ __forceinline__ void gm_cp4(uint32_t *smem, const char *gmem) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(gmem));
+}
+
+template <int T>
+static __device__ __forceinline__ void gm_tile_sb(gm_smem &s, uint32_t *ring, const char *w,
+                                                  uint64_t row_bytes, int n_rows, int64_t K,
+                                                  int n_live, float acc[2][4][4], cu_grids g) {
+    constexpr int SB = gm_sb_bytes<T>::SB, NW = gm_sb_bytes<T>::NW;
+    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+    const int wm = warp % 4, wn = warp / 4;
+    const int ar = tid >> 1, au = tid & 1, bj = tid >> 2, bq = 16 * (tid & 3);
+    const float *xr = s.xrow[bj];
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                acc[mi][ni][k] = 0.0f;
+    const int n_sb = (int)(K / 256), live = n_live - 32 * wn;
+    /* Super-block j of every row into slot j % GM_NSB: words from its byte offset rounded down
+     * to 4 (IQ2_XXS's 66-byte blocks start 2-byte aligned; row starts are 4-aligned), none past
+     * the row's end. Always one commit group, so the waits count super-blocks. */
+    auto issue = [&](int j) {
+        if (j < n_sb) {
+            uint32_t *slot = ring + (j % GM_NSB) * GM_BM * NW;
+            const uint64_t a0 = ((uint64_t)SB * j) & ~3ull;
+            for (int idx = tid; idx < n_rows * NW; idx += GM_THREADS) {
+                const int r = idx / NW, wd = idx % NW;
+                if (a0 + 4 * wd + 4 <= row_bytes)
+                    gm_cp4(slot + r * NW + wd, w + (uint64_t)r * row_bytes + a0 + 4 * wd);
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    float4 xf[4];
+    auto fetch_x = [&](int64_t k0) {
+        if (xr) {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                xf[i] = __ldg((const float4 *)(xr + k0 + bq) + i);
+        }
+    };
+    for (int j = 0; j < GM_NSB - 1; j++)
+        issue(j);
+    fetch_x(0);
+    for (int j = 0; j < n_sb; j++) {
+        issue(j + GM_NSB - 1); /* into the slot super-block j - 1 used: every step of it is done */
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(GM_NSB - 1));
+        __syncthreads();
+        const unsigned char *mine =
+            (const unsigned char *)(ring + (j % GM_NSB) * GM_BM * NW + ar * NW) + ((SB * j) & 3);
+#pragma unroll 1
+        for (int st = 0; st < 4; st++) {
+            const int64_t k0 = 256 * (int64_t)j + GM_BK * st;
+            uint4 *da = (uint4 *)&s.a[ar][32 * au];
+            if (ar < n_rows) {
+                gm_raw<T> cur;
+                cur.load_sb(mine, 2 * st + au);
+                cur.put(&s.a[ar][32 * au], g, s.iq2xxs);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    da[i] = make_uint4(0, 0, 0, 0);
+            }
+            gm_put_x(s, xr != NULL, xf, bj, bq);
+            __syncthreads();
+            if (k0 + GM_BK < K) fetch_x(k0 + GM_BK);
+            gm_mma_step(s, acc, live, wm, wn, lane);
+            __syncthreads();
+        }
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+/* A routed expert's tile: through gm_tile_sb for the 2-bit types when sb, else gm_tile. */
+template <int T>
+static __device__ __forceinline__ void
+gm_tile_routed(gm_smem &s, uint32_t *ring, int sb, const char *w, uint64_t rb, int n_rows,
+               int64_t K, int n_live, float acc[2][4][4], cu_grids g) {
+    if constexpr (T == HALO_TYPE_IQ2_XXS || T == HALO_TYPE_Q2_K) {
+        if (sb) {
+            gm_tile_sb<T>(s, ring, w, rb, n_rows, K, n_live, acc, g);
+            return;
+        }
+    }
+    gm_tile<T>(s, w, rb, n_rows, 0, K, n_live, acc, g);
 }
 
 /* Writes the tile: row r (< n_rows) of token j goes to s.orow[j][o0 + r]. */
@@ -429,11 +571,13 @@ typedef struct gm_moe_args {
     int up;
     int tiles; /* row tiles per matrix */
     cu_grids g;
+    int sb; /* routed 2-bit tiles through gm_tile_sb (dynamic shared memory: its ring) */
 } gm_moe_args;
 
 template <int TR, int TS>
 __global__ void __launch_bounds__(GM_THREADS, 2) gm_moe(const gm_moe_args a) {
     __shared__ __align__(16) gm_smem s;
+    extern __shared__ __align__(16) uint32_t gm_ring[]; /* a.sb: gm_tile_sb's ring */
     const cu_mma_experts &m = a.m;
     if ((int32_t)blockIdx.y >= m.act[0]) return;
     const int32_t *item = m.act + 1 + 3 * blockIdx.y;
@@ -477,7 +621,7 @@ __global__ void __launch_bounds__(GM_THREADS, 2) gm_moe(const gm_moe_args a) {
     if (shared)
         gm_tile<TS>(s, w, rb, n_rows, 0, K, n_live, acc, a.g);
     else
-        gm_tile<TR>(s, w, rb, n_rows, 0, K, n_live, acc, a.g);
+        gm_tile_routed<TR>(s, gm_ring, a.sb, w, rb, n_rows, K, n_live, acc, a.g);
     gm_store(s, acc, o0, n_rows);
 }
 
@@ -604,9 +748,14 @@ static bool gm_moe_launch(cu_backend *be, const gm_moe_args &a, uint32_t tr, uin
                           const char *op) {
     const int64_t mats = a.up ? 2 : 1;
     dim3 grid((unsigned)(a.tiles * mats), (unsigned)a.m.max_items);
+    const int smem = a.sb ? GM_RING_WORDS * 4 : 0;
 #define GM_LAUNCH(x, y)                                                                            \
     if (tr == (x) && ts == (y)) {                                                                  \
-        gm_moe<x, y><<<grid, GM_THREADS, 0, be->stream>>>(a);                                      \
+        if (smem && !CU_OK(be, op,                                                                 \
+                           cudaFuncSetAttribute(                                                   \
+                               gm_moe<x, y>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)))  \
+            return true;                                                                           \
+        gm_moe<x, y><<<grid, GM_THREADS, smem, be->stream>>>(a);                                   \
         return CU_LAUNCHED(be, op, "gm_moe");                                                      \
     }
     if (a.up) {
@@ -618,16 +767,41 @@ static bool gm_moe_launch(cu_backend *be, const gm_moe_args &a, uint32_t tr, uin
     return false;
 }
 
+/* Whether the routed tiles of type t over k inputs go through gm_tile_sb (HALO_CUDA_MOE_SB=0:
+ * never). */
+static int gm_sb_on(uint32_t t, int64_t k) {
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("HALO_CUDA_MOE_SB");
+        off = e && strcmp(e, "0") == 0;
+    }
+    return !off && (t == HALO_TYPE_IQ2_XXS || t == HALO_TYPE_Q2_K) && k % 256 == 0;
+}
+
 bool cu_mma_moe_up(cu_backend *be, const cu_mma_experts *m, const float *x, float *hg, float *hu,
                    const char *op) {
     const int64_t rows = m->n_ff > m->n_ff_sh ? m->n_ff : m->n_ff_sh;
-    gm_moe_args a = {*m, x, hg, hu, 1, (int)((rows + GM_BM - 1) / GM_BM), cu_grids_get(&be->base)};
+    gm_moe_args a = {*m,
+                     x,
+                     hg,
+                     hu,
+                     1,
+                     (int)((rows + GM_BM - 1) / GM_BM),
+                     cu_grids_get(&be->base),
+                     gm_sb_on(m->tr_up, m->n_embd)};
     return gm_moe_launch(be, a, m->tr_up, m->gate_sh ? m->ts_up : m->tr_up, op);
 }
 
 bool cu_mma_moe_down(cu_backend *be, const cu_mma_experts *m, const float *h, float *y,
                      const char *op) {
-    gm_moe_args a = {*m, h, y, NULL, 0, (int)(m->n_embd / GM_BM), cu_grids_get(&be->base)};
+    gm_moe_args a = {*m,
+                     h,
+                     y,
+                     NULL,
+                     0,
+                     (int)(m->n_embd / GM_BM),
+                     cu_grids_get(&be->base),
+                     gm_sb_on(m->tr_down, m->n_ff)};
     return gm_moe_launch(be, a, m->tr_down, m->gate_sh ? m->ts_down : m->tr_down, op);
 }
 

@@ -163,6 +163,12 @@ template <> struct gm_raw<HALO_TYPE_Q8_0> {
         for (int i = 0; i < 17; i++)
             q[i] = __ldg(b + i);
     }
+    __device__ void load_sb(const unsigned char *p, int u) {
+        const uint16_t *b = (const uint16_t *)(p + 34 * u);
+#pragma unroll
+        for (int i = 0; i < 17; i++)
+            q[i] = b[i];
+    }
     __device__ void put(__half *dst, cu_grids, const uint64_t *) const {
         const __half2 d2 = __half2half2(__ushort_as_half(q[0]));
         const __half2 off = __float2half2_rn(1152.0f);
@@ -386,23 +392,32 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
     }
 }
 
-/* The routed experts' 2-bit tiles with their weights through shared memory: super-blocks of
- * 256 inputs (4 steps) of all the tile's rows are copied by cp.async into a ring of GM_NSB
- * slots, GM_NSB - 1 super-blocks (8 steps) ahead, in 4-byte pieces that consecutive threads
- * take along a row (gm_tile's register fetch makes each thread load 2-byte pieces of one row,
- * 16 rows a warp instruction, two steps ahead; the 4-layer prefill profile of the base run put
- * the experts' tiles at ~2,300 cycles a step a multiprocessor for ~8,000 weights of 2 KB).
- * Each step decodes from the slot as gm_tile does (the same f16 values). K is a multiple of
- * 256 (checked on the host); HALO_CUDA_MOE_SB=0 keeps gm_tile. */
+/* Tiles of IQ2_XXS, Q2_K and Q8_0 with their weights through shared memory: groups of GK
+ * inputs (a 256-weight super-block; four Q8_0 blocks) of all the tile's rows are copied by
+ * cp.async into a ring of GM_NSB slots, GM_NSB - 1 groups (4-8 steps) ahead, in 4-byte pieces
+ * that consecutive threads take along a row. gm_tile's register fetch makes each thread load
+ * 2-byte pieces of one row, 16 rows a warp instruction (16 L1 wavefronts each: 17 such loads a
+ * Q8_0 step), one or two steps ahead; the base run's 4-layer prefill profile puts both the
+ * experts' tiles and the dense Q8_0 tiles at ~2,400 cycles a step a multiprocessor, ~5x their
+ * decode and multiply instructions. Each step decodes from the slot with the same decoders
+ * (the same f16 values). The K range is whole groups (checked on the host);
+ * HALO_CUDA_MMA_SB=0 keeps gm_tile. */
 enum { GM_NSB = 3 };
-template <int T> struct gm_sb_bytes; /* bytes of a super-block; 4-byte words copied a row */
+/* A group of GK inputs (one slot): SB bytes a row, NW 4-byte words copied a row. */
+template <int T> struct gm_sb_bytes;
 template <> struct gm_sb_bytes<HALO_TYPE_IQ2_XXS> {
-    enum { SB = 66, NW = 17 };
+    enum { GK = 256, SB = 66, NW = 17 };
 };
 template <> struct gm_sb_bytes<HALO_TYPE_Q2_K> {
-    enum { SB = 84, NW = 21 };
+    enum { GK = 256, SB = 84, NW = 21 };
 };
-enum { GM_RING_WORDS = GM_NSB * GM_BM * 21 }; /* the ring's size for the largest type */
+template <> struct gm_sb_bytes<HALO_TYPE_Q8_0> { /* four 34-byte blocks */
+    enum { GK = 128, SB = 136, NW = 34 };
+};
+enum { GM_RING_WORDS = GM_NSB * GM_BM * 34 }; /* the ring's size for the largest type */
+static bool gm_sb_type(uint32_t t) {
+    return t == HALO_TYPE_IQ2_XXS || t == HALO_TYPE_Q2_K || t == HALO_TYPE_Q8_0;
+}
 
 static __device__ __forceinline__ void gm_cp4(uint32_t *smem, const char *gmem) {
     const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
@@ -410,10 +425,10 @@ static __device__ __forceinline__ void gm_cp4(uint32_t *smem, const char *gmem) 
 }
 
 template <int T>
-static __device__ __forceinline__ void gm_tile_sb(gm_smem &s, uint32_t *ring, const char *w,
-                                                  uint64_t row_bytes, int n_rows, int64_t K,
-                                                  int n_live, float acc[2][4][4], cu_grids g) {
-    constexpr int SB = gm_sb_bytes<T>::SB, NW = gm_sb_bytes<T>::NW;
+static __device__ __forceinline__ void
+gm_tile_sb(gm_smem &s, uint32_t *ring, const char *w, uint64_t row_bytes, int n_rows,
+           int64_t k_begin, int64_t k_end, int n_live, float acc[2][4][4], cu_grids g) {
+    constexpr int GK = gm_sb_bytes<T>::GK, SB = gm_sb_bytes<T>::SB, NW = gm_sb_bytes<T>::NW;
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int wm = warp % 4, wn = warp / 4;
     const int ar = tid >> 1, au = tid & 1, bj = tid >> 2, bq = 16 * (tid & 3);
@@ -425,14 +440,15 @@ static __device__ __forceinline__ void gm_tile_sb(gm_smem &s, uint32_t *ring, co
 #pragma unroll
             for (int k = 0; k < 4; k++)
                 acc[mi][ni][k] = 0.0f;
-    const int n_sb = (int)(K / 256), live = n_live - 32 * wn;
+    const int n_sb = (int)((k_end - k_begin) / GK), live = n_live - 32 * wn;
+    const uint64_t g0 = (uint64_t)(k_begin / GK) * SB; /* the first group's byte offset */
     /* Super-block j of every row into slot j % GM_NSB: words from its byte offset rounded down
      * to 4 (IQ2_XXS's 66-byte blocks start 2-byte aligned; row starts are 4-aligned), none past
      * the row's end. Always one commit group, so the waits count super-blocks. */
     auto issue = [&](int j) {
         if (j < n_sb) {
             uint32_t *slot = ring + (j % GM_NSB) * GM_BM * NW;
-            const uint64_t a0 = ((uint64_t)SB * j) & ~3ull;
+            const uint64_t a0 = (g0 + (uint64_t)SB * j) & ~3ull;
             for (int idx = tid; idx < n_rows * NW; idx += GM_THREADS) {
                 const int r = idx / NW, wd = idx % NW;
                 if (a0 + 4 * wd + 4 <= row_bytes)
@@ -451,16 +467,17 @@ static __device__ __forceinline__ void gm_tile_sb(gm_smem &s, uint32_t *ring, co
     };
     for (int j = 0; j < GM_NSB - 1; j++)
         issue(j);
-    fetch_x(0);
+    fetch_x(k_begin);
     for (int j = 0; j < n_sb; j++) {
         issue(j + GM_NSB - 1); /* into the slot super-block j - 1 used: every step of it is done */
         asm volatile("cp.async.wait_group %0;\n" ::"n"(GM_NSB - 1));
         __syncthreads();
         const unsigned char *mine =
-            (const unsigned char *)(ring + (j % GM_NSB) * GM_BM * NW + ar * NW) + ((SB * j) & 3);
+            (const unsigned char *)(ring + (j % GM_NSB) * GM_BM * NW + ar * NW) +
+            ((g0 + (uint64_t)SB * j) & 3);
 #pragma unroll 1
-        for (int st = 0; st < 4; st++) {
-            const int64_t k0 = 256 * (int64_t)j + GM_BK * st;
+        for (int st = 0; st < GK / GM_BK; st++) {
+            const int64_t k0 = k_begin + (int64_t)GK * j + GM_BK * st;
             uint4 *da = (uint4 *)&s.a[ar][32 * au];
             if (ar < n_rows) {
                 gm_raw<T> cur;
@@ -473,7 +490,7 @@ static __device__ __forceinline__ void gm_tile_sb(gm_smem &s, uint32_t *ring, co
             }
             gm_put_x(s, xr != NULL, xf, bj, bq);
             __syncthreads();
-            if (k0 + GM_BK < K) fetch_x(k0 + GM_BK);
+            if (k0 + GM_BK < k_end) fetch_x(k0 + GM_BK);
             gm_mma_step(s, acc, live, wm, wn, lane);
             __syncthreads();
         }
@@ -481,18 +498,18 @@ static __device__ __forceinline__ void gm_tile_sb(gm_smem &s, uint32_t *ring, co
     asm volatile("cp.async.wait_group 0;\n" ::);
 }
 
-/* A routed expert's tile: through gm_tile_sb for the 2-bit types when sb, else gm_tile. */
+/* A tile through gm_tile_sb for the types it takes when sb, else gm_tile. */
 template <int T>
 static __device__ __forceinline__ void
-gm_tile_routed(gm_smem &s, uint32_t *ring, int sb, const char *w, uint64_t rb, int n_rows,
-               int64_t K, int n_live, float acc[2][4][4], cu_grids g) {
-    if constexpr (T == HALO_TYPE_IQ2_XXS || T == HALO_TYPE_Q2_K) {
+gm_tile_auto(gm_smem &s, uint32_t *ring, int sb, const char *w, uint64_t rb, int n_rows,
+             int64_t k_begin, int64_t k_end, int n_live, float acc[2][4][4], cu_grids g) {
+    if constexpr (T == HALO_TYPE_IQ2_XXS || T == HALO_TYPE_Q2_K || T == HALO_TYPE_Q8_0) {
         if (sb) {
-            gm_tile_sb<T>(s, ring, w, rb, n_rows, K, n_live, acc, g);
+            gm_tile_sb<T>(s, ring, w, rb, n_rows, k_begin, k_end, n_live, acc, g);
             return;
         }
     }
-    gm_tile<T>(s, w, rb, n_rows, 0, K, n_live, acc, g);
+    gm_tile<T>(s, w, rb, n_rows, k_begin, k_end, n_live, acc, g);
 }
 
 /* Writes the tile: row r (< n_rows) of token j goes to s.orow[j][o0 + r]. */
@@ -522,6 +539,7 @@ typedef struct gm_dense_args {
     float *out;    /* the result, or with split-K the partial sums [ks][n_tok][n_out] */
     int64_t k_per; /* inputs per split (a multiple of 256), n_in without split-K */
     cu_grids g;
+    int sb; /* through gm_tile_sb (dynamic shared memory: the ring) */
 } gm_dense_args;
 
 /* grid.x: token tiles (the fast index: the blocks reading the same weight rows run together
@@ -530,6 +548,7 @@ typedef struct gm_dense_args {
  * of 512 tokens is 32 tiles for 132 multiprocessors). */
 template <int T> __global__ void __launch_bounds__(GM_THREADS, 2) gm_dense(const gm_dense_args a) {
     __shared__ __align__(16) gm_smem s;
+    extern __shared__ __align__(16) uint32_t gm_ring[];
     const int64_t o0 = (int64_t)blockIdx.y * GM_BM, t0 = (int64_t)blockIdx.x * GM_BN;
     const int64_t grp = o0 / a.out_per_group;
     float *out = a.out + (int64_t)blockIdx.z * a.n_tok * a.n_out;
@@ -548,7 +567,8 @@ template <int T> __global__ void __launch_bounds__(GM_THREADS, 2) gm_dense(const
     const int64_t k0 = (int64_t)blockIdx.z * a.k_per;
     const int64_t k1 = k0 + a.k_per < a.n_in ? k0 + a.k_per : a.n_in;
     float acc[2][4][4];
-    gm_tile<T>(s, a.w + (uint64_t)o0 * a.row_bytes, a.row_bytes, n_rows, k0, k1, n_live, acc, a.g);
+    gm_tile_auto<T>(s, gm_ring, a.sb, a.w + (uint64_t)o0 * a.row_bytes, a.row_bytes, n_rows, k0, k1,
+                    n_live, acc, a.g);
     gm_store(s, acc, o0, n_rows);
 }
 
@@ -571,7 +591,8 @@ typedef struct gm_moe_args {
     int up;
     int tiles; /* row tiles per matrix */
     cu_grids g;
-    int sb; /* routed 2-bit tiles through gm_tile_sb (dynamic shared memory: its ring) */
+    int sb, sb_sh; /* routed / shared tiles through gm_tile_sb (dynamic shared memory: the
+                      ring) */
 } gm_moe_args;
 
 template <int TR, int TS>
@@ -619,9 +640,9 @@ __global__ void __launch_bounds__(GM_THREADS, 2) gm_moe(const gm_moe_args a) {
     const int n_live = p1 - p0 < GM_BN ? p1 - p0 : GM_BN;
     float acc[2][4][4];
     if (shared)
-        gm_tile<TS>(s, w, rb, n_rows, 0, K, n_live, acc, a.g);
+        gm_tile_auto<TS>(s, gm_ring, a.sb_sh, w, rb, n_rows, 0, K, n_live, acc, a.g);
     else
-        gm_tile_routed<TR>(s, gm_ring, a.sb, w, rb, n_rows, K, n_live, acc, a.g);
+        gm_tile_auto<TR>(s, gm_ring, a.sb, w, rb, n_rows, 0, K, n_live, acc, a.g);
     gm_store(s, acc, o0, n_rows);
 }
 
@@ -655,6 +676,16 @@ static bool gm_rows_ok(uint32_t t, const char *w, uint64_t row_bytes) {
     return ((uintptr_t)w % al) == 0 && row_bytes % al == 0;
 }
 
+/* Whether tiles of type t over k inputs go through gm_tile_sb (HALO_CUDA_MMA_SB=0: never). */
+static int gm_sb_on(uint32_t t, int64_t k) {
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("HALO_CUDA_MMA_SB");
+        off = e && strcmp(e, "0") == 0;
+    }
+    return !off && gm_sb_type(t) && k % 256 == 0;
+}
+
 bool cu_mma_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
                    uint32_t groups, const float *x, int64_t x_stride, int64_t n_tok, float *out,
                    const char *op) {
@@ -680,13 +711,18 @@ bool cu_mma_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, i
         dst = (float *)cu_scratch(be, (uint64_t)(ks * n_tok * n_out) * sizeof(float), op);
         if (!dst) return true; /* recorded: the op fails at sync */
     }
-    gm_dense_args a = {w,        rb,    n_in, n_out, n_out / groups,         x,
-                       x_stride, n_tok, dst,  k_per, cu_grids_get(&be->base)};
+    gm_dense_args a = {w,        rb,    n_in, n_out, n_out / groups,          x,
+                       x_stride, n_tok, dst,  k_per, cu_grids_get(&be->base), gm_sb_on(type, n_in)};
     dim3 grid((unsigned)tt, (unsigned)rt, (unsigned)ks);
+    const int smem = a.sb ? GM_RING_WORDS * 4 : 0;
     switch (type) {
 #define GM_CASE(t)                                                                                 \
     case t:                                                                                        \
-        gm_dense<t><<<grid, GM_THREADS, 0, be->stream>>>(a);                                       \
+        if (smem && !CU_OK(be, op,                                                                 \
+                           cudaFuncSetAttribute(                                                   \
+                               gm_dense<t>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)))   \
+            return true;                                                                           \
+        gm_dense<t><<<grid, GM_THREADS, smem, be->stream>>>(a);                                    \
         break;
         GM_CASE(HALO_TYPE_Q8_0)
         GM_CASE(HALO_TYPE_F16)
@@ -748,7 +784,7 @@ static bool gm_moe_launch(cu_backend *be, const gm_moe_args &a, uint32_t tr, uin
                           const char *op) {
     const int64_t mats = a.up ? 2 : 1;
     dim3 grid((unsigned)(a.tiles * mats), (unsigned)a.m.max_items);
-    const int smem = a.sb ? GM_RING_WORDS * 4 : 0;
+    const int smem = a.sb || a.sb_sh ? GM_RING_WORDS * 4 : 0;
 #define GM_LAUNCH(x, y)                                                                            \
     if (tr == (x) && ts == (y)) {                                                                  \
         if (smem && !CU_OK(be, op,                                                                 \
@@ -767,17 +803,6 @@ static bool gm_moe_launch(cu_backend *be, const gm_moe_args &a, uint32_t tr, uin
     return false;
 }
 
-/* Whether the routed tiles of type t over k inputs go through gm_tile_sb (HALO_CUDA_MOE_SB=0:
- * never). */
-static int gm_sb_on(uint32_t t, int64_t k) {
-    static int off = -1;
-    if (off < 0) {
-        const char *e = getenv("HALO_CUDA_MOE_SB");
-        off = e && strcmp(e, "0") == 0;
-    }
-    return !off && (t == HALO_TYPE_IQ2_XXS || t == HALO_TYPE_Q2_K) && k % 256 == 0;
-}
-
 bool cu_mma_moe_up(cu_backend *be, const cu_mma_experts *m, const float *x, float *hg, float *hu,
                    const char *op) {
     const int64_t rows = m->n_ff > m->n_ff_sh ? m->n_ff : m->n_ff_sh;
@@ -788,7 +813,8 @@ bool cu_mma_moe_up(cu_backend *be, const cu_mma_experts *m, const float *x, floa
                      1,
                      (int)((rows + GM_BM - 1) / GM_BM),
                      cu_grids_get(&be->base),
-                     gm_sb_on(m->tr_up, m->n_embd)};
+                     gm_sb_on(m->tr_up, m->n_embd),
+                     m->gate_sh && gm_sb_on(m->ts_up, m->n_embd)};
     return gm_moe_launch(be, a, m->tr_up, m->gate_sh ? m->ts_up : m->tr_up, op);
 }
 
@@ -801,7 +827,8 @@ bool cu_mma_moe_down(cu_backend *be, const cu_mma_experts *m, const float *h, fl
                      0,
                      (int)(m->n_embd / GM_BM),
                      cu_grids_get(&be->base),
-                     gm_sb_on(m->tr_down, m->n_ff)};
+                     gm_sb_on(m->tr_down, m->n_ff),
+                     m->gate_sh && gm_sb_on(m->ts_down, m->n_ff_sh)};
     return gm_moe_launch(be, a, m->tr_down, m->gate_sh ? m->ts_down : m->tr_down, op);
 }
 

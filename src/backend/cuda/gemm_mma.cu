@@ -278,23 +278,20 @@ template <> struct gm_raw<HALO_TYPE_Q2_K> {
     }
 };
 
-/* A step's activations: 16 f32 of token bj at inputs bq.. (xf, or zeros past the batch) to
- * f16 in s.b. */
+/* A step's activations: token bj's f32 at inputs bq + 16i .. + 3 (xf[i], or zeros past the
+ * batch) to f16 in s.b. The four threads of a token take consecutive float4s, so a warp's load
+ * reads 64 contiguous bytes a token (8 L1 wavefronts, not 16 as 64-byte pieces a thread did). */
 static __device__ __forceinline__ void gm_put_x(gm_smem &s, bool have, const float4 xf[4], int bj,
                                                 int bq) {
-    uint4 hv[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-    if (have) {
-        __half2 h[8];
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            h[2 * i] = sat_h2(xf[i].x, xf[i].y);
-            h[2 * i + 1] = sat_h2(xf[i].z, xf[i].w);
+    for (int i = 0; i < 4; i++) {
+        uint2 hv = make_uint2(0, 0);
+        if (have) {
+            const __half2 h[2] = {sat_h2(xf[i].x, xf[i].y), sat_h2(xf[i].z, xf[i].w)};
+            hv = *(const uint2 *)h;
         }
-        hv[0] = *(const uint4 *)h;
-        hv[1] = *(const uint4 *)(h + 4);
+        *(uint2 *)&s.b[bj][bq + 16 * i] = hv;
     }
-    *(uint4 *)&s.b[bj][bq] = hv[0];
-    *(uint4 *)&s.b[bj][bq + 8] = hv[1];
 }
 
 /* A step's multiplies: this warp's 32 rows x 32 tokens of s.a x s.b over GM_BK inputs, the
@@ -336,9 +333,9 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
                                                int n_live, float acc[2][4][4], cu_grids g) {
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int wm = warp % 4, wn = warp / 4;
-    /* This thread's decoding: row ar, unit au of each step; activations: token bj, 16 inputs
-     * at bq. */
-    const int ar = tid >> 1, au = tid & 1, bj = tid >> 2, bq = 16 * (tid & 3);
+    /* This thread's decoding: row ar, unit au of each step; activations: token bj, inputs
+     * bq + 16i .. + 3 (i < 4). */
+    const int ar = tid >> 1, au = tid & 1, bj = tid >> 2, bq = 4 * (tid & 3);
     const char *arow = ar < n_rows ? w + (uint64_t)ar * row_bytes : NULL;
     const float *xr = s.xrow[bj];
 #pragma unroll
@@ -357,7 +354,7 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
         if (xr) {
 #pragma unroll
             for (int i = 0; i < 4; i++)
-                xf[i] = __ldg((const float4 *)(xr + k0 + bq) + i);
+                xf[i] = __ldg((const float4 *)(xr + k0 + bq + 16 * i));
         }
     };
     /* Tokens of this warp's half of the tile that exist: fragments past them are skipped
@@ -431,7 +428,7 @@ gm_tile_sb(gm_smem &s, uint32_t *ring, const char *w, uint64_t row_bytes, int n_
     constexpr int GK = gm_sb_bytes<T>::GK, SB = gm_sb_bytes<T>::SB, NW = gm_sb_bytes<T>::NW;
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int wm = warp % 4, wn = warp / 4;
-    const int ar = tid >> 1, au = tid & 1, bj = tid >> 2, bq = 16 * (tid & 3);
+    const int ar = tid >> 1, au = tid & 1, bj = tid >> 2, bq = 4 * (tid & 3);
     const float *xr = s.xrow[bj];
 #pragma unroll
     for (int mi = 0; mi < 2; mi++)
@@ -462,7 +459,7 @@ gm_tile_sb(gm_smem &s, uint32_t *ring, const char *w, uint64_t row_bytes, int n_
         if (xr) {
 #pragma unroll
             for (int i = 0; i < 4; i++)
-                xf[i] = __ldg((const float4 *)(xr + k0 + bq) + i);
+                xf[i] = __ldg((const float4 *)(xr + k0 + bq + 16 * i));
         }
     };
     for (int j = 0; j < GM_NSB - 1; j++)

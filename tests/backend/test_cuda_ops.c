@@ -181,6 +181,25 @@ static double compare(const char *what, const both *b, double tol) {
     return rel;
 }
 
+/* Fast mode's IQ2_XXS, Q2_K and Q8_0 tiles take their weights through a cp.async ring in shared
+ * memory (gemm_mma.cu's gm_tile_sb) or, with HALO_CUDA_MMA_SB=0, from registers: the same
+ * decoders and sums, so the two must agree bit for bit. Runs `op` again with the ring off and
+ * checks the output equals what `out` holds now. */
+static void same_without_the_ring(const char *what, const halo_tensor *out, void (*op)(void *),
+                                  void *ctx) {
+    uint64_t n = halo_tensor_nbytes(out);
+    void *with = fetch(gpu, out);
+    setenv("HALO_CUDA_MMA_SB", "0", 1);
+    op(ctx);
+    void *without = fetch(gpu, out);
+    unsetenv("HALO_CUDA_MMA_SB");
+    bool same = memcmp(with, without, n) == 0;
+    printf("  %-44s ring and register fetch %s\n", what, same ? "bitwise equal" : "DIFFER");
+    CHECK(same);
+    free(with);
+    free(without);
+}
+
 static const uint32_t weight_types[] = {
     HALO_TYPE_F32,     HALO_TYPE_F16,     HALO_TYPE_BF16,   HALO_TYPE_Q8_0,   HALO_TYPE_Q4_0,
     HALO_TYPE_Q5_0,    HALO_TYPE_Q4_1,    HALO_TYPE_Q5_1,   HALO_TYPE_IQ4_NL, HALO_TYPE_MXFP4,
@@ -258,6 +277,16 @@ static void matmul_matches_the_cpu_for_every_type(void) {
     drop(&y);
 }
 
+typedef struct mm_ctx {
+    const halo_tensor *w, *x;
+    uint32_t groups;
+    halo_tensor *y;
+} mm_ctx;
+static void mm_run(void *p) {
+    mm_ctx *c = p;
+    gpu->ops->matmul(gpu, c->w, c->x, c->groups, c->y);
+}
+
 /* Fast mode (halo_backend_cuda_set_precise): prefill batches (64 tokens and more) of the types
  * gemm_mma.cu decodes go to tensor cores, weights and activations rounded to f16 and f32 sums, so
  * they are held to 2e-3 of the output's range (the class of ggml's f16/q8_1 prefill), not 1e-5; 200
@@ -292,6 +321,11 @@ static void matmul_on_tensor_cores_matches_the_cpu(void) {
             snprintf(what, sizeof what, "matmul %s 4096x384, %lld tok", halo_type_name(types[i]),
                      (long long)n);
             compare(what, &y, types[i] == HALO_TYPE_Q6_K ? 1e-5 : 2e-3);
+            if (types[i] == HALO_TYPE_Q8_0 || types[i] == HALO_TYPE_Q2_K ||
+                types[i] == HALO_TYPE_IQ2_XXS) {
+                mm_ctx c = {&w.g, &x.g, 1, &y.g};
+                same_without_the_ring(what, &y.g, mm_run, &c);
+            }
             drop(&w);
             drop(&x);
             drop(&y);
@@ -301,6 +335,8 @@ static void matmul_on_tensor_cores_matches_the_cpu(void) {
     cpu->ops->matmul(cpu, &w.c, &x.c, 8, &y.c);
     gpu->ops->matmul(gpu, &w.g, &x.g, 8, &y.g);
     compare("matmul q8_0 grouped (8 groups), 200 tok", &y, 2e-3);
+    mm_ctx c = {&w.g, &x.g, 8, &y.g};
+    same_without_the_ring("matmul q8_0 grouped (8 groups), 200 tok", &y.g, mm_run, &c);
     drop(&w);
     drop(&x);
     drop(&y);
@@ -728,6 +764,10 @@ static void topk_of_a_prefill_batch_selects_the_best_rows(void) {
 /* MoE at full width (4096 hidden, 256 experts of 2048, top 6 of sqrt-softplus scores with the
  * selection bias, a shared expert, clamped SwiGLU), in the q2 mix's types, for 1 and 19
  * tokens; then hash routing (tid2eid) and a smaller model in the q4 and mxfp4 mixes' types. */
+static void moe_run(void *p) {
+    gpu->ops->moe(gpu, (const halo_moe_args *)p);
+}
+
 static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32_t k, uint32_t tg,
                      uint32_t td, uint32_t ts, bool hash, int64_t T) {
     both x = rand_f32(E, T, 1, 1.0f), router = rand_w(HALO_TYPE_F16, E, NE, 1, 0.05f);
@@ -769,9 +809,10 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
     a.out = &out.g;
     CHECK(halo_backend_cuda_set_precise(gpu, T < 64)); /* fast mode for prefill batches */
     gpu->ops->moe(gpu, &a);
-    CHECK(halo_backend_cuda_set_precise(gpu, true));
     char line[128];
     snprintf(line, sizeof line, "moe %s, %lld tok", what, (long long)T);
+    if (T >= 64) same_without_the_ring(line, &out.g, moe_run, &a);
+    CHECK(halo_backend_cuda_set_precise(gpu, true));
     /* 64 tokens and more: the experts on tensor cores (f16, see matmul above). */
     compare(line, &out, T >= 64 ? 2e-3 : 1e-5);
     free(table);

@@ -675,12 +675,8 @@ static bool gm_rows_ok(uint32_t t, const char *w, uint64_t row_bytes) {
 
 /* Whether tiles of type t over k inputs go through gm_tile_sb (HALO_CUDA_MMA_SB=0: never). */
 static int gm_sb_on(uint32_t t, int64_t k) {
-    static int off = -1;
-    if (off < 0) {
-        const char *e = getenv("HALO_CUDA_MMA_SB");
-        off = e && strcmp(e, "0") == 0;
-    }
-    return !off && gm_sb_type(t) && k % 256 == 0;
+    const char *e = getenv("HALO_CUDA_MMA_SB"); /* read per launch: the op test flips it */
+    return !(e && strcmp(e, "0") == 0) && gm_sb_type(t) && k % 256 == 0;
 }
 
 bool cu_mma_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,

@@ -400,25 +400,26 @@ static __device__ __forceinline__ void gm_tile(gm_smem &s, const char *w, uint64
  * (the same f16 values). The K range is whole groups (checked on the host);
  * HALO_CUDA_MMA_SB=0 keeps gm_tile. */
 enum { GM_NSB = 3 };
-/* A group of GK inputs (one slot): SB bytes a row, NW 4-byte words copied a row. */
+/* A group of GK inputs (one slot): SB bytes a row, NW 4-byte words of it in the slot, copied
+ * CW bytes at a time (Q8_0's 8: its rows are 8-byte aligned, checked on the host). */
 template <int T> struct gm_sb_bytes;
 template <> struct gm_sb_bytes<HALO_TYPE_IQ2_XXS> {
-    enum { GK = 256, SB = 66, NW = 17 };
+    enum { GK = 256, SB = 66, NW = 17, CW = 4 };
 };
 template <> struct gm_sb_bytes<HALO_TYPE_Q2_K> {
-    enum { GK = 256, SB = 84, NW = 21 };
+    enum { GK = 256, SB = 84, NW = 21, CW = 4 };
 };
 template <> struct gm_sb_bytes<HALO_TYPE_Q8_0> { /* four 34-byte blocks */
-    enum { GK = 128, SB = 136, NW = 34 };
+    enum { GK = 128, SB = 136, NW = 34, CW = 8 };
 };
 enum { GM_RING_WORDS = GM_NSB * GM_BM * 34 }; /* the ring's size for the largest type */
 static bool gm_sb_type(uint32_t t) {
     return t == HALO_TYPE_IQ2_XXS || t == HALO_TYPE_Q2_K || t == HALO_TYPE_Q8_0;
 }
 
-static __device__ __forceinline__ void gm_cp4(uint32_t *smem, const char *gmem) {
+template <int CW> static __device__ __forceinline__ void gm_cp(uint32_t *smem, const char *gmem) {
     const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(gmem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(sa), "l"(gmem), "n"(CW));
 }
 
 template <int T>
@@ -426,6 +427,8 @@ static __device__ __forceinline__ void
 gm_tile_sb(gm_smem &s, uint32_t *ring, const char *w, uint64_t row_bytes, int n_rows,
            int64_t k_begin, int64_t k_end, int n_live, float acc[2][4][4], cu_grids g) {
     constexpr int GK = gm_sb_bytes<T>::GK, SB = gm_sb_bytes<T>::SB, NW = gm_sb_bytes<T>::NW;
+    constexpr int CW = gm_sb_bytes<T>::CW, NC = NW * 4 / CW; /* copies a row */
+    constexpr int RPP = GM_THREADS / NC;                     /* rows a pass of the block */
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int wm = warp % 4, wn = warp / 4;
     const int ar = tid >> 1, au = tid & 1, bj = tid >> 2, bq = 4 * (tid & 3);
@@ -439,18 +442,18 @@ gm_tile_sb(gm_smem &s, uint32_t *ring, const char *w, uint64_t row_bytes, int n_
                 acc[mi][ni][k] = 0.0f;
     const int n_sb = (int)((k_end - k_begin) / GK), live = n_live - 32 * wn;
     const uint64_t g0 = (uint64_t)(k_begin / GK) * SB; /* the first group's byte offset */
-    /* Super-block j of every row into slot j % GM_NSB: words from its byte offset rounded down
-     * to 4 (IQ2_XXS's 66-byte blocks start 2-byte aligned; row starts are 4-aligned), none past
-     * the row's end. Always one commit group, so the waits count super-blocks. */
+    /* Group j of every row into slot j % GM_NSB: CW-byte pieces from its byte offset rounded
+     * down to CW (IQ2_XXS's 66-byte blocks start 2-byte aligned; row starts are 4-aligned, 8 for
+     * Q8_0), none past the row's end. Thread tid copies piece cc of rows cr, cr + RPP, ...
+     * (consecutive threads along a row). Always one commit group, so the waits count groups. */
+    const int cr = tid / NC, cc = tid % NC;
     auto issue = [&](int j) {
-        if (j < n_sb) {
-            uint32_t *slot = ring + (j % GM_NSB) * GM_BM * NW;
-            const uint64_t a0 = (g0 + (uint64_t)SB * j) & ~3ull;
-            for (int idx = tid; idx < n_rows * NW; idx += GM_THREADS) {
-                const int r = idx / NW, wd = idx % NW;
-                if (a0 + 4 * wd + 4 <= row_bytes)
-                    gm_cp4(slot + r * NW + wd, w + (uint64_t)r * row_bytes + a0 + 4 * wd);
-            }
+        const uint64_t a0 = (g0 + (uint64_t)SB * j) & ~(uint64_t)(CW - 1);
+        if (j < n_sb && cr < RPP && a0 + (uint64_t)CW * (cc + 1) <= row_bytes) {
+            uint32_t *dst = ring + (j % GM_NSB) * GM_BM * NW + cr * NW + cc * (CW / 4);
+            const char *src = w + (uint64_t)cr * row_bytes + a0 + CW * cc;
+            for (int r = cr; r < n_rows; r += RPP, dst += RPP * NW, src += RPP * row_bytes)
+                gm_cp<CW>(dst, src);
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
@@ -471,7 +474,7 @@ gm_tile_sb(gm_smem &s, uint32_t *ring, const char *w, uint64_t row_bytes, int n_
         __syncthreads();
         const unsigned char *mine =
             (const unsigned char *)(ring + (j % GM_NSB) * GM_BM * NW + ar * NW) +
-            ((g0 + (uint64_t)SB * j) & 3);
+            ((g0 + (uint64_t)SB * j) & (CW - 1));
 #pragma unroll 1
         for (int st = 0; st < GK / GM_BK; st++) {
             const int64_t k0 = k_begin + (int64_t)GK * j + GM_BK * st;
@@ -674,9 +677,11 @@ static bool gm_rows_ok(uint32_t t, const char *w, uint64_t row_bytes) {
 }
 
 /* Whether tiles of type t over k inputs go through gm_tile_sb (HALO_CUDA_MMA_SB=0: never). */
-static int gm_sb_on(uint32_t t, int64_t k) {
-    const char *e = getenv("HALO_CUDA_MMA_SB"); /* read per launch: the op test flips it */
-    return !(e && strcmp(e, "0") == 0) && gm_sb_type(t) && k % 256 == 0;
+static int gm_sb_on(uint32_t t, int64_t k, const char *w, uint64_t row_bytes) {
+    const char *e = getenv("HALO_CUDA_MMA_SB");      /* read per launch: the op test flips it */
+    const uint64_t al = t == HALO_TYPE_Q8_0 ? 8 : 4; /* gm_sb_bytes' CW */
+    return !(e && strcmp(e, "0") == 0) && gm_sb_type(t) && k % 256 == 0 &&
+           ((uintptr_t)w | row_bytes) % al == 0;
 }
 
 bool cu_mma_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
@@ -704,8 +709,9 @@ bool cu_mma_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, i
         dst = (float *)cu_scratch(be, (uint64_t)(ks * n_tok * n_out) * sizeof(float), op);
         if (!dst) return true; /* recorded: the op fails at sync */
     }
-    gm_dense_args a = {w,        rb,    n_in, n_out, n_out / groups,          x,
-                       x_stride, n_tok, dst,  k_per, cu_grids_get(&be->base), gm_sb_on(type, n_in)};
+    gm_dense_args a = {
+        w,        rb,    n_in, n_out, n_out / groups,          x,
+        x_stride, n_tok, dst,  k_per, cu_grids_get(&be->base), gm_sb_on(type, n_in, w, rb)};
     dim3 grid((unsigned)tt, (unsigned)rt, (unsigned)ks);
     const int smem = a.sb ? GM_RING_WORDS * 4 : 0;
     switch (type) {
@@ -806,8 +812,10 @@ bool cu_mma_moe_up(cu_backend *be, const cu_mma_experts *m, const float *x, floa
                      1,
                      (int)((rows + GM_BM - 1) / GM_BM),
                      cu_grids_get(&be->base),
-                     gm_sb_on(m->tr_up, m->n_embd),
-                     m->gate_sh && gm_sb_on(m->ts_up, m->n_embd)};
+                     gm_sb_on(m->tr_up, m->n_embd, m->gate, m->grb) &&
+                         gm_sb_on(m->tr_up, m->n_embd, m->up, m->urb),
+                     m->gate_sh && gm_sb_on(m->ts_up, m->n_embd, m->gate_sh, m->grb_sh) &&
+                         gm_sb_on(m->ts_up, m->n_embd, m->up_sh, m->urb_sh)};
     return gm_moe_launch(be, a, m->tr_up, m->gate_sh ? m->ts_up : m->tr_up, op);
 }
 
@@ -820,8 +828,8 @@ bool cu_mma_moe_down(cu_backend *be, const cu_mma_experts *m, const float *h, fl
                      0,
                      (int)(m->n_embd / GM_BM),
                      cu_grids_get(&be->base),
-                     gm_sb_on(m->tr_down, m->n_ff),
-                     m->gate_sh && gm_sb_on(m->ts_down, m->n_ff_sh)};
+                     gm_sb_on(m->tr_down, m->n_ff, m->down, m->drb),
+                     m->gate_sh && gm_sb_on(m->ts_down, m->n_ff_sh, m->down_sh, m->drb_sh)};
     return gm_moe_launch(be, a, m->tr_down, m->gate_sh ? m->ts_down : m->tr_down, op);
 }
 

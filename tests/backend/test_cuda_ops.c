@@ -181,23 +181,29 @@ static double compare(const char *what, const both *b, double tol) {
     return rel;
 }
 
-/* Fast mode's IQ2_XXS, Q2_K and Q8_0 tiles take their weights through a cp.async ring in shared
- * memory (gemm_mma.cu's gm_tile_sb) or, with HALO_CUDA_MMA_SB=0, from registers: the same
- * decoders and sums, so the two must agree bit for bit. Runs `op` again with the ring off and
- * checks the output equals what `out` holds now. */
-static void same_without_the_ring(const char *what, const halo_tensor *out, void (*op)(void *),
-                                  void *ctx) {
+/* Runs `op` again with env=0 and checks the output equals what `out` holds now, bit for bit;
+ * `pair` names the two paths in the line printed. */
+static void same_with_it_off(const char *env, const char *pair, const char *what,
+                             const halo_tensor *out, void (*op)(void *), void *ctx) {
     uint64_t n = halo_tensor_nbytes(out);
     void *with = fetch(gpu, out);
-    setenv("HALO_CUDA_MMA_SB", "0", 1);
+    setenv(env, "0", 1);
     op(ctx);
     void *without = fetch(gpu, out);
-    unsetenv("HALO_CUDA_MMA_SB");
+    unsetenv(env);
     bool same = memcmp(with, without, n) == 0;
-    printf("  %-44s ring and register fetch %s\n", what, same ? "bitwise equal" : "DIFFER");
+    printf("  %-44s %s %s\n", what, pair, same ? "bitwise equal" : "DIFFER");
     CHECK(same);
     free(with);
     free(without);
+}
+
+/* Fast mode's IQ2_XXS, Q2_K and Q8_0 tiles take their weights through a cp.async ring in shared
+ * memory (gemm_mma.cu's gm_tile_sb) or, with HALO_CUDA_MMA_SB=0, from registers: the same
+ * decoders and sums, so the two must agree bit for bit. */
+static void same_without_the_ring(const char *what, const halo_tensor *out, void (*op)(void *),
+                                  void *ctx) {
+    same_with_it_off("HALO_CUDA_MMA_SB", "ring and register fetch", what, out, op, ctx);
 }
 
 static const uint32_t weight_types[] = {
@@ -812,6 +818,19 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
     char line[128];
     snprintf(line, sizeof line, "moe %s, %lld tok", what, (long long)T);
     if (T >= 64) same_without_the_ring(line, &out.g, moe_run, &a);
+    /* The q2 mix's routed items of at most 16 pairs in tiles of 16 (gm_moe16), or with
+     * HALO_CUDA_MMA_N16=0 in gm_moe's of 64: the same decoders and mma.sync steps in the same
+     * order for each (row, pair), so the same bits; gm_moe16's other build (3 blocks a
+     * multiprocessor, HALO_CUDA_MMA_N16=3) likewise. Then the default path again for the CPU. */
+    if (T >= 64 && tg == HALO_TYPE_IQ2_XXS) {
+        moe_run(&a);
+        same_with_it_off("HALO_CUDA_MMA_N16", "16- and 64-pair tiles", line, &out.g, moe_run, &a);
+        setenv("HALO_CUDA_MMA_N16", "3", 1);
+        moe_run(&a);
+        same_with_it_off("HALO_CUDA_MMA_N16", "16-pair (3 blocks) and 64", line, &out.g, moe_run,
+                         &a);
+    }
+    if (T >= 64) moe_run(&a);
     CHECK(halo_backend_cuda_set_precise(gpu, true));
     /* 64 tokens and more: the experts on tensor cores (f16, see matmul above). */
     compare(line, &out, T >= 64 ? 2e-3 : 1e-5);
@@ -840,6 +859,10 @@ static void moe_matches_the_cpu(void) {
              HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 64);
     moe_once("256x2048 iq2_xxs/q2_K, shared q8_0", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
              HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 200);
+    /* ~24 pairs an expert: items of at most 16 pairs (gm_moe16) beside larger ones (gm_moe) in
+     * the same launch pair; the 256-expert cases' items are all small. */
+    moe_once("32x1024 iq2_xxs/q2_K, shared q8_0", 4096, 32, 1024, 6, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 128);
     moe_once("hash-routed 256x2048 iq2_xxs/q2_K", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
              HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, true, 130);
     moe_once("16x512 mxfp4/mxfp4, shared q8_0", 4096, 16, 512, 6, HALO_TYPE_MXFP4, HALO_TYPE_MXFP4,

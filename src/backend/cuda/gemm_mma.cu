@@ -197,6 +197,26 @@ template <> struct gm_raw<HALO_TYPE_Q8_0> {
     }
 };
 
+/* IQ2_XXS's signs of weights 2k and 2k + 1 (bits 2k, 2k + 1 of the 8 sign bits sg) as the sign
+ * bits of an f16 pair: bits 15 and 31 of sg · gm_neg_mul(k), masked. The product puts bit i of
+ * sg at bits i + 15 - 2k and i + 30 - 2k, positions that never coincide (no carries), so one
+ * multiply-add and one 3-input logic op (with the xor into the pair) take the place of the two
+ * shifts, two ands and an or a pair took; the same bits, checked for every sg and k when this
+ * file compiles (gm_neg_ok). */
+static constexpr __host__ __device__ uint32_t gm_neg_mul(int k) {
+    return (1u << (15 - 2 * k)) | (1u << (30 - 2 * k));
+}
+static constexpr uint32_t gm_neg_shifts(uint32_t sg, int k) { /* the former way */
+    return (((sg >> (2 * k)) & 1u) << 15) | (((sg >> (2 * k)) & 2u) << 30);
+}
+static constexpr bool gm_neg_ok() {
+    for (uint32_t sg = 0; sg < 256; sg++)
+        for (int k = 0; k < 4; k++)
+            if (((sg * gm_neg_mul(k)) & 0x80008000u) != gm_neg_shifts(sg, k)) return false;
+    return true;
+}
+static_assert(gm_neg_ok(), "IQ2_XXS sign masks: the product differs from the shifts");
+
 /* IQ2_XXS: super-block d (f16), then 8 bytes per 32 weights: four grid indices and a word of
  * four 7-bit sign indices and the 4-bit scale (quant.cuh's decoder, ggml's). The scale db is
  * rounded to f16 before its product with the grid value (one more f16 rounding than the f32
@@ -228,12 +248,11 @@ template <> struct gm_raw<HALO_TYPE_IQ2_XXS> {
 #pragma unroll
         for (int l = 0; l < 4; l++) {
             const uint64_t gv = grid[(q[l >> 1] >> (8 * (l & 1))) & 0xff];
-            const uint32_t sg = iq_signs((aux >> (7 * l)) & 127);
+            const uint32_t sg = iq_signs((aux >> (7 * l)) & 127); /* 8 bits */
             const uint32_t word[2] = {(uint32_t)gv, (uint32_t)(gv >> 32)};
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                const uint32_t t = sg >> (2 * k); /* signs of weights 2k, 2k + 1 */
-                const uint32_t neg = ((t & 1u) << 15) | ((t & 2u) << 30);
+                const uint32_t neg = (sg * gm_neg_mul(k)) & 0x80008000u; /* weights 2k, 2k + 1 */
                 const __half2 m = __hsub2(u8x2_h2(word[k >> 1], k & 1 ? GM_HI : GM_LO), off);
                 const uint32_t mb = *(const uint32_t *)&m ^ neg;
                 h[4 * l + k] = __hmul2(*(const __half2 *)&mb, db2);

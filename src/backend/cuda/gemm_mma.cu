@@ -315,8 +315,8 @@ template <> struct gm_raw<HALO_TYPE_Q2_K> {
  * reads 64 contiguous bytes a token or more (8 L1 wavefronts, not 16 as 64-byte pieces a thread
  * did). */
 template <int BN>
-static __device__ __forceinline__ void gm_put_x(gm_smem<BN> &s, bool have, const float4 *xf,
-                                                int bj, int bq) {
+static __device__ __forceinline__ void gm_put_x(gm_smem<BN> &s, bool have, const float4 *xf, int bj,
+                                                int bq) {
     constexpr int XQ = gm_shape<BN>::XQ, NX = gm_shape<BN>::NX;
 #pragma unroll
     for (int i = 0; i < NX; i++) {
@@ -333,9 +333,9 @@ static __device__ __forceinline__ void gm_put_x(gm_smem<BN> &s, bool have, const
  * fragments past the warp's live tokens skipped. A (row, token) sum takes the same mma.sync
  * steps in the same order in a tile of 64 tokens or of 16, from the same f16 values. */
 template <int BN>
-static __device__ __forceinline__ void
-gm_mma_step(const gm_smem<BN> &s, float acc[gm_shape<BN>::MI][gm_shape<BN>::NI][4], int live,
-            int wm, int wn, int lane) {
+static __device__ __forceinline__ void gm_mma_step(const gm_smem<BN> &s,
+                                                   float acc[gm_shape<BN>::MI][gm_shape<BN>::NI][4],
+                                                   int live, int wm, int wn, int lane) {
     constexpr int MI = gm_shape<BN>::MI, NI = gm_shape<BN>::NI;
 #pragma unroll
     for (int kk = 0; kk < GM_BK && live > 0; kk += 16) {

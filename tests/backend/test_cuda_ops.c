@@ -789,6 +789,19 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
             table[v * k + i] = (int32_t)((v * 7 + i * 37) % NE);
     for (int64_t t = 0; t < T; t++)
         tokens[t] = (int32_t)(next() % V);
+    if (hash && T >= 64) { /* the work items the routing gives: runs of at most 64 pairs */
+        int count[256] = {0}, small = 0, large = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (uint32_t i = 0; i < k; i++)
+                count[table[tokens[t] * k + i]]++;
+        for (int64_t e = 0; e < NE; e++) {
+            large += count[e] / 64 + (count[e] % 64 > 16);
+            small += count[e] % 64 > 0 && count[e] % 64 <= 16;
+        }
+        printf("  %s, %lld tok: %d routed items of <= 16 pairs, %d larger\n", what, (long long)T,
+               small, large);
+        if (NE <= 64) CHECK(small > 0 && large > 0); /* the case for both tile widths at once */
+    }
     both tid = make(HALO_TYPE_I32, k, V, 1, table);
     halo_moe_args a = {.x = &x.c,
                        .gate_inp = &router.c,
@@ -860,10 +873,11 @@ static void moe_matches_the_cpu(void) {
              HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 64);
     moe_once("256x2048 iq2_xxs/q2_K, shared q8_0", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
              HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 200);
-    /* ~24 pairs an expert: items of at most 16 pairs (gm_moe16) beside larger ones (gm_moe) in
-     * the same launch pair; the 256-expert cases' items are all small. */
-    moe_once("32x1024 iq2_xxs/q2_K, shared q8_0", 4096, 32, 1024, 6, HALO_TYPE_IQ2_XXS,
-             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 128);
+    /* Items of at most 16 pairs (gm_moe16) beside larger ones (gm_moe) in the same launch pair:
+     * each expert is in 12 of the 64 table rows, so ~18 pairs an expert (sd ~4) at 96 tokens;
+     * hash routing, so the test counts them. The 256-expert cases' items are all small. */
+    moe_once("hash-routed 32x1024 iq2_xxs/q2_K", 4096, 32, 1024, 6, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, true, 96);
     moe_once("hash-routed 256x2048 iq2_xxs/q2_K", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
              HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, true, 130);
     moe_once("16x512 mxfp4/mxfp4, shared q8_0", 4096, 16, 512, 6, HALO_TYPE_MXFP4, HALO_TYPE_MXFP4,

@@ -313,6 +313,45 @@ static void norms_and_rope(void) {
     free(x), free(wt), free(q);
 }
 
+/* The attention's per-head norms each followed by a rope of the same tensor (q without a
+ * weight, kv with one), with nothing read between them: the deferred norm is folded into the
+ * rope (norm_rope.comp) by default, recorded as called with HALO_VK_DEFER_NORM=0; both within
+ * the CPU's norm then rope, and the folded run without the barrier between the two. */
+static void norm_then_rope_folds(void) {
+    enum { HD = 512, H = 64, T = 3 };
+    float *q = rnd((int64_t)HD * H * T, 1.0f), *wt = rnd(HD, 1.0f);
+    halo_rope r = {.n_rot = 64, .base = 10000};
+    int32_t pos[T] = {5, 70000, 17};
+    uint64_t nb[2] = {0};
+    halo_backend *keep = vk;
+    for (int d = 0; d < 2; d++) {
+        halo_error err = {0};
+        setenv("HALO_VK_DEFER_NORM", d ? "1" : "0", 1);
+        CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
+        unsetenv("HALO_VK_DEFER_NORM");
+        for (int w = 0; w < 2; w++) {
+            int64_t heads = w ? 1 : H; /* kv: one head, with its norm weight */
+            both bq = make(HALO_TYPE_F32, HD, heads, T, q), bw = make(HALO_TYPE_F32, HD, 1, 1, wt);
+            cpu->ops->rms_norm(cpu, &bq.c, HD, w ? &bw.c : NULL, 1e-6f);
+            cpu->ops->rope(cpu, &bq.c, pos, &r, false);
+            uint64_t b0 = halo_backend_vulkan_barriers(vk);
+            vk->ops->rms_norm(vk, &bq.v, HD, w ? &bw.v : NULL, 1e-6f);
+            vk->ops->rope(vk, &bq.v, pos, &r, false);
+            char what[64];
+            snprintf(what, sizeof what, "norm+rope %s, defer_norm=%d", w ? "kv" : "q", d);
+            expect_close(what, &bq, 1e-5);
+            nb[d] += halo_backend_vulkan_barriers(vk) - b0;
+            drop(&bq), drop(&bw);
+        }
+        vk->ops->destroy(vk);
+    }
+    vk = keep;
+    printf("  barriers: %llu as called, %llu folded\n", (unsigned long long)nb[0],
+           (unsigned long long)nb[1]);
+    CHECK(nb[1] < nb[0]);
+    free(q), free(wt);
+}
+
 static void hyper_connections(void) {
     enum { E = 4096, HC = 4, T = 3, MIX = (2 + HC) * HC };
     float *s = rnd((int64_t)E * HC * T, 1.0f), *base = rnd(MIX, 0.5f),
@@ -473,9 +512,10 @@ static void indexer_topk_selects_the_same_rows(void) {
     free(q), free(w), free(keys);
 }
 
-/* One MoE call on both backends: routed experts of gate/up type gu, down type dn. */
-static void moe_case(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_t k, bool hash,
-                     uint32_t gu, uint32_t dn) {
+/* One MoE call on both backends: routed experts of gate/up type gu, down type dn. Returns the
+ * barriers the Vulkan backend recorded for it. */
+static uint64_t moe_case_norm(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_t k,
+                              bool hash, uint32_t gu, uint32_t dn, bool norm_first) {
     enum { E = 4096, T = 3, V = 16 };
     float *x = rnd(E * T, 1.0f), *bias = rnd(n_expert, 0.1f);
     void *router = weights(HALO_TYPE_F16, E, n_expert, 0.05f);
@@ -515,15 +555,28 @@ static void moe_case(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_
                        .clamp_exp = 10.0f,
                        .clamp_shexp = 10.0f,
                        .out = &out.c};
+    float *nw = rnd(E, 1.0f);
+    both bn = make(HALO_TYPE_F32, E, 1, 1, nw);
+    if (norm_first) cpu->ops->rms_norm(cpu, &bx.c, E, &bn.c, 1e-6f);
     cpu->ops->moe(cpu, &a);
     a.x = &bx.v, a.gate_inp = &br.v, a.probs_bias = hash ? NULL : &bb.v;
     a.tid2eid = hash ? &bt.v : NULL, a.gate_exps = &bg.v, a.up_exps = &bu.v, a.down_exps = &bd.v;
     a.gate_sh = &bgs.v, a.up_sh = &bus.v, a.down_sh = &bds.v, a.out = &out.v;
+    uint64_t b0 = halo_backend_vulkan_barriers(vk);
+    if (norm_first) vk->ops->rms_norm(vk, &bx.v, E, &bn.v, 1e-6f);
     vk->ops->moe(vk, &a);
     expect_close(what, &out, 1e-4);
+    uint64_t barriers = halo_backend_vulkan_barriers(vk) - b0;
     drop(&bx), drop(&bb), drop(&br), drop(&bg), drop(&bu), drop(&bd), drop(&bgs), drop(&bus);
-    drop(&bds), drop(&bt), drop(&out);
-    free(x), free(bias), free(router), free(g), free(u), free(d), free(gs), free(us), free(ds);
+    drop(&bds), drop(&bt), drop(&out), drop(&bn);
+    free(nw), free(x), free(bias), free(router), free(g), free(u), free(d), free(gs), free(us),
+        free(ds);
+    return barriers;
+}
+
+static uint64_t moe_case(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_t k, bool hash,
+                         uint32_t gu, uint32_t dn) {
+    return moe_case_norm(what, n_expert, n_ff, k, hash, gu, dn, false);
 }
 
 static void moe_routes_and_mixes_like_the_cpu(void) {
@@ -533,6 +586,53 @@ static void moe_routes_and_mixes_like_the_cpu(void) {
              HALO_TYPE_MXFP4);
     moe_case("moe 8 experts of 2048, hash top-6, iq2_xxs/q2_K", 8, 2048, 6, true, HALO_TYPE_IQ2_XXS,
              HALO_TYPE_Q2_K);
+}
+
+/* HALO_VK_FUSE_MOE: 0 (SwiGLU and the weighted sum by their own dispatches), 1 (the SwiGLU
+ * folded into the down projections' loads), 2 (the default: the weighted sum into the routed
+ * down too), each against the CPU (3 tokens); each level records fewer barriers than the one
+ * before (the dependent steps it removes), so the fused shaders ran. With HALO_VK_MVQ8 the
+ * shared expert's down takes matvec_q8.comp's SwiGLU load. */
+static void moe_fusions_match_the_cpu(void) {
+    static const char *const cases[][2] = {
+        {"0", NULL}, {"1", NULL}, {"2", NULL}, {"2", "1w"}, {"1", "4u"}};
+    /* The FFN's norm then the MoE: the norm deferred and folded into the MoE's first
+     * projections (HALO_VK_DEFER_NORM, the default) against recorded as called; one barrier
+     * fewer folded (none between the norm and the first projections). */
+    uint64_t nb[2] = {0};
+    for (int d = 0; d < 2; d++) {
+        halo_error err = {0};
+        halo_backend *keep = vk;
+        setenv("HALO_VK_DEFER_NORM", d ? "1" : "0", 1);
+        CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
+        unsetenv("HALO_VK_DEFER_NORM");
+        char what[80];
+        snprintf(what, sizeof what, "norm + moe, defer_norm=%d", d);
+        nb[d] = moe_case_norm(what, 8, 2048, 6, true, HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, true);
+        printf("  %-44s %llu barriers\n", what, (unsigned long long)nb[d]);
+        vk->ops->destroy(vk);
+        vk = keep;
+    }
+    CHECK(nb[1] < nb[0]);
+    uint64_t prev = 0;
+    halo_backend *keep = vk;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        halo_error err = {0};
+        setenv("HALO_VK_FUSE_MOE", cases[c][0], 1);
+        if (cases[c][1]) setenv("HALO_VK_MVQ8", cases[c][1], 1);
+        CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
+        unsetenv("HALO_VK_FUSE_MOE");
+        unsetenv("HALO_VK_MVQ8");
+        char what[80];
+        snprintf(what, sizeof what, "moe fuse=%s mvq8=%s iq2_xxs/q2_K", cases[c][0],
+                 cases[c][1] ? cases[c][1] : "auto");
+        uint64_t n = moe_case(what, 8, 2048, 6, true, HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K);
+        printf("  %-44s %llu barriers\n", what, (unsigned long long)n);
+        if (c > 0 && c < 3) CHECK(n < prev); /* fuse 0 -> 1 -> 2 */
+        prev = n;
+        vk->ops->destroy(vk);
+    }
+    vk = keep;
 }
 
 static void an_unsupported_weight_type_is_an_error_at_sync(void) {
@@ -588,6 +688,7 @@ int main(void) {
     RUN(weight_larger_than_a_descriptor_is_split);
     RUN(embed_rows_of_a_quantized_table);
     RUN(norms_and_rope);
+    RUN(norm_then_rope_folds);
     RUN(hyper_connections);
     RUN(attention_window_and_compressed_rows);
     RUN(compressor_pooling);
@@ -616,6 +717,7 @@ int main(void) {
     RUN(matmul_decodes_every_weight_type);
     RUN(matmul_multi_matches_norm_then_matmul);
     RUN(moe_routes_and_mixes_like_the_cpu);
+    RUN(moe_fusions_match_the_cpu);
     vk->ops->destroy(vk);
     vk = wide;
     vk->ops->destroy(vk);

@@ -31,8 +31,9 @@
  * buffers per stage, within lavapipe's 32. */
 enum { VK_CHUNKS = 8, VK_MAX_BINDINGS = 12, VK_GRID_BINDING = 12, VK_PUSH_BYTES = 128 };
 /* A specialised pipeline's key: the low 6 bits are the shader's constant 0 (a weight type, or
- * matvec_q8's variant), bit 6 its constant 1 (the matvecs' fused norm). */
-enum { VK_TYPED_KEYS = 128, VK_KEY_NORM = 64 };
+ * matvec_q8's variant), bits 6-8 its constant 1 (the matvecs' mode: the fused norm, SwiGLU on
+ * the load, matvec_moe's weighted sum). */
+enum { VK_TYPED_KEYS = 512, VK_KEY_NORM = 64, VK_KEY_SWIGLU = 128, VK_KEY_SUM = 256 };
 
 /* Vulkan entry points, loaded through vkGetInstanceProcAddr / vkGetDeviceProcAddr. */
 #define HALO_VK_INSTANCE_FNS(X)                                                                    \
@@ -128,6 +129,7 @@ typedef enum vk_kernel {
     VK_K_MATVEC_WIDE, /* matvec with a workgroup per row (few rows) */
     VK_K_MATVEC_Q8,   /* Q8_0 decode: several rows per lane group (specialised by variant) */
     VK_K_MATVEC_MOE,  /* IQ2_XXS / Q2_K (routed experts): a sub-block per lane, rows per WG */
+    VK_K_NORM_ROPE,   /* a deferred per-head norm and the rope after it, in one dispatch */
     VK_K_COUNT
 } vk_kernel;
 
@@ -226,6 +228,19 @@ typedef struct vk_backend {
                            * a norm dispatch first) */
     uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 8;
                            * HALO_VK_MVMOE=N sets it, 0: matvec.comp takes them) */
+    uint32_t fuse_moe;    /* HALO_VK_FUSE_MOE: 2 (default) SwiGLU folded into the down
+                           * projections' loads and the weighted sum into the routed down; 1
+                           * the SwiGLU only; 0 neither (their own dispatches) */
+    bool defer_norm;      /* HALO_VK_DEFER_NORM=0: every rms_norm recorded when called */
+    /* A norm the forward asked for and not yet recorded (vk_rms_norm): the next op takes it
+     * (a rope of the same tensor folds it in; the MoE of it folds it into its first
+     * projections) or records it first (vk_norm_flush: every op, copy, flush and free). */
+    struct {
+        bool on, has_w;
+        halo_tensor x, w;
+        uint32_t width;
+        float eps;
+    } pend_norm;
 
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout pipe_layout;
@@ -445,6 +460,13 @@ void vk_matmul_multi(halo_backend *be, const halo_tensor *x, const halo_tensor *
                      uint32_t n, const halo_tensor *const *w, halo_tensor *const *out);
 void vk_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                  float eps);
+/* The norm now (vk_rms_norm may defer it to the next op). */
+void vk_norm_now(vk_backend *vb, halo_tensor *x, uint32_t width, const halo_tensor *weight,
+                 float eps);
+/* Records the deferred norm, if any (before anything that could see x unnormed). */
+void vk_norm_flush(vk_backend *vb);
+/* Whether the deferred norm is of exactly this tensor. */
+bool vk_norm_pending_on(const vk_backend *vb, const halo_tensor *x);
 void vk_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
              bool inverse);
 void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src);

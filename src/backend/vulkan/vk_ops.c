@@ -110,6 +110,9 @@ typedef struct matmul_pc {
     uint32_t x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
     uint32_t rows_per_wg, col_tile, norm_off;
     float eps;
+    int32_t u_delta4; /* SwiGLU on the load: up's index - x's, in vec4s */
+    float clamp_v;
+    uint32_t k_sum, wt_off, ys_off, has_ys; /* matvec_moe's weighted sum */
 } matmul_pc;
 
 typedef struct quant_pc {
@@ -235,6 +238,54 @@ static bool use_mvmoe(const vk_backend *vb, const halo_tensor *w, const vk_mm_ar
            (w->type == HALO_TYPE_IQ2_XXS || w->type == HALO_TYPE_Q2_K) && w->ne[0] % 256 == 0;
 }
 
+/* The shader vk_mm records for this projection (VK_K_MATMUL_Q8: fast mode's quantizing
+ * dispatch and integer dots; VK_K_MATVEC: matvec.comp or matvec_wide.comp) and, for
+ * matvec_q8.comp, its variant. */
+static vk_kernel mm_kernel(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m,
+                           int32_t *q8v) {
+    *q8v = 0;
+    bool mv = use_matvec(vb, w, m);
+    /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots,
+     * except for a few columns (decode): there quantizing the activations is one more dispatch
+     * and barrier per projection, which costs more than it saves, and matvec.comp's f32 path
+     * (the precise result, more accurate than ggml's) takes them. */
+    if (vb->int_dot && w->type == HALO_TYPE_Q8_0 && !m->sel.buf &&
+        !(mv && m->n_cols <= VK_MATVEC_COLS) && (m->x_col_div ? m->x_col_div : 1) == 1 &&
+        w->ne[0] % 32 == 0)
+        return VK_K_MATMUL_Q8;
+    if (!mv) return VK_K_MATMUL;
+    if (use_mvmoe(vb, w, m)) return VK_K_MATVEC_MOE;
+    *q8v = mvq8_variant(vb, w, m);
+    return *q8v > 0 ? VK_K_MATVEC_Q8 : VK_K_MATVEC;
+}
+
+/* Where a view starts inside its descriptor, in f32 elements (false: it cannot be bound). */
+static bool rel_f32(vk_backend *vb, vk_binding b, uint32_t *rel) {
+    vk_bound bd = {0};
+    if (!b.buf || !vk_resolve(vb, "moe", &b, 1, &bd)) return false; /* as binding 1 */
+    *rel = bd.rel / 4;
+    return bd.rel % 4 == 0;
+}
+
+bool vk_mm_swiglu_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    int32_t q8v;
+    if (!vk_type_supported(w->type) || !m->up.buf || m->norm.buf || m->up.bytes < m->x.bytes ||
+        (m->groups ? m->groups : 1) != 1 || (m->x_col_div ? m->x_col_div : 1) != 1)
+        return false;
+    vk_kernel k = mm_kernel(vb, w, m, &q8v);
+    if (k == VK_K_MATMUL || k == VK_K_MATMUL_Q8) return false;
+    /* The shaders load x and up 16 bytes at a time */
+    uint32_t xr = 0, ur = 0;
+    return rel_f32(vb, m->x, &xr) && rel_f32(vb, m->up, &ur) && (xr + m->x_off) % 4 == 0 &&
+           (ur + m->x_off) % 4 == 0 && m->x_col_stride % 4 == 0;
+}
+
+bool vk_mm_sum_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    int32_t q8v;
+    return m->sum_k && m->sel.buf && m->wts.buf && m->n_cols % m->sum_k == 0 &&
+           vk_mm_swiglu_fits(vb, w, m) && mm_kernel(vb, w, m, &q8v) == VK_K_MATVEC_MOE;
+}
+
 bool vk_mm_norm_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
     if (!vk_type_supported(w->type) || !use_matvec(vb, w, m) || m->sel.buf ||
         m->n_cols > VK_MATVEC_COLS || (m->groups ? m->groups : 1) != 1 ||
@@ -254,19 +305,27 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         vk_fail(vb, HALO_E_INVALID_ARG, "%s: a norm this projection cannot fold in", op);
         return;
     }
-    /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots,
-     * except for a few columns (decode): there quantizing the activations is one more dispatch
-     * and barrier per projection, which costs more than it saves, and matvec.comp's f32 path
-     * (the precise result, more accurate than ggml's) takes them. */
-    if (vb->int_dot && w->type == HALO_TYPE_Q8_0 && !m->sel.buf &&
-        !(use_matvec(vb, w, m) && m->n_cols <= VK_MATVEC_COLS) &&
-        (m->x_col_div ? m->x_col_div : 1) == 1 && w->ne[0] % 32 == 0) {
+    bool sum = m->sum_k != 0;
+    if ((m->up.buf && !vk_mm_swiglu_fits(vb, w, m)) || (sum && !vk_mm_sum_fits(vb, w, m))) {
+        vk_fail(vb, HALO_E_INVALID_ARG, "%s: a SwiGLU or sum this projection cannot fold in", op);
+        return;
+    }
+    int32_t q8v = 0;
+    vk_kernel kern = mm_kernel(vb, w, m, &q8v);
+    if (kern == VK_K_MATMUL_Q8) {
         mm_q8(vb, op, w, m);
         return;
     }
-    vk_binding b[5] = {vk_bind_weight(w, m->sel.buf ? m->N : 1), m->x, m->out, m->sel, m->norm};
-    uint32_t nb = m->norm.buf ? 5 : m->sel.buf ? 4 : 3;
-    vk_bound bd[5] = {{0}};
+    vk_binding b[8] = {vk_bind_weight(w, m->sel.buf ? m->N : 1),
+                       m->x,
+                       m->out,
+                       m->sel,
+                       m->norm,
+                       m->up,
+                       m->wts,
+                       m->ys};
+    uint32_t nb = m->up.buf ? 8 : m->norm.buf ? 5 : m->sel.buf ? 4 : 3;
+    vk_bound bd[8] = {{0}};
     if (!vk_resolve(vb, op, b, nb, bd)) return;
     matmul_pc pc = {(uint32_t)w->ne[0],
                     m->N,
@@ -287,28 +346,30 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
                     vk_rows_per_wg(vb),
                     m->sel.buf ? 1u : 8u,
                     bd[4].rel / 4,
-                    m->eps};
+                    m->eps,
+                    ((int32_t)(bd[5].rel / 4) - (int32_t)(bd[1].rel / 4)) / 4,
+                    m->clamp_v,
+                    sum ? m->sum_k : 0,
+                    bd[6].rel / 4,
+                    bd[7].rel / 4,
+                    m->ys.buf != NULL};
+    uint32_t mode =
+        (m->norm.buf ? VK_KEY_NORM : 0) | (m->up.buf ? VK_KEY_SWIGLU : 0) | (sum ? VK_KEY_SUM : 0);
     /* Workgroups of rows fold into x and z so a vocabulary-sized projection stays within the
      * workgroup-count limit. */
-    vk_kernel kern = VK_K_MATMUL;
     VkPipeline pipe = VK_NULL_HANDLE;
-    int32_t q8v = use_matvec(vb, w, m) ? mvq8_variant(vb, w, m) : 0;
-    bool moe = use_matvec(vb, w, m) && use_mvmoe(vb, w, m);
-    if (moe) {
+    if (kern == VK_K_MATVEC_MOE) {
         /* a column per workgroup row, rows_per_wg rows per workgroup after one codebook fill */
-        kern = VK_K_MATVEC_MOE;
         pc.col_tile = 1;
         pc.rows_per_wg = vb->mvmoe; /* even: the shader's R = 2 */
-    } else if (q8v > 0) {
+    } else if (kern == VK_K_MATVEC_Q8) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
         uint32_t r = (uint32_t)q8v & 15u;
-        kern = VK_K_MATVEC_Q8;
         pc.col_tile = VK_MATVEC_COLS;
         pc.rows_per_wg = (q8v & 16) || s >= 128 ? r : r * (128 / s);
-        pipe = vk_typed_pipeline(vb, kern, (uint32_t)q8v | (m->norm.buf ? VK_KEY_NORM : 0));
-    } else if (use_matvec(vb, w, m)) {
+        pipe = vk_typed_pipeline(vb, kern, (uint32_t)q8v | mode);
+    } else if (kern == VK_K_MATVEC) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
-        kern = VK_K_MATVEC;
         pc.col_tile = m->sel.buf ? 1u : VK_MATVEC_COLS;
         /* A subgroup per row, or the whole workgroup per row where there are few rows to go
          * round (a decode step's small projections and the routed experts' gate and up: one
@@ -323,22 +384,24 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     }
     uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
     uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;
-    if (!pipe) pipe = vk_typed_pipeline(vb, kern, w->type | (m->norm.buf ? VK_KEY_NORM : 0));
+    if (!pipe) pipe = vk_typed_pipeline(vb, kern, w->type | mode);
     /* Columns in chunks of whole tiles sharing whole x columns (vk_submit.c): each output is
-     * computed by the same invocation as unsplit. */
-    uint32_t div = pc.x_col_div, n_cols = m->n_cols;
+     * computed by the same invocation as unsplit. With the sum, chunks of whole tokens (their
+     * sum_k columns each), a workgroup row per token. */
+    uint32_t div = pc.x_col_div, n_cols = m->n_cols, step = sum ? m->sum_k : pc.col_tile * div;
     double per_col = (double)m->N * (double)pc.K;
-    uint32_t per = vk_chunk(vb, per_col, n_cols, pc.col_tile * div);
+    uint32_t per = vk_chunk(vb, per_col, n_cols, step);
     for (uint32_t c0 = 0; c0 < n_cols; c0 += per) {
         matmul_pc cp = pc;
         cp.n_cols = n_cols - c0 < per ? n_cols - c0 : per;
         cp.x_off = pc.x_off + c0 / div * pc.x_col_stride;
-        cp.out_off = pc.out_off + c0 * pc.out_col_stride;
+        cp.out_off = pc.out_off + (sum ? c0 / m->sum_k : c0) * pc.out_col_stride;
         cp.sel_off = pc.sel_off + c0;
+        cp.wt_off = pc.wt_off + c0;
+        cp.ys_off = pc.ys_off + (sum ? c0 / m->sum_k : 0) * m->N;
+        uint32_t gy = sum ? cp.n_cols / m->sum_k : (cp.n_cols + cp.col_tile - 1) / cp.col_tile;
         vk_note_work(vb, per_col * cp.n_cols);
-        if (!vk_dispatch_pipe(vb, kern, pipe, op, b, nb, NULL, &cp, sizeof cp, gx,
-                              (cp.n_cols + cp.col_tile - 1) / cp.col_tile, gz))
-            return;
+        if (!vk_dispatch_pipe(vb, kern, pipe, op, b, nb, NULL, &cp, sizeof cp, gx, gy, gz)) return;
     }
 }
 
@@ -386,7 +449,7 @@ void vk_matmul_multi(halo_backend *be, const halo_tensor *x, const halo_tensor *
     }
     if (norm && !fuse) {
         halo_tensor xn = *x; /* x's contents afterwards are the caller's to forget */
-        vk_rms_norm(be, &xn, K, norm, eps);
+        vk_norm_now(vb, &xn, K, norm, eps);
     }
     for (uint32_t i = 0; i < n; i++) {
         uint32_t n_out = (uint32_t)(w[i]->ne[1] * w[i]->ne[2] * w[i]->ne[3]);
@@ -410,9 +473,43 @@ typedef struct norm_pc {
     float eps;
 } norm_pc;
 
+/* The forward's norms are deferred to the next op (HALO_VK_DEFER_NORM, default on): the
+ * attention's per-head norms of q and kv are each followed by a rope of the same tensor, which
+ * folds the norm in (norm_rope.comp: one dispatch and one barrier fewer, twice a layer), and
+ * the FFN's norm by the MoE of it, which folds it into its first projections (vk_moe). Any
+ * other op records the norm first, as called. Only f32 (or no) weights, whole rows. */
 void vk_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                  float eps) {
     vk_backend *vb = vk_of(be);
+    vk_norm_flush(vb);
+    if (vb->defer_norm && !vb->failed && width == x->ne[0] &&
+        (!weight || weight->type == HALO_TYPE_F32)) {
+        vb->pend_norm.on = true;
+        vb->pend_norm.x = *x;
+        vb->pend_norm.has_w = weight != NULL;
+        vb->pend_norm.w = weight ? *weight : (halo_tensor){0};
+        vb->pend_norm.width = width;
+        vb->pend_norm.eps = eps;
+        return;
+    }
+    vk_norm_now(vb, x, width, weight, eps);
+}
+
+bool vk_norm_pending_on(const vk_backend *vb, const halo_tensor *x) {
+    const halo_tensor *p = &vb->pend_norm.x;
+    return vb->pend_norm.on && p->buf == x->buf && p->offset == x->offset && p->type == x->type &&
+           !memcmp(p->ne, x->ne, sizeof p->ne);
+}
+
+void vk_norm_flush(vk_backend *vb) {
+    if (!vb->pend_norm.on) return;
+    vb->pend_norm.on = false; /* first: recording it begins an op, which flushes */
+    vk_norm_now(vb, &vb->pend_norm.x, vb->pend_norm.width,
+                vb->pend_norm.has_w ? &vb->pend_norm.w : NULL, vb->pend_norm.eps);
+}
+
+void vk_norm_now(vk_backend *vb, halo_tensor *x, uint32_t width, const halo_tensor *weight,
+                 float eps) {
     uint64_t cur = 0, w_off = vk_take(&cur, vk_f32_bytes(weight));
     if (!vk_begin_uploads(vb, 64) || (cur && !vk_scratch_reserve(vb, cur, "rms_norm"))) return;
     vk_binding b[3] = {{0}, vk_bind_tensor(x), {0}};
@@ -450,11 +547,22 @@ typedef struct rope_pc {
     uint32_t head_dim, n_head, n_rot, x_off, cs_off, inverse;
 } rope_pc;
 
+typedef struct norm_rope_pc {
+    uint32_t head_dim, n_head, n_rot, x_off, cs_off, w_off, has_w;
+    float eps;
+} norm_rope_pc;
+
 void vk_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
              bool inverse) {
     vk_backend *vb = vk_of(be);
     uint32_t n_tok = (uint32_t)(x->ne[2] * x->ne[3]), half = rope->n_rot / 2;
     uint64_t bytes = (uint64_t)n_tok * half * 2 * sizeof(float);
+    /* The norm just asked for on this tensor (per head: its width is the head's), folded in. */
+    bool fold = !inverse && vk_norm_pending_on(vb, x) && rope->n_rot <= x->ne[0];
+    float eps = vb->pend_norm.eps;
+    halo_tensor w = vb->pend_norm.w;
+    bool has_w = vb->pend_norm.has_w;
+    if (fold) vb->pend_norm.on = false;
     if (!vk_begin_uploads(vb, bytes)) return;
     float *p = malloc(n_tok * sizeof *p + 1);
     float *cs = NULL;
@@ -468,10 +576,20 @@ void vk_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_ro
         vk_fail(vb, HALO_E_NOMEM, "rope: out of host memory");
         return;
     }
-    vk_binding b[3] = {{0}, vk_bind_tensor(x), vk_upload_data(vb, cs, bytes)};
+    vk_binding b[4] = {{0},
+                       vk_bind_tensor(x),
+                       vk_upload_data(vb, cs, bytes),
+                       has_w ? vk_bind_tensor(&w) : (vk_binding){0}};
     free(cs);
-    vk_bound bd[3] = {{0}};
-    if (!vk_resolve(vb, "rope", b, 3, bd)) return;
+    vk_bound bd[4] = {{0}};
+    if (!vk_resolve(vb, "rope", b, fold && has_w ? 4 : 3, bd)) return;
+    if (fold) {
+        norm_rope_pc np = {(uint32_t)x->ne[0], (uint32_t)x->ne[1], rope->n_rot, bd[1].rel / 4,
+                           bd[2].rel / 4,      bd[3].rel / 4,      has_w,       eps};
+        vk_dispatch(vb, VK_K_NORM_ROPE, "rope", b, has_w ? 4 : 3, NULL, &np, sizeof np,
+                    (uint32_t)x->ne[1], n_tok, 1);
+        return;
+    }
     rope_pc pc = {(uint32_t)x->ne[0], (uint32_t)x->ne[1], rope->n_rot,
                   bd[1].rel / 4,      bd[2].rel / 4,      inverse};
     vk_dispatch(vb, VK_K_ROPE, "rope", b, 3, NULL, &pc, sizeof pc, (uint32_t)x->ne[1], n_tok, 1);

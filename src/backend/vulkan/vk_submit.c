@@ -241,6 +241,7 @@ static halo_status submit_current(vk_backend *vb, halo_error *err) {
 }
 
 halo_status vk_flush(vk_backend *vb, halo_error *err) {
+    vk_norm_flush(vb);
     halo_status st = submit_current(vb, err);
     /* Oldest first: the current slot (the ring has moved past the newest), then on. */
     for (uint32_t i = 0; i < VK_RING; i++) {
@@ -298,6 +299,7 @@ static bool submit_or_fail(vk_backend *vb) {
 }
 
 bool vk_op_begin(vk_backend *vb, uint64_t upload_bytes) {
+    vk_norm_flush(vb); /* recorded before the op that comes after it */
     uint64_t need = (upload_bytes + 255) & ~255ull;
     /* The upload buffer is reused only when nothing queued or running reads it (an op split
      * across submissions still reads its uploads): a full one drains the queue. */

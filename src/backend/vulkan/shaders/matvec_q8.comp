@@ -17,10 +17,13 @@ layout(constant_id = 0) const uint VARIANT = 2u;
 const uint R = VARIANT & 15u;
 const bool WIDE = (VARIANT & 16u) != 0u;
 const bool TWO = (VARIANT & 32u) != 0u;
-// 1: an RMS norm of x first (matmul_multi): out = r · Σ w·(g·x), r = 1/sqrt(mean(x²) + eps)
-// over the column's K inputs, g the norm weight. Each lane group walks the whole of x for its
-// rows anyway, so it sums x² on the way: no norm dispatch and no barrier before this one.
-layout(constant_id = 1) const uint NORM = 0u;
+// Constant 1, the mode's bits. 1: an RMS norm of x first (matmul_multi): out = r · Σ w·(g·x),
+// r = 1/sqrt(mean(x²) + eps) over the column's K inputs, g the norm weight. Each lane group
+// walks the whole of x for its rows anyway, so it sums x² on the way: no norm dispatch and no
+// barrier before this one.
+// 2: x is the MoE's gate projection, SwiGLU'd with the up projection on the load (swiglu.glsl).
+layout(constant_id = 1) const uint MODE = 0u;
+const bool NORM = (MODE & 1u) != 0u;
 
 layout(binding = 1) readonly buffer X { float d[]; } XB;
 layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // the same, 16 bytes a load
@@ -31,7 +34,10 @@ layout(push_constant) uniform PC {
     uint x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
     uint rows_per_wg, col_tile, norm_off;
     float eps;
+    int u_delta4;
+    float clamp_v;
 } pc;
+#include "swiglu.glsl"
 
 // The subgroups' partial sums (WIDE): up to 16 outputs (4 rows x 4 columns) each, then (NORM)
 // the 4 columns' sums of squares.
@@ -81,7 +87,11 @@ void unit_step(uint u) {
             xa = vec4(XB.d[xi], XB.d[xi + 1u], XB.d[xi + 2u], XB.d[xi + 3u]);
             xc = vec4(XB.d[xi + 4u], XB.d[xi + 5u], XB.d[xi + 6u], XB.d[xi + 7u]);
         }
-        if (NORM != 0u) {
+        if (SWIGLU) { // vec: the host asks for SWIGLU only then
+            xa = swiglu4(xa, xi >> 2);
+            xc = swiglu4(xc, (xi >> 2) + 1u);
+        }
+        if (NORM) {
             ssq[j] += dot(xa, xa) + dot(xc, xc);
             uint gi = (pc.norm_off >> 2) + 2u * u;
             xa *= G4.d[gi];
@@ -133,10 +143,11 @@ void main() {
             float s = subgroupAdd(acc[i]);
             if (subgroupElect() && gl_SubgroupID < 32u) part[i * 32u + gl_SubgroupID] = s;
         }
-        if (NORM != 0u) {
+        if (NORM) {
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 float s = subgroupAdd(ssq[j]);
-                if (subgroupElect() && gl_SubgroupID < 32u) part[(16u + j) * 32u + gl_SubgroupID] = s;
+                if (subgroupElect() && gl_SubgroupID < 32u)
+                    part[(16u + j) * 32u + gl_SubgroupID] = s;
             }
         }
         barrier();
@@ -144,7 +155,7 @@ void main() {
         if (r < nr && j < ncol) {
             float s = 0.0;
             for (uint k = 0u; k < min(ns, 32u); k++) s += part[i * 32u + k];
-            if (NORM != 0u) {
+            if (NORM) {
                 float q = 0.0;
                 for (uint k = 0u; k < min(ns, 32u); k++) q += part[(16u + j) * 32u + k];
                 s *= 1.0 / sqrt(q / float(pc.K) + pc.eps);
@@ -153,7 +164,7 @@ void main() {
         }
     } else {
         float rs[4] = float[4](1.0, 1.0, 1.0, 1.0);
-        if (NORM != 0u) {
+        if (NORM) {
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 if (j >= ncol) break;
                 rs[j] = 1.0 / sqrt(subgroupAdd(ssq[j]) / float(pc.K) + pc.eps);

@@ -3,10 +3,14 @@
 # Vulkan and run the Vulkan tests on the H200 (ops, golden, hazard, engine, split, intdot), then
 # halo alone on the 4-layer synthetic q2 model (real shapes, made in place), tg64 from depth 0,
 # with this session's switches on (the defaults: HALO_VK_FUSE_MOE=2, HALO_VK_DEFER_NORM=1) and
-# off, alternating, each with HALO_VK_PROFILE=2's totals; then one run with the per-op profile.
+# off, alternating, each with HALO_VK_PROFILE=2's totals, and one run with the per-op profile.
+# Results come back in at most 8 files: logs go to a work folder, and $OUT gets summary.txt
+# (this script's stdout), tests.log (the ctest lines and the fused ops' lines) and prof4.txt.
 set -u
-out=${OUT:-/tmp/halo-out}
-mkdir -p "$out"
+final=${OUT:-/tmp/halo-out}
+out=/tmp/vk-s6r1
+mkdir -p "$final" "$out"
+exec > >(tee "$final/summary.txt") 2>&1
 t0=$(date +%s)
 el() { echo "[+$(($(date +%s) - t0))s] $*"; }
 CTEST_REGEX="vulkan_(ops|golden|hazard|engine|split|intdot)" OUT=$out \
@@ -14,8 +18,12 @@ CTEST_REGEX="vulkan_(ops|golden|hazard|engine|split|intdot)" OUT=$out \
 echo "tests rc=$?"
 grep -E "tests passed|tests failed|\(Failed\)|Passed +[0-9.]+ sec|built in" "$out/tests.log" |
     tail -9
-grep -E "moe fuse=|norm \+ moe|norm\+rope|barriers:" "$out/tests.log" | head -12 \
-    >"$out/fused-tests.txt"
+{
+    grep -E "Test +#|tests passed|tests failed|\(Failed\)|FAIL" "$out/tests.log" | tail -30
+    grep -E "moe fuse=|norm \+ moe|norm\+rope|barriers:" "$out/tests.log" | head -30
+    echo "largest relative differences (ops):"
+    grep -E " rel [0-9.e+-]+$" "$out/tests.log" | awk '{print $NF, $0}' | sort -g | tail -5
+} >"$final/tests.log"
 el "tests done"
 prefix=/tmp/halo-vk-prefix
 libs=$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu
@@ -37,16 +45,15 @@ run() { # NAME SECONDS N ENV...
 }
 new=(HALO_VK_PROFILE=2)
 old=(HALO_VK_PROFILE=2 HALO_VK_FUSE_MOE=0 HALO_VK_DEFER_NORM=0)
-run new1 20 64 "${new[@]}"
+run new1 25 64 "${new[@]}"
 run old1 20 64 "${old[@]}"
 el "round 1"
+run prof 20 16 HALO_VK_PROFILE=1
+grep "vulkan profile" "$out/tg-prof.err" | head -40 >"$final/prof4.txt"
+el "profile"
 run new2 20 64 "${new[@]}"
 run old2 20 64 "${old[@]}"
 el "round 2"
-run prof 20 16 HALO_VK_PROFILE=1
-grep "vulkan profile" "$out/tg-prof.err" | head -40 >"$out/prof4.txt"
-el "profile"
 # Session 5's switches (never measured on the GPU), if time is left: all four off.
 run s5off 20 64 "${old[@]}" HALO_VK_DSCACHE=0 HALO_VK_FUSE_NORM=0
-run new3 20 64 "${new[@]}"
 el "all done"

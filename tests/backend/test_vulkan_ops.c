@@ -19,6 +19,34 @@
 #include "halo/types.h"
 
 static halo_backend *cpu, *vk;
+/* For the folds' tests, made once: every fold of this session off (each op recorded as the
+ * forward calls it: HALO_VK_FUSE_MOE=0, HALO_VK_DEFER_NORM/POST/ROPE=0, HALO_VK_COPY_FWD=0), and
+ * the defaults (every fold on). */
+static halo_backend *vk_off, *vk_def;
+
+/* A Vulkan backend made with the variables "NAME=VALUE", ... (NULL-terminated) set, and a
+ * submission bound of 1000 s: a long-lived backend on lavapipe learns that its dispatches are
+ * slow and would otherwise split the work into more submissions (each ending in a barrier),
+ * which would blur the barrier counts the fold tests compare. */
+static halo_backend *vk_env(const char *const *vars) {
+    char name[64];
+    setenv("HALO_VK_SUBMIT_MS", "1000000", 1);
+    for (const char *const *v = vars; *v; v++) {
+        size_t n = strcspn(*v, "=");
+        snprintf(name, sizeof name, "%.*s", (int)n, *v);
+        setenv(name, *v + n + 1, 1);
+    }
+    halo_backend *be = NULL;
+    halo_error err = {0};
+    CHECK_INT(halo_backend_vulkan_create(-1, &be, &err), HALO_OK);
+    unsetenv("HALO_VK_SUBMIT_MS");
+    for (const char *const *v = vars; *v; v++) {
+        size_t n = strcspn(*v, "=");
+        snprintf(name, sizeof name, "%.*s", (int)n, *v);
+        unsetenv(name);
+    }
+    return be;
+}
 static uint32_t seed = 12345;
 
 static float frand(void) {
@@ -325,10 +353,7 @@ static void norm_then_rope_folds(void) {
     uint64_t nb[2] = {0};
     halo_backend *keep = vk;
     for (int d = 0; d < 2; d++) {
-        halo_error err = {0};
-        setenv("HALO_VK_DEFER_NORM", d ? "1" : "0", 1);
-        CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
-        unsetenv("HALO_VK_DEFER_NORM");
+        vk = d ? vk_def : vk_off;
         for (int w = 0; w < 2; w++) {
             int64_t heads = w ? 1 : H; /* kv: one head, with its norm weight */
             both bq = make(HALO_TYPE_F32, HD, heads, T, q), bw = make(HALO_TYPE_F32, HD, 1, 1, wt);
@@ -343,7 +368,6 @@ static void norm_then_rope_folds(void) {
             nb[d] += halo_backend_vulkan_barriers(vk) - b0;
             drop(&bq), drop(&bw);
         }
-        vk->ops->destroy(vk);
     }
     vk = keep;
     printf("  barriers: %llu as called, %llu folded\n", (unsigned long long)nb[0],
@@ -395,6 +419,105 @@ static void hyper_connections(void) {
     expect_close("hc_post streams", &bs, 1e-4);
     drop(&bs), drop(&bfn), drop(&bb), drop(&bsc), drop(&col), drop(&post), drop(&comb), drop(&by);
     free(s), free(base), free(fn), free(y);
+}
+
+/* hc_post then the next site's hc_pre of the same streams, with the forward's aliasing (the
+ * block's output y in the collapsed tensor, the new post and comb over the old ones): the
+ * hc_post deferred and folded into hc_pre's two dispatches (HALO_VK_DEFER_POST, the default)
+ * and recorded as called, both within the CPU's, the folded one with fewer barriers. */
+static void hc_post_folds_into_the_next_hc_pre(void) {
+    enum { E = 4096, HC = 4, T = 3, MIX = (2 + HC) * HC };
+    float *s = rnd((int64_t)E * HC * T, 1.0f), *base = rnd(MIX, 0.5f), *y = rnd(E * T, 1.0f),
+          scale[3] = {0.7f, 0.4f, 1.3f};
+    void *fn = weights(HALO_TYPE_F16, E * HC, MIX, 0.05f);
+    uint64_t nb[2] = {0};
+    halo_backend *keep = vk;
+    for (int d = 0; d < 2; d++) {
+        halo_error err = {0};
+        vk = d ? vk_def : vk_off;
+        both bs = make(HALO_TYPE_F32, E, HC, T, s), bfn = make(HALO_TYPE_F16, E * HC, MIX, 1, fn);
+        both bb = make(HALO_TYPE_F32, MIX, 1, 1, base), bsc = make(HALO_TYPE_F32, 3, 1, 1, scale);
+        both col = make(HALO_TYPE_F32, E, T, 1, NULL), post = make(HALO_TYPE_F32, HC, T, 1, NULL);
+        both comb = make(HALO_TYPE_F32, HC, HC, T, NULL);
+        halo_backend *be[2] = {cpu, vk};
+        for (int b = 0; b < 2; b++) {
+            bool v = b == 1;
+            halo_hc_args a = {.streams = v ? &bs.v : &bs.c,
+                              .fn = v ? &bfn.v : &bfn.c,
+                              .base = v ? &bb.v : &bb.c,
+                              .scale = v ? &bsc.v : &bsc.c,
+                              .hc = HC,
+                              .sinkhorn_iters = 20,
+                              .eps = 1e-6f,
+                              .norm_eps = 1e-6f,
+                              .collapsed = v ? &col.v : &col.c,
+                              .post = v ? &post.v : &post.c,
+                              .comb = v ? &comb.v : &comb.c};
+            be[b]->ops->hc_pre(be[b], &a);
+            halo_tensor *c = a.collapsed; /* the block's output, where the forward leaves it */
+            CHECK_INT(be[b]->ops->buf_write(be[b], c->buf, c->offset, y, E * T * 4, &err), HALO_OK);
+            uint64_t b0 = v ? halo_backend_vulkan_barriers(vk) : 0;
+            be[b]->ops->hc_post(be[b], (halo_tensor *)a.streams, c, a.post, a.comb);
+            be[b]->ops->hc_pre(be[b], &a);
+            CHECK_INT(be[b]->ops->sync(be[b], &err), HALO_OK);
+            if (v) nb[d] = halo_backend_vulkan_barriers(vk) - b0;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "hc_post + hc_pre collapsed, defer_post=%d", d);
+        expect_close(what, &col, 1e-4);
+        expect_close("  post", &post, 1e-4);
+        expect_close("  comb", &comb, 1e-4);
+        expect_close("  streams", &bs, 1e-4);
+        drop(&bs), drop(&bfn), drop(&bb), drop(&bsc), drop(&col), drop(&post), drop(&comb);
+    }
+    vk = keep;
+    printf("  barriers: %llu as called, %llu folded\n", (unsigned long long)nb[0],
+           (unsigned long long)nb[1]);
+    CHECK(nb[1] < nb[0]);
+    free(s), free(base), free(fn), free(y);
+}
+
+/* The attention output's inverse rope then the grouped projection of it (out_a's shape, 16
+ * heads of 512 in 2 groups), 1 and 3 tokens: the rope deferred and folded into the projection's
+ * loads (HALO_VK_DEFER_ROPE, the default) and recorded as called, through matvec.comp and two
+ * matvec_q8.comp variants; within the CPU's rope then matmul, the folded runs with fewer
+ * barriers. */
+static void inverse_rope_folds_into_the_projection(void) {
+    enum { HD = 512, H = 16, G = 2, K = HD * H / G, NG = 24 };
+    static const char *const q8[] = {"HALO_VK_MVQ8=4u", NULL};
+    halo_backend *bes[3] = {vk_off, vk_def, vk_env(q8)};
+    static const char *const names[3] = {"as called", "folded", "folded, mvq8=4u"};
+    float *o = rnd((int64_t)HD * H * 3, 1.0f);
+    void *w = weights(HALO_TYPE_Q8_0, K, G * NG, 0.05f);
+    halo_rope r = {.n_rot = 64, .base = 10000};
+    int32_t pos[3] = {7, 70000, 1234};
+    uint64_t nb[3] = {0};
+    halo_backend *keep = vk;
+    for (size_t c = 0; c < 3; c++) {
+        vk = bes[c];
+        for (int t = 1; t <= 3; t += 2) {
+            both bo = make(HALO_TYPE_F32, HD, H, t, o), bw = make(HALO_TYPE_Q8_0, K, G * NG, 1, w);
+            both out = make(HALO_TYPE_F32, G * NG, t, 1, NULL);
+            halo_tensor o2c = bo.c, o2v = bo.v; /* the forward's reshape to [HD * H, t] */
+            o2c.ne[0] = o2v.ne[0] = HD * H, o2c.ne[1] = o2v.ne[1] = t, o2c.ne[2] = o2v.ne[2] = 1;
+            cpu->ops->rope(cpu, &bo.c, pos, &r, true);
+            cpu->ops->matmul(cpu, &bw.c, &o2c, G, &out.c);
+            uint64_t b0 = halo_backend_vulkan_barriers(vk);
+            vk->ops->rope(vk, &bo.v, pos, &r, true);
+            vk->ops->matmul(vk, &bw.v, &o2v, G, &out.v);
+            char what[80];
+            snprintf(what, sizeof what, "rope^-1 + matmul x %d, %s", t, names[c]);
+            expect_close(what, &out, 1e-4);
+            nb[c] += halo_backend_vulkan_barriers(vk) - b0;
+            drop(&bo), drop(&bw), drop(&out);
+        }
+        if (c > 0) CHECK(nb[c] < nb[0]);
+    }
+    vk = keep;
+    bes[2]->ops->destroy(bes[2]);
+    printf("  barriers: %llu as called, %llu %llu folded\n", (unsigned long long)nb[0],
+           (unsigned long long)nb[1], (unsigned long long)nb[2]);
+    free(o), free(w);
 }
 
 static void attention_window_and_compressed_rows(void) {
@@ -592,47 +715,33 @@ static void moe_routes_and_mixes_like_the_cpu(void) {
  * folded into the down projections' loads), 2 (the default: the weighted sum into the routed
  * down too), each against the CPU (3 tokens); each level records fewer barriers than the one
  * before (the dependent steps it removes), so the fused shaders ran. With HALO_VK_MVQ8 the
- * shared expert's down takes matvec_q8.comp's SwiGLU load. */
+ * shared expert's down takes matvec_q8.comp's SwiGLU load. Each also after the FFN's norm:
+ * folded into the MoE's first projections by default (no barrier of its own), recorded as
+ * called with the folds off (one). */
 static void moe_fusions_match_the_cpu(void) {
-    static const char *const cases[][2] = {
-        {"0", NULL}, {"1", NULL}, {"2", NULL}, {"2", "1w"}, {"1", "4u"}};
-    /* The FFN's norm then the MoE: the norm deferred and folded into the MoE's first
-     * projections (HALO_VK_DEFER_NORM, the default) against recorded as called; one barrier
-     * fewer folded (none between the norm and the first projections). */
-    uint64_t nb[2] = {0};
-    for (int d = 0; d < 2; d++) {
-        halo_error err = {0};
-        halo_backend *keep = vk;
-        setenv("HALO_VK_DEFER_NORM", d ? "1" : "0", 1);
-        CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
-        unsetenv("HALO_VK_DEFER_NORM");
-        char what[80];
-        snprintf(what, sizeof what, "norm + moe, defer_norm=%d", d);
-        nb[d] = moe_case_norm(what, 8, 2048, 6, true, HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, true);
-        printf("  %-44s %llu barriers\n", what, (unsigned long long)nb[d]);
-        vk->ops->destroy(vk);
-        vk = keep;
-    }
-    CHECK(nb[1] < nb[0]);
-    uint64_t prev = 0;
+    static const char *const f1[] = {"HALO_VK_FUSE_MOE=1", NULL};
+    static const char *const q8[] = {"HALO_VK_MVQ8=1w", NULL};
+    halo_backend *bes[4] = {vk_off, vk_env(f1), vk_def, vk_env(q8)};
+    static const char *const names[4] = {"fuse=0", "fuse=1", "fuse=2", "fuse=2 mvq8=1w"};
+    uint64_t nb[4] = {0}, nbn[4] = {0};
     halo_backend *keep = vk;
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        halo_error err = {0};
-        setenv("HALO_VK_FUSE_MOE", cases[c][0], 1);
-        if (cases[c][1]) setenv("HALO_VK_MVQ8", cases[c][1], 1);
-        CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
-        unsetenv("HALO_VK_FUSE_MOE");
-        unsetenv("HALO_VK_MVQ8");
+    for (int c = 0; c < 4; c++) {
+        vk = bes[c];
         char what[80];
-        snprintf(what, sizeof what, "moe fuse=%s mvq8=%s iq2_xxs/q2_K", cases[c][0],
-                 cases[c][1] ? cases[c][1] : "auto");
-        uint64_t n = moe_case(what, 8, 2048, 6, true, HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K);
-        printf("  %-44s %llu barriers\n", what, (unsigned long long)n);
-        if (c > 0 && c < 3) CHECK(n < prev); /* fuse 0 -> 1 -> 2 */
-        prev = n;
-        vk->ops->destroy(vk);
+        snprintf(what, sizeof what, "moe %s iq2_xxs/q2_K", names[c]);
+        nb[c] = moe_case(what, 8, 2048, 6, true, HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K);
+        /* the FFN's norm first: deferred and folded (defaults) or recorded as called */
+        snprintf(what, sizeof what, "norm + moe %s", names[c]);
+        nbn[c] = moe_case_norm(what, 8, 2048, 6, true, HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, true);
+        printf("  %-44s %llu barriers, with the norm first %llu\n", names[c],
+               (unsigned long long)nb[c], (unsigned long long)nbn[c]);
     }
     vk = keep;
+    CHECK(nb[1] < nb[0] && nb[2] < nb[1]); /* fuse 0 -> 1 -> 2 */
+    CHECK_INT(nbn[0], nb[0] + 1);          /* as called: the norm, a barrier, the MoE */
+    CHECK_INT(nbn[2], nb[2]);              /* folded: no barrier of its own */
+    bes[1]->ops->destroy(bes[1]);
+    bes[3]->ops->destroy(bes[3]);
 }
 
 static void an_unsupported_weight_type_is_an_error_at_sync(void) {
@@ -682,6 +791,12 @@ int main(void) {
     CHECK_INT(halo_backend_cpu_create(2, true, &cpu, &err), HALO_OK);
     /* HALO_VK_TEST_SEED varies the random inputs (the default is fixed). */
     if (getenv("HALO_VK_TEST_SEED")) seed = (uint32_t)atoi(getenv("HALO_VK_TEST_SEED"));
+    static const char *const off[] = {"HALO_VK_FUSE_MOE=0",   "HALO_VK_DEFER_NORM=0",
+                                      "HALO_VK_DEFER_POST=0", "HALO_VK_DEFER_ROPE=0",
+                                      "HALO_VK_COPY_FWD=0",   NULL};
+    static const char *const none[] = {NULL};
+    vk_off = vk_env(off);
+    vk_def = vk_env(none);
     RUN(matmul_decodes_every_weight_type);
     RUN(matmul_multi_matches_norm_then_matmul);
     RUN(grouped_matmul_reads_its_group_slice);
@@ -690,6 +805,8 @@ int main(void) {
     RUN(norms_and_rope);
     RUN(norm_then_rope_folds);
     RUN(hyper_connections);
+    RUN(hc_post_folds_into_the_next_hc_pre);
+    RUN(inverse_rope_folds_into_the_projection);
     RUN(attention_window_and_compressed_rows);
     RUN(compressor_pooling);
     RUN(indexer_topk_selects_the_same_rows);
@@ -721,6 +838,8 @@ int main(void) {
     vk->ops->destroy(vk);
     vk = wide;
     vk->ops->destroy(vk);
+    vk_off->ops->destroy(vk_off);
+    vk_def->ops->destroy(vk_def);
     cpu->ops->destroy(cpu);
     return check_report();
 }

@@ -427,6 +427,12 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     vb->fuse_moe = getenv("HALO_VK_FUSE_MOE") ? (uint32_t)atoi(getenv("HALO_VK_FUSE_MOE")) : 2;
     const char *defer = getenv("HALO_VK_DEFER_NORM");
     vb->defer_norm = !(defer && !strcmp(defer, "0"));
+    defer = getenv("HALO_VK_DEFER_POST");
+    vb->defer_post = !(defer && !strcmp(defer, "0"));
+    defer = getenv("HALO_VK_COPY_FWD");
+    vb->copy_fwd = !(defer && !strcmp(defer, "0"));
+    defer = getenv("HALO_VK_DEFER_ROPE");
+    vb->defer_rope = !(defer && !strcmp(defer, "0"));
     if (vb->mvmoe > 4096) vb->mvmoe = 8;
     halo_status st = open_instance(vb, err);
     if (!st) st = pick_device(vb, device, err);

@@ -113,6 +113,7 @@ typedef struct matmul_pc {
     int32_t u_delta4; /* SwiGLU on the load: up's index - x's, in vec4s */
     float clamp_v;
     uint32_t k_sum, wt_off, ys_off, has_ys; /* matvec_moe's weighted sum */
+    uint32_t cs_off, rope_hd, rope_nrot;    /* the inverse rope on the load (vec2 units) */
 } matmul_pc;
 
 typedef struct quant_pc {
@@ -274,6 +275,10 @@ bool vk_mm_swiglu_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m
         return false;
     vk_kernel k = mm_kernel(vb, w, m, &q8v);
     if (k == VK_K_MATMUL || k == VK_K_MATMUL_Q8) return false;
+    /* matvec_moe.comp stages the column's SwiGLU in shared memory (at most 4096 inputs) and a
+     * subgroup keeps at most 4 row pairs: 8 rows a workgroup covers them even with one subgroup
+     * (a subgroup as wide as the workgroup) */
+    if (k == VK_K_MATVEC_MOE && (w->ne[0] > 4096 || vb->mvmoe > 8)) return false;
     /* The shaders load x and up 16 bytes at a time */
     uint32_t xr = 0, ur = 0;
     return rel_f32(vb, m->x, &xr) && rel_f32(vb, m->up, &ur) && (xr + m->x_off) % 4 == 0 &&
@@ -284,6 +289,18 @@ bool vk_mm_sum_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
     int32_t q8v;
     return m->sum_k && m->sel.buf && m->wts.buf && m->n_cols % m->sum_k == 0 &&
            vk_mm_swiglu_fits(vb, w, m) && mm_kernel(vb, w, m, &q8v) == VK_K_MATVEC_MOE;
+}
+
+bool vk_mm_rope_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    int32_t q8v;
+    if (!vk_type_supported(w->type) || m->sel.buf || m->norm.buf || m->up.buf ||
+        m->n_cols > VK_MATVEC_COLS || (m->x_col_div ? m->x_col_div : 1) != 1 || !m->rope_hd ||
+        m->rope_hd % 8 || m->rope_nrot % 8 || m->rope_nrot > m->rope_hd || w->ne[0] % 8)
+        return false;
+    vk_kernel k = mm_kernel(vb, w, m, &q8v);
+    if (k != VK_K_MATVEC && k != VK_K_MATVEC_Q8) return false;
+    uint32_t xr = 0; /* 16-byte loads of x, pairs never split across two */
+    return rel_f32(vb, m->x, &xr) && (xr + m->x_off) % 4 == 0 && m->x_col_stride % 4 == 0;
 }
 
 bool vk_mm_norm_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
@@ -306,8 +323,10 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         return;
     }
     bool sum = m->sum_k != 0;
-    if ((m->up.buf && !vk_mm_swiglu_fits(vb, w, m)) || (sum && !vk_mm_sum_fits(vb, w, m))) {
-        vk_fail(vb, HALO_E_INVALID_ARG, "%s: a SwiGLU or sum this projection cannot fold in", op);
+    if ((m->up.buf && !vk_mm_swiglu_fits(vb, w, m)) || (sum && !vk_mm_sum_fits(vb, w, m)) ||
+        (m->cs.buf && !vk_mm_rope_fits(vb, w, m))) {
+        vk_fail(vb, HALO_E_INVALID_ARG, "%s: a SwiGLU, sum or rope this projection cannot fold in",
+                op);
         return;
     }
     int32_t q8v = 0;
@@ -322,9 +341,9 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
                        m->sel,
                        m->norm,
                        m->up,
-                       m->wts,
+                       m->cs.buf ? m->cs : m->wts, /* never both: the rope's only plain columns */
                        m->ys};
-    uint32_t nb = m->up.buf ? 8 : m->norm.buf ? 5 : m->sel.buf ? 4 : 3;
+    uint32_t nb = m->up.buf || m->cs.buf ? 8 : m->norm.buf ? 5 : m->sel.buf ? 4 : 3;
     vk_bound bd[8] = {{0}};
     if (!vk_resolve(vb, op, b, nb, bd)) return;
     matmul_pc pc = {(uint32_t)w->ne[0],
@@ -352,9 +371,12 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
                     sum ? m->sum_k : 0,
                     bd[6].rel / 4,
                     bd[7].rel / 4,
-                    m->ys.buf != NULL};
-    uint32_t mode =
-        (m->norm.buf ? VK_KEY_NORM : 0) | (m->up.buf ? VK_KEY_SWIGLU : 0) | (sum ? VK_KEY_SUM : 0);
+                    m->ys.buf != NULL,
+                    bd[6].rel / 8,
+                    m->rope_hd,
+                    m->rope_nrot};
+    uint32_t mode = (m->norm.buf ? VK_KEY_NORM : 0) | (m->up.buf ? VK_KEY_SWIGLU : 0) |
+                    (sum ? VK_KEY_SUM : 0) | (m->cs.buf ? VK_KEY_ROPE : 0);
     /* Workgroups of rows fold into x and z so a vocabulary-sized projection stays within the
      * workgroup-count limit. */
     VkPipeline pipe = VK_NULL_HANDLE;
@@ -405,10 +427,12 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     }
 }
 
+/* The attention output's inverse rope, deferred by vk_rope, is folded into the projection of it
+ * (out_a) where that is a matvec of a few plain columns: its loads rotate back (rope_load.glsl),
+ * no rope dispatch and no barrier before the projection. */
 void vk_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
                halo_tensor *out) {
     vk_backend *vb = vk_of(be);
-    if (!vk_begin_uploads(vb, 0)) return;
     uint32_t n_out = (uint32_t)(w->ne[1] * w->ne[2] * w->ne[3]);
     uint32_t in_total = (uint32_t)w->ne[0] * (groups ? groups : 1);
     uint32_t n_tok = (uint32_t)(halo_tensor_nelements(x) / in_total);
@@ -419,6 +443,26 @@ void vk_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uin
                     .groups = groups,
                     .x_col_stride = in_total,
                     .out_col_stride = n_out};
+    const halo_tensor *rx = &vb->pend_rope.x;
+    bool fold = vb->pend_rope.on && rx->buf == x->buf && rx->offset == x->offset &&
+                halo_tensor_nbytes(rx) == halo_tensor_nbytes(x) &&
+                (uint64_t)rx->ne[0] * rx->ne[1] == in_total;
+    float *cs = vb->pend_rope.cs;
+    uint64_t cs_bytes = vb->pend_rope.cs_bytes;
+    if (fold) {
+        m.rope_hd = (uint32_t)rx->ne[0];
+        m.rope_nrot = vb->pend_rope.n_rot;
+        m.cs = m.x; /* a stand-in for the fit: the table is uploaded below */
+        fold = vk_mm_rope_fits(vb, w, &m);
+    }
+    if (fold) vb->pend_rope.on = false;
+    if (!vk_begin_uploads(vb, fold ? cs_bytes : 0)) return;
+    if (fold) {
+        m.cs = vk_upload_data(vb, cs, cs_bytes);
+        free(cs);
+    } else {
+        m.cs = (vk_binding){0};
+    }
     vk_mm(vb, "matmul", w, &m);
 }
 
@@ -481,7 +525,7 @@ typedef struct norm_pc {
 void vk_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                  float eps) {
     vk_backend *vb = vk_of(be);
-    vk_norm_flush(vb);
+    vk_defer_flush(vb);
     if (vb->defer_norm && !vb->failed && width == x->ne[0] &&
         (!weight || weight->type == HALO_TYPE_F32)) {
         vb->pend_norm.on = true;
@@ -495,17 +539,40 @@ void vk_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_te
     vk_norm_now(vb, x, width, weight, eps);
 }
 
-bool vk_norm_pending_on(const vk_backend *vb, const halo_tensor *x) {
-    const halo_tensor *p = &vb->pend_norm.x;
-    return vb->pend_norm.on && p->buf == x->buf && p->offset == x->offset && p->type == x->type &&
-           !memcmp(p->ne, x->ne, sizeof p->ne);
+bool vk_same_view(const halo_tensor *a, const halo_tensor *b) {
+    return a->buf == b->buf && a->offset == b->offset && a->type == b->type &&
+           !memcmp(a->ne, b->ne, sizeof a->ne);
 }
 
-void vk_norm_flush(vk_backend *vb) {
-    if (!vb->pend_norm.on) return;
-    vb->pend_norm.on = false; /* first: recording it begins an op, which flushes */
-    vk_norm_now(vb, &vb->pend_norm.x, vb->pend_norm.width,
-                vb->pend_norm.has_w ? &vb->pend_norm.w : NULL, vb->pend_norm.eps);
+bool vk_norm_pending_on(const vk_backend *vb, const halo_tensor *x) {
+    return vb->pend_norm.on && vk_same_view(&vb->pend_norm.x, x);
+}
+
+bool vk_defer_uses(const vk_backend *vb, const halo_buf *b) {
+    return (vb->pend_norm.on && (vb->pend_norm.x.buf == b || vb->pend_norm.w.buf == b)) ||
+           (vb->pend_post.on && (vb->pend_post.streams.buf == b || vb->pend_post.y.buf == b ||
+                                 vb->pend_post.post.buf == b || vb->pend_post.comb.buf == b)) ||
+           (vb->pend_rope.on && vb->pend_rope.x.buf == b);
+}
+
+void vk_defer_flush(vk_backend *vb) {
+    /* cleared first: recording it begins an op, which flushes */
+    if (vb->pend_norm.on) {
+        vb->pend_norm.on = false;
+        vk_norm_now(vb, &vb->pend_norm.x, vb->pend_norm.width,
+                    vb->pend_norm.has_w ? &vb->pend_norm.w : NULL, vb->pend_norm.eps);
+    }
+    if (vb->pend_post.on) {
+        vb->pend_post.on = false;
+        vk_hc_post_now(vb, &vb->pend_post.streams, &vb->pend_post.y, &vb->pend_post.post,
+                       &vb->pend_post.comb);
+    }
+    if (vb->pend_rope.on) {
+        vb->pend_rope.on = false;
+        vk_rope_now(vb, &vb->pend_rope.x, vb->pend_rope.cs, vb->pend_rope.cs_bytes,
+                    vb->pend_rope.n_rot, true);
+        free(vb->pend_rope.cs);
+    }
 }
 
 void vk_norm_now(vk_backend *vb, halo_tensor *x, uint32_t width, const halo_tensor *weight,
@@ -552,6 +619,9 @@ typedef struct norm_rope_pc {
     float eps;
 } norm_rope_pc;
 
+/* An inverse rope (the attention output's) is deferred to the next op (HALO_VK_DEFER_ROPE,
+ * default on): the projection of it folds it into its loads (vk_matmul); anything else records
+ * it first. A forward rope folds in the norm just deferred on the same tensor (vk_rms_norm). */
 void vk_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
              bool inverse) {
     vk_backend *vb = vk_of(be);
@@ -563,7 +633,6 @@ void vk_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_ro
     halo_tensor w = vb->pend_norm.w;
     bool has_w = vb->pend_norm.has_w;
     if (fold) vb->pend_norm.on = false;
-    if (!vk_begin_uploads(vb, bytes)) return;
     float *p = malloc(n_tok * sizeof *p + 1);
     float *cs = NULL;
     if (p) {
@@ -576,21 +645,45 @@ void vk_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_ro
         vk_fail(vb, HALO_E_NOMEM, "rope: out of host memory");
         return;
     }
+    if (inverse && vb->defer_rope && !vb->failed && x->ne[0] % 8 == 0 && rope->n_rot % 8 == 0) {
+        vk_defer_flush(vb);
+        vb->pend_rope.on = true;
+        vb->pend_rope.x = *x;
+        vb->pend_rope.cs = cs; /* the op that takes it frees it */
+        vb->pend_rope.cs_bytes = bytes;
+        vb->pend_rope.n_rot = rope->n_rot;
+        return;
+    }
+    if (!fold) {
+        vk_rope_now(vb, x, cs, bytes, rope->n_rot, inverse);
+        free(cs);
+        return;
+    }
+    if (!vk_begin_uploads(vb, bytes)) {
+        free(cs);
+        return;
+    }
     vk_binding b[4] = {{0},
                        vk_bind_tensor(x),
                        vk_upload_data(vb, cs, bytes),
                        has_w ? vk_bind_tensor(&w) : (vk_binding){0}};
     free(cs);
     vk_bound bd[4] = {{0}};
-    if (!vk_resolve(vb, "rope", b, fold && has_w ? 4 : 3, bd)) return;
-    if (fold) {
-        norm_rope_pc np = {(uint32_t)x->ne[0], (uint32_t)x->ne[1], rope->n_rot, bd[1].rel / 4,
-                           bd[2].rel / 4,      bd[3].rel / 4,      has_w,       eps};
-        vk_dispatch(vb, VK_K_NORM_ROPE, "rope", b, has_w ? 4 : 3, NULL, &np, sizeof np,
-                    (uint32_t)x->ne[1], n_tok, 1);
-        return;
-    }
-    rope_pc pc = {(uint32_t)x->ne[0], (uint32_t)x->ne[1], rope->n_rot,
+    if (!vk_resolve(vb, "rope", b, has_w ? 4 : 3, bd)) return;
+    norm_rope_pc np = {(uint32_t)x->ne[0], (uint32_t)x->ne[1], rope->n_rot, bd[1].rel / 4,
+                       bd[2].rel / 4,      bd[3].rel / 4,      has_w,       eps};
+    vk_dispatch(vb, VK_K_NORM_ROPE, "rope", b, has_w ? 4 : 3, NULL, &np, sizeof np,
+                (uint32_t)x->ne[1], n_tok, 1);
+}
+
+void vk_rope_now(vk_backend *vb, halo_tensor *x, const float *cs, uint64_t cs_bytes, uint32_t n_rot,
+                 bool inverse) {
+    uint32_t n_tok = (uint32_t)(x->ne[2] * x->ne[3]);
+    if (!vk_begin_uploads(vb, cs_bytes)) return;
+    vk_binding b[3] = {{0}, vk_bind_tensor(x), vk_upload_data(vb, cs, cs_bytes)};
+    vk_bound bd[3] = {{0}};
+    if (!vk_resolve(vb, "rope", b, 3, bd)) return;
+    rope_pc pc = {(uint32_t)x->ne[0], (uint32_t)x->ne[1], n_rot,
                   bd[1].rel / 4,      bd[2].rel / 4,      inverse};
     vk_dispatch(vb, VK_K_ROPE, "rope", b, 3, NULL, &pc, sizeof pc, (uint32_t)x->ne[1], n_tok, 1);
 }
@@ -600,10 +693,12 @@ typedef struct hc_pc {
     uint32_t s_off, base_off, scale_off, col_off, post_off, comb_off;
     float eps, norm_eps;
     uint32_t p_off, n_split;
+    uint32_t fold, y_off, opost_off, ocomb_off;
 } hc_pc;
 
 typedef struct hc_mix_pc {
     uint32_t width, n_mix, n_split, chunk, w_rel, w_chunk_rows, w_row_bytes, s_off, p_off;
+    uint32_t fold, n_embd, hc, y_off, post_off, comb_off;
 } hc_mix_pc;
 
 /* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row). */
@@ -615,6 +710,16 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
         vk_fail(vb, HALO_E_UNSUPPORTED, "hc_pre: %u hyper-connection streams (at most 16)", a->hc);
         return;
     }
+    /* The previous site's hc_post of these streams, deferred by vk_hc_post, folded into both
+     * dispatches (HALO_VK_DEFER_POST): hc_mix.comp mixes the streams it would write,
+     * hc_pre.comp writes them first. No hc_post dispatch, no barrier between it and hc_mix.
+     * Decode only (a few tokens): every hc_mix workgroup recomputes the new streams of its
+     * chunk (n_mix + 1 times over), cheap for a token, not for a prefill. */
+    bool fold = vb->pend_post.on && vk_same_view(&vb->pend_post.streams, a->streams) &&
+                (uint32_t)vb->pend_post.post.ne[0] == a->hc &&
+                vb->pend_post.y.ne[0] == a->collapsed->ne[0] && a->collapsed->ne[1] <= 4;
+    halo_tensor fy = vb->pend_post.y, fpost = vb->pend_post.post, fcomb = vb->pend_post.comb;
+    if (fold) vb->pend_post.on = false;
     bool head = a->post == NULL;
     uint32_t n_tok = (uint32_t)a->collapsed->ne[1], width = a->hc * (uint32_t)a->collapsed->ne[0];
     uint32_t n_mix = head ? a->hc : (2 + a->hc) * a->hc;
@@ -626,9 +731,17 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     if (!vk_check_type(vb, "hc_pre", a->fn)) return;
     vk_binding part = vk_scratch_at(vb, part_off, part_bytes);
     /* 1. the mix projection and the squares, in chunks: weight (0), streams (1), partials (2) */
-    vk_binding mb[3] = {vk_bind_weight(a->fn, 1), vk_bind_tensor(a->streams), part};
-    vk_bound md[3] = {{0}};
-    if (!vk_resolve(vb, "hc_pre", mb, 3, md)) return;
+    vk_binding fb[3] = {{0}};
+    if (fold) {
+        fb[0] = vk_bind_tensor(&fy);
+        fb[1] = vk_bind_tensor(&fpost);
+        fb[2] = vk_bind_tensor(&fcomb);
+    }
+    vk_binding mb[6] = {
+        vk_bind_weight(a->fn, 1), vk_bind_tensor(a->streams), part, fb[0], fb[1], fb[2]};
+    uint32_t nm = fold ? 6 : 3;
+    vk_bound md[6] = {{0}};
+    if (!vk_resolve(vb, "hc_pre", mb, nm, md)) return;
     hc_mix_pc mp = {width,
                     n_mix,
                     VK_HC_SPLIT,
@@ -637,22 +750,32 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                     md[0].chunk_rows,
                     (uint32_t)mb[0].row_bytes,
                     md[1].rel / 4,
-                    md[2].rel / 4};
-    vk_note_work(vb, (double)n_tok * (n_mix + 1) * width);
+                    md[2].rel / 4,
+                    fold,
+                    (uint32_t)a->collapsed->ne[0],
+                    a->hc,
+                    md[3].rel / 4,
+                    md[4].rel / 4,
+                    md[5].rel / 4};
+    vk_note_work(vb, (double)n_tok * (n_mix + 1) * width * (fold ? a->hc + 1 : 1));
     if (!vk_dispatch_pipe(vb, VK_K_HC_MIX, vk_typed_pipeline(vb, VK_K_HC_MIX, a->fn->type),
-                          "hc_pre", mb, 3, NULL, &mp, sizeof mp, n_mix + 1, VK_HC_SPLIT, n_tok))
+                          "hc_pre", mb, nm, NULL, &mp, sizeof mp, n_mix + 1, VK_HC_SPLIT, n_tok))
         return;
     /* 2. per token: the sums, pre/post/comb (Sinkhorn) and the collapsed stream */
-    vk_binding b[8] = {{0},
-                       vk_bind_tensor(a->streams),
-                       vk_as_f32(vb, "hc_pre", a->base, base_off),
-                       vk_as_f32(vb, "hc_pre", a->scale, scale_off),
-                       vk_bind_tensor(a->collapsed),
-                       head ? (vk_binding){0} : vk_bind_tensor(a->post),
-                       head ? (vk_binding){0} : vk_bind_tensor(a->comb),
-                       part};
-    vk_bound bd[8] = {{0}};
-    if (!vk_resolve(vb, "hc_pre", b, 8, bd)) return;
+    vk_binding b[11] = {{0},
+                        vk_bind_tensor(a->streams),
+                        vk_as_f32(vb, "hc_pre", a->base, base_off),
+                        vk_as_f32(vb, "hc_pre", a->scale, scale_off),
+                        vk_bind_tensor(a->collapsed),
+                        head ? (vk_binding){0} : vk_bind_tensor(a->post),
+                        head ? (vk_binding){0} : vk_bind_tensor(a->comb),
+                        part,
+                        fb[0],
+                        fb[1],
+                        fb[2]};
+    uint32_t nb = fold ? 11 : 8;
+    vk_bound bd[11] = {{0}};
+    if (!vk_resolve(vb, "hc_pre", b, nb, bd)) return;
     hc_pc pc = {(uint32_t)a->collapsed->ne[0],
                 a->hc,
                 a->sinkhorn_iters,
@@ -670,17 +793,37 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                 a->eps,
                 a->norm_eps,
                 bd[7].rel / 4,
-                VK_HC_SPLIT};
-    vk_dispatch(vb, VK_K_HC_PRE, "hc_pre", b, 8, NULL, &pc, sizeof pc, n_tok, 1, 1);
+                VK_HC_SPLIT,
+                fold,
+                bd[8].rel / 4,
+                bd[9].rel / 4,
+                bd[10].rel / 4};
+    vk_dispatch(vb, VK_K_HC_PRE, "hc_pre", b, nb, NULL, &pc, sizeof pc, n_tok, 1, 1);
 }
 
 typedef struct post_pc {
     uint32_t n_embd, hc, s_off, y_off, post_off, comb_off;
 } post_pc;
 
+/* Deferred to the next op (HALO_VK_DEFER_POST, default on): the next site's hc_pre of the same
+ * streams folds it in (vk_hc_pre); anything else records it first. */
 void vk_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
                 const halo_tensor *post, const halo_tensor *comb) {
     vk_backend *vb = vk_of(be);
+    vk_defer_flush(vb);
+    if (vb->defer_post && !vb->failed && post->ne[0] <= 16) {
+        vb->pend_post.on = true;
+        vb->pend_post.streams = *streams;
+        vb->pend_post.y = *y;
+        vb->pend_post.post = *post;
+        vb->pend_post.comb = *comb;
+        return;
+    }
+    vk_hc_post_now(vb, streams, y, post, comb);
+}
+
+void vk_hc_post_now(vk_backend *vb, halo_tensor *streams, const halo_tensor *y,
+                    const halo_tensor *post, const halo_tensor *comb) {
     if (!vk_begin_uploads(vb, 0)) return;
     vk_binding b[5] = {{0},
                        vk_bind_tensor(streams),

@@ -330,11 +330,15 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
                      .n_cols = n_tok,
                      .x_col_stride = n_ff_sh,
                      .out_col_stride = n_embd};
+    /* Decode only (a few tokens): the fold saves a dispatch and a barrier but every workgroup
+     * of the down projection computes the SwiGLU of its column again (N / rows a workgroup
+     * times), which over a prefill's many columns would cost more than the dispatch. */
+    bool fuse = vb->fuse_moe >= 1 && n_tok <= 4;
     bool sh_fused = false;
     if (a->gate_sh) {
         sd.up = us;
         sd.clamp_v = a->clamp_shexp;
-        sh_fused = vb->fuse_moe >= 1 && vk_mm_swiglu_fits(vb, a->down_sh, &sd);
+        sh_fused = fuse && vk_mm_swiglu_fits(vb, a->down_sh, &sd);
         if (sh_fused) {
             vk_mm(vb, "moe", a->down_sh, &sd);
         } else {
@@ -366,7 +370,7 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
                      .n_expert = n_expert,
                      .up = u,
                      .clamp_v = a->clamp_exp};
-    if (vb->fuse_moe >= 1 && vk_mm_swiglu_fits(vb, a->down_exps, &dn)) {
+    if (fuse && vk_mm_swiglu_fits(vb, a->down_exps, &dn)) {
         vk_mm_args ds = dn;
         ds.out = vk_bind_tensor(a->out);
         ds.wts = wts;

@@ -1,23 +1,28 @@
 #version 450
 // Hyper-connection pre (mHC, DeepSeek V4 §2.2), one workgroup per token: RMS-normalise the
 // flattened streams, mix = fn · flat (summed in parallel by hc_mix.comp first), then
-// pre = sigmoid(mix·scale0 + base) + eps (collapse weights), post = 2·sigmoid(..) and comb = Sinkhorn(..) (skipped for the output head).
+// pre = sigmoid(mix·scale0 + base) + eps (collapse weights), post = 2·sigmoid(..) and
+// comb = Sinkhorn(..) (skipped for the output head).
 // Sinkhorn stays in f32 (its epsilon is near f16's limits).
 #define WG 256
 #include "common.glsl"
 
-layout(binding = 1) readonly buffer S { float d[]; } ST;
+layout(binding = 1) buffer S { float d[]; } ST; // written with fold
 layout(binding = 2) readonly buffer B { float d[]; } BASE;
 layout(binding = 3) readonly buffer Sc { float d[]; } SCALE;
 layout(binding = 4) writeonly buffer Col { float d[]; } COL;
 layout(binding = 5) writeonly buffer Po { float d[]; } POST;
 layout(binding = 6) writeonly buffer Co { float d[]; } COMB;
 layout(binding = 7) readonly buffer Pa { float d[]; } PART;
+layout(binding = 8) readonly buffer Y { float d[]; } YB;   // fold: the block's output
+layout(binding = 9) readonly buffer OPo { float d[]; } OPO; // fold: the previous site's post
+layout(binding = 10) readonly buffer OCo { float d[]; } OCO; // ... and comb
 layout(push_constant) uniform PC {
     uint n_embd, hc, iters, head, type, w_rel, w_chunk_rows, w_row_bytes;
     uint s_off, base_off, scale_off, col_off, post_off, comb_off;
     float eps, norm_eps;
     uint p_off, n_split;
+    uint fold, y_off, opost_off, ocomb_off;
 } pc;
 
 shared float mix[18 * 16 + 1];
@@ -29,6 +34,26 @@ float sigm(float x) { return 1.0 / (1.0 + exp(-x)); }
 void main() {
     uint t = gl_WorkGroupID.x, hc = pc.hc, lid = gl_LocalInvocationID.x;
     uint width = hc * pc.n_embd, xb = pc.s_off + t * width;
+    if (pc.fold != 0u) {
+        // The previous site's hc_post (hc_post.comp's sums, in place; hc_mix.comp computed
+        // the same values for the mix). y, the old post and comb may share memory with this
+        // site's COL, POST and COMB (the forward's scratch): each y element is read here by
+        // the invocation that writes its COL element below, and POST and COMB are written
+        // after the barriers that follow every read of the old ones.
+        for (uint d = lid; d < pc.n_embd; d += WG) {
+            float y = YB.d[pc.y_off + t * pc.n_embd + d], mixed[16];
+            for (uint k = 0u; k < hc; k++) {
+                float s = OPO.d[pc.opost_off + t * hc + k] * y;
+                for (uint j = 0u; j < hc; j++)
+                    s += OCO.d[pc.ocomb_off + t * hc * hc + j * hc + k] *
+                         ST.d[xb + j * pc.n_embd + d];
+                mixed[k] = s;
+            }
+            for (uint k = 0u; k < hc; k++) ST.d[xb + k * pc.n_embd + d] = mixed[k];
+        }
+        memoryBarrierBuffer();
+        barrier();
+    }
     // The chunks' sums from hc_mix.comp, added in order.
     uint n_mix = pc.head != 0u ? hc : (2u + hc) * hc, pb = pc.p_off + t * pc.n_split * (n_mix + 1u);
     for (uint m = lid; m <= n_mix; m += WG) {

@@ -19,6 +19,7 @@ layout(constant_id = 0) const uint TYPE = 0u;
 // weight; the lanes of a row walk the whole of x anyway, so they sum x² on the way (no norm
 // dispatch, no barrier).
 // 2: x is the MoE's gate projection, SwiGLU'd with the up projection on the load (swiglu.glsl).
+// 8: x is the attention output, rotated back on the load (rope_load.glsl).
 layout(constant_id = 1) const uint MODE = 0u;
 const bool NORM = (MODE & 1u) != 0u;
 
@@ -35,8 +36,10 @@ layout(push_constant) uniform PC {
     float eps;
     int u_delta4;
     float clamp_v;
+    uint k_sum, wt_off, ys_off, has_ys, cs_off, rope_hd, rope_nrot;
 } pc;
 #include "swiglu.glsl"
+#include "rope_load.glsl"
 
 // Two words from byte b (b even): Q8_0's blocks are 34 bytes, so half of them start mid-word.
 uvec2 rd64(uint c, uint b) {
@@ -118,13 +121,14 @@ void unit8(uint c, uint row, uint u, out float w[8]) {
 // acc + w[0]·x[xi] + ... + w[7]·x[xi + 7], in that order. NORM: x times the norm weight of
 // unit u, and x² added to ssq; SWIGLU: x = silu(g)·u (x by 16-byte loads: the host asks for
 // either only then).
-float dot8(float acc, float w[8], uint xi, bool vec, uint u, inout float ssq) {
-    if (NORM || SWIGLU || vec) {
+float dot8(float acc, float w[8], uint xi, bool vec, uint u, inout float ssq, uint k, uint col) {
+    if (NORM || SWIGLU || ROPE || vec) {
         vec4 a = XB4.d[xi >> 2], b = XB4.d[(xi >> 2) + 1u];
         if (SWIGLU) {
             a = swiglu4(a, xi >> 2);
             b = swiglu4(b, (xi >> 2) + 1u);
         }
+        if (ROPE) rope8(a, b, k, col);
         if (NORM) {
             ssq += dot(a, a) + dot(b, b);
             uint gi = (pc.norm_off >> 2) + 2u * u;
@@ -190,8 +194,10 @@ void main() {
             unit8(c, base, u + ss, w2);
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 if (j >= ncol) break;
-                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec, u, ssq[j]);
-                acc[j] = dot8(acc[j], w2, xb[j] + 8u * (u + ss), vec, u + ss, ssq[j]);
+                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec, u, ssq[j], g * pc.K + 8u * u,
+                              col0 + j);
+                acc[j] = dot8(acc[j], w2, xb[j] + 8u * (u + ss), vec, u + ss, ssq[j],
+                              g * pc.K + 8u * (u + ss), col0 + j);
             }
         }
         if (u < units) {
@@ -199,7 +205,8 @@ void main() {
             unit8(c, base, u, w);
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 if (j >= ncol) break;
-                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec, u, ssq[j]);
+                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec, u, ssq[j], g * pc.K + 8u * u,
+                              col0 + j);
             }
         }
         [[unroll]] for (uint j = 0u; j < 4u; j++) {

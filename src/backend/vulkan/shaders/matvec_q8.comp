@@ -22,6 +22,7 @@ const bool TWO = (VARIANT & 32u) != 0u;
 // walks the whole of x for its rows anyway, so it sums x² on the way: no norm dispatch and no
 // barrier before this one.
 // 2: x is the MoE's gate projection, SwiGLU'd with the up projection on the load (swiglu.glsl).
+// 8: x is the attention output, rotated back on the load (rope_load.glsl).
 layout(constant_id = 1) const uint MODE = 0u;
 const bool NORM = (MODE & 1u) != 0u;
 
@@ -36,8 +37,10 @@ layout(push_constant) uniform PC {
     float eps;
     int u_delta4;
     float clamp_v;
+    uint k_sum, wt_off, ys_off, has_ys, cs_off, rope_hd, rope_nrot;
 } pc;
 #include "swiglu.glsl"
+#include "rope_load.glsl"
 
 // The subgroups' partial sums (WIDE): up to 16 outputs (4 rows x 4 columns) each, then (NORM)
 // the 4 columns' sums of squares.
@@ -70,7 +73,7 @@ float unit_dot(float acc, uint c, uint row, uint u, vec4 xa, vec4 xb) {
 }
 
 // The invocation's rows (chunk and byte offset), columns and sums.
-uint c[4], base[4], xb[4], ncol;
+uint c[4], base[4], xb[4], ncol, col0, g_k;
 bool vec;
 float acc[16], ssq[4];
 
@@ -91,6 +94,7 @@ void unit_step(uint u) {
             xa = swiglu4(xa, xi >> 2);
             xc = swiglu4(xc, (xi >> 2) + 1u);
         }
+        if (ROPE) rope8(xa, xc, g_k + 8u * u, col0 + j);
         if (NORM) {
             ssq[j] += dot(xa, xa) + dot(xc, xc);
             uint gi = (pc.norm_off >> 2) + 2u * u;
@@ -106,7 +110,7 @@ void main() {
     uint lane = WIDE ? gl_LocalInvocationID.x : gl_SubgroupInvocationID;
     uint ss = WIDE ? uint(WG) : gl_SubgroupSize;
     uint grp = WIDE ? 0u : gl_SubgroupID;
-    uint col0 = gl_WorkGroupID.y * pc.col_tile;
+    col0 = gl_WorkGroupID.y * pc.col_tile;
     ncol = min(pc.col_tile, pc.n_cols - col0);
     uint row0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * pc.rows_per_wg +
                 grp * R;
@@ -114,6 +118,7 @@ void main() {
     if (!WIDE && nr == 0u) return; // no barriers below in this variant
     // The host keeps a group's rows inside one input group (R divides N / groups).
     uint g = row0 / (pc.N / pc.groups);
+    g_k = g * pc.K; // the group's first input (ROPE: its index in the flattened heads)
     [[unroll]] for (uint r = 0u; r < 4u; r++) {
         uint o = row0 + min(r, max(nr, 1u) - 1u); // rows past the end repeat the last one
         wrow(o, pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c[r], base[r]);

@@ -2,7 +2,8 @@
 // SWIGLU the shader's x is the gate projection g, and u (binding 5) the up projection at the
 // same column layout, u_delta4 vec4s from g's index; each x load becomes
 // silu(min(g, c)) · clamp(u, -c, c) (c = clamp_v, 0: none), moe_swiglu.comp's expression, so
-// the SwiGLU dispatch and the barrier between it and the down projection are gone. Included
+// the SwiGLU dispatch and the barrier between it and the down projection are gone
+// (matvec_moe.comp computes it once a workgroup into shared memory instead). Included
 // after the shader's push constants (pc.u_delta4, pc.clamp_v) and its MODE constant.
 const bool SWIGLU = (MODE & 2u) != 0u;
 

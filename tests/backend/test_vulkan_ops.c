@@ -424,17 +424,20 @@ static void hyper_connections(void) {
 /* hc_post then the next site's hc_pre of the same streams, with the forward's aliasing (the
  * block's output y in the collapsed tensor, the new post and comb over the old ones): the
  * hc_post deferred and folded into hc_pre's two dispatches (HALO_VK_DEFER_POST, the default)
- * and recorded as called, both within the CPU's, the folded one with fewer barriers. */
+ * and recorded as called, both within the CPU's, the folded one with fewer barriers; and
+ * folded with hc_pre in 4 workgroups a token (HALO_VK_HC_SLICES, a GPU's 16; 1 on lavapipe). */
 static void hc_post_folds_into_the_next_hc_pre(void) {
     enum { E = 4096, HC = 4, T = 3, MIX = (2 + HC) * HC };
     float *s = rnd((int64_t)E * HC * T, 1.0f), *base = rnd(MIX, 0.5f), *y = rnd(E * T, 1.0f),
           scale[3] = {0.7f, 0.4f, 1.3f};
     void *fn = weights(HALO_TYPE_F16, E * HC, MIX, 0.05f);
-    uint64_t nb[2] = {0};
+    static const char *const sl[] = {"HALO_VK_HC_SLICES=4", NULL};
+    halo_backend *bes[3] = {vk_off, vk_def, vk_env(sl)};
+    uint64_t nb[3] = {0};
     halo_backend *keep = vk;
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < 3; d++) {
         halo_error err = {0};
-        vk = d ? vk_def : vk_off;
+        vk = bes[d];
         both bs = make(HALO_TYPE_F32, E, HC, T, s), bfn = make(HALO_TYPE_F16, E * HC, MIX, 1, fn);
         both bb = make(HALO_TYPE_F32, MIX, 1, 1, base), bsc = make(HALO_TYPE_F32, 3, 1, 1, scale);
         both col = make(HALO_TYPE_F32, E, T, 1, NULL), post = make(HALO_TYPE_F32, HC, T, 1, NULL);
@@ -463,7 +466,10 @@ static void hc_post_folds_into_the_next_hc_pre(void) {
             if (v) nb[d] = halo_backend_vulkan_barriers(vk) - b0;
         }
         char what[64];
-        snprintf(what, sizeof what, "hc_post + hc_pre collapsed, defer_post=%d", d);
+        snprintf(what, sizeof what, "hc_post + hc_pre collapsed, %s",
+                 d == 0   ? "as called"
+                 : d == 1 ? "folded"
+                          : "folded, 4 slices");
         expect_close(what, &col, 1e-4);
         expect_close("  post", &post, 1e-4);
         expect_close("  comb", &comb, 1e-4);
@@ -471,8 +477,10 @@ static void hc_post_folds_into_the_next_hc_pre(void) {
         drop(&bs), drop(&bfn), drop(&bb), drop(&bsc), drop(&col), drop(&post), drop(&comb);
     }
     vk = keep;
-    printf("  barriers: %llu as called, %llu folded\n", (unsigned long long)nb[0],
-           (unsigned long long)nb[1]);
+    bes[2]->ops->destroy(bes[2]);
+    printf("  barriers: %llu as called, %llu %llu folded\n", (unsigned long long)nb[0],
+           (unsigned long long)nb[1], (unsigned long long)nb[2]);
+    CHECK(nb[2] < nb[0]);
     CHECK(nb[1] < nb[0]);
     free(s), free(base), free(fn), free(y);
 }

@@ -255,6 +255,7 @@ typedef struct vk_backend {
     bool defer_norm;      /* HALO_VK_DEFER_NORM=0: every rms_norm recorded when called */
     bool defer_post;      /* HALO_VK_DEFER_POST=0: every hc_post recorded when called */
     bool defer_rope;      /* HALO_VK_DEFER_ROPE=0: every inverse rope recorded when called */
+    uint32_t hc_slices;   /* HALO_VK_HC_SLICES: hc_pre's workgroups per token (GPU 16, CPU 1) */
     /* A norm the forward asked for and not yet recorded (vk_rms_norm): the next op takes it
      * (a rope of the same tensor folds it in; the MoE of it folds it into its first
      * projections) or records it first (vk_defer_flush: every op, copy, flush and free). */

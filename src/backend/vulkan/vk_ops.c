@@ -693,12 +693,12 @@ typedef struct hc_pc {
     uint32_t s_off, base_off, scale_off, col_off, post_off, comb_off;
     float eps, norm_eps;
     uint32_t p_off, n_split;
-    uint32_t fold, y_off, opost_off, ocomb_off;
+    uint32_t fold, y_off, copy_off;
 } hc_pc;
 
 typedef struct hc_mix_pc {
     uint32_t width, n_mix, n_split, chunk, w_rel, w_chunk_rows, w_row_bytes, s_off, p_off;
-    uint32_t fold, n_embd, hc, y_off, post_off, comb_off;
+    uint32_t fold, n_embd, hc, y_off, post_off, comb_off, copy_off;
 } hc_mix_pc;
 
 /* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row). */
@@ -725,7 +725,9 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     uint32_t n_mix = head ? a->hc : (2 + a->hc) * a->hc;
     uint64_t cur = 0, base_off = vk_take(&cur, vk_f32_bytes(a->base));
     uint64_t scale_off = vk_take(&cur, vk_f32_bytes(a->scale));
-    uint64_t part_bytes = (uint64_t)n_tok * VK_HC_SPLIT * (n_mix + 1) * 4;
+    /* the chunks' partial sums, then (fold) hc_mix's copy of the old post and comb */
+    uint64_t sums = (uint64_t)n_tok * VK_HC_SPLIT * (n_mix + 1);
+    uint64_t part_bytes = (sums + (fold ? (uint64_t)n_tok * (a->hc + a->hc * a->hc) : 0)) * 4;
     uint64_t part_off = vk_take(&cur, part_bytes);
     if (!vk_begin_uploads(vb, 8192) || !vk_scratch_reserve(vb, cur, "hc_pre")) return;
     if (!vk_check_type(vb, "hc_pre", a->fn)) return;
@@ -756,25 +758,24 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                     a->hc,
                     md[3].rel / 4,
                     md[4].rel / 4,
-                    md[5].rel / 4};
+                    md[5].rel / 4,
+                    md[2].rel / 4 + (uint32_t)sums};
     vk_note_work(vb, (double)n_tok * (n_mix + 1) * width * (fold ? a->hc + 1 : 1));
     if (!vk_dispatch_pipe(vb, VK_K_HC_MIX, vk_typed_pipeline(vb, VK_K_HC_MIX, a->fn->type),
                           "hc_pre", mb, nm, NULL, &mp, sizeof mp, n_mix + 1, VK_HC_SPLIT, n_tok))
         return;
     /* 2. per token: the sums, pre/post/comb (Sinkhorn) and the collapsed stream */
-    vk_binding b[11] = {{0},
-                        vk_bind_tensor(a->streams),
-                        vk_as_f32(vb, "hc_pre", a->base, base_off),
-                        vk_as_f32(vb, "hc_pre", a->scale, scale_off),
-                        vk_bind_tensor(a->collapsed),
-                        head ? (vk_binding){0} : vk_bind_tensor(a->post),
-                        head ? (vk_binding){0} : vk_bind_tensor(a->comb),
-                        part,
-                        fb[0],
-                        fb[1],
-                        fb[2]};
-    uint32_t nb = fold ? 11 : 8;
-    vk_bound bd[11] = {{0}};
+    vk_binding b[9] = {{0},
+                       vk_bind_tensor(a->streams),
+                       vk_as_f32(vb, "hc_pre", a->base, base_off),
+                       vk_as_f32(vb, "hc_pre", a->scale, scale_off),
+                       vk_bind_tensor(a->collapsed),
+                       head ? (vk_binding){0} : vk_bind_tensor(a->post),
+                       head ? (vk_binding){0} : vk_bind_tensor(a->comb),
+                       part,
+                       fb[0]};
+    uint32_t nb = fold ? 9 : 8;
+    vk_bound bd[9] = {{0}};
     if (!vk_resolve(vb, "hc_pre", b, nb, bd)) return;
     hc_pc pc = {(uint32_t)a->collapsed->ne[0],
                 a->hc,
@@ -796,9 +797,11 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                 VK_HC_SPLIT,
                 fold,
                 bd[8].rel / 4,
-                bd[9].rel / 4,
-                bd[10].rel / 4};
-    vk_dispatch(vb, VK_K_HC_PRE, "hc_pre", b, nb, NULL, &pc, sizeof pc, n_tok, 1, 1);
+                bd[7].rel / 4 + (uint32_t)sums};
+    /* Slices of the channels per token (HALO_VK_HC_SLICES): the per-token part is tiny and
+     * done by each, the streams and the collapsed output split between them. */
+    uint32_t slices = vb->hc_slices < a->collapsed->ne[0] ? vb->hc_slices : 1;
+    vk_dispatch(vb, VK_K_HC_PRE, "hc_pre", b, nb, NULL, &pc, sizeof pc, n_tok, slices, 1);
 }
 
 typedef struct post_pc {

@@ -17,7 +17,7 @@ layout(binding = 4) readonly buffer Po { float d[]; } PO; // fold: the previous 
 layout(binding = 5) readonly buffer Co { float d[]; } CO; // ... and comb
 layout(push_constant) uniform PC {
     uint width, n_mix, n_split, chunk, w_rel, w_chunk_rows, w_row_bytes, s_off, p_off;
-    uint fold, n_embd, hc, y_off, post_off, comb_off;
+    uint fold, n_embd, hc, y_off, post_off, comb_off, copy_off;
 } pc;
 
 // Element i of token t's flattened streams. With fold (HALO_VK_DEFER_POST), the previous
@@ -50,4 +50,11 @@ void main() {
     }
     acc = wg_sum(acc);
     if (lid == 0u) PART.d[pc.p_off + (t * pc.n_split + s) * (pc.n_mix + 1u) + m] = acc;
+    // fold: a copy of the old post and comb for hc_pre.comp, whose workgroups write the new
+    // ones over them (the forward's scratch) while others may still need the old
+    uint hc = pc.hc, nc = hc + hc * hc;
+    if (pc.fold != 0u && m == 0u && s == 0u)
+        for (uint i = lid; i < nc; i += WG)
+            PART.d[pc.copy_off + t * nc + i] = i < hc ? PO.d[pc.post_off + t * hc + i]
+                                                      : CO.d[pc.comb_off + t * hc * hc + i - hc];
 }

@@ -704,6 +704,11 @@ typedef struct hc_mix_pc {
 /* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row). */
 #define VK_HC_SPLIT 16
 
+static bool views_meet(const halo_tensor *a, const halo_tensor *b) {
+    uint64_t an = halo_tensor_nbytes(a), bn = halo_tensor_nbytes(b);
+    return a->buf == b->buf && a->offset < b->offset + bn && b->offset < a->offset + an;
+}
+
 void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     vk_backend *vb = vk_of(be);
     if (a->hc > 16) {
@@ -801,6 +806,11 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     /* Slices of the channels per token (HALO_VK_HC_SLICES): the per-token part is tiny and
      * done by each, the streams and the collapsed output split between them. */
     uint32_t slices = vb->hc_slices < a->collapsed->ne[0] ? vb->hc_slices : 1;
+    /* With the fold, a slice reads y where another may write: only where y is the collapsed
+     * tensor itself (each element read and written by one invocation) or apart from it, and
+     * apart from post and comb (slice 0 writes them), may the slices go on their own. */
+    if (fold && !(vk_same_view(&fy, a->collapsed) || !views_meet(&fy, a->collapsed))) slices = 1;
+    if (fold && !head && (views_meet(&fy, a->post) || views_meet(&fy, a->comb))) slices = 1;
     vk_dispatch(vb, VK_K_HC_PRE, "hc_pre", b, nb, NULL, &pc, sizeof pc, n_tok, slices, 1);
 }
 

@@ -1,0 +1,6 @@
+# The CUDA helpers' A/B runs for the final call (bench/cuda/s6/final-ab-{decode,prefill}.md: decode run 1, prefill runs 1 and 2)
+H=build-gpu/src/cli/halo
+for v in X=1 HALO_CUDA_TWO=0 HALO_CUDA_SUMFUSE=0 HALO_CUDA_AHEAD2=0 HALO_CUDA_ROUTEFUSE=1 HALO_CUDA_QCOST=1.3,1,0.8 HALO_CUDA_QCOST=3,1,0.8 "HALO_CUDA_HCFUSE=0 HALO_CUDA_HCLEAD=0 HALO_CUDA_NORMROPE=0 HALO_CUDA_SUMFUSE=0 HALO_CUDA_AHEAD2=0 HALO_CUDA_TWO=0"; do echo "== decode $v"; env $v timeout 8 $H bench --synthetic dsv4-flash-q2:4 --backend cuda --weights device -p 0 -n 64 -d 0,8192 -r 3 -o md 2>&1 | grep -E "^\| deep"; done
+for c in "1 1" "1 0" "0 1" "0 0" "1 3"; do set -- $c; echo "== prefill HALO_CUDA_MMA_SB=$1 HALO_CUDA_MMA_N16=$2"; HALO_CUDA_MMA_SB=$1 HALO_CUDA_MMA_N16=$2 HALO_CUDA_PROFILE=1 timeout 11 $H bench --synthetic dsv4-flash-q2:4 --backend cuda --weights device -p 2048 -n 0 -r 1 -o md 2>&1 | grep -E "^\| deep|prefill:|^  (matmul|attention|topk|moe) |^  \. (mm|moe)"; done
+echo "== prefill depth 131072 kernel durations"
+timeout 60 ncu --clock-control none -k regex:"topk_score_mma|select_kernel|attention_mma" --launch-skip 1500 --launch-count 36 --metrics gpu__time_duration.sum $H bench --synthetic dsv4-flash-q2:4 --backend cuda --weights device -p 512 -n 0 -d 131072 -r 1 --no-warmup -o md 2>&1 | grep -E "^\| deep|^  [a-z_]+.*\(|gpu__time_duration" | cut -c1-90

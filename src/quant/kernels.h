@@ -64,6 +64,9 @@ halo_q8_row1_mode halo_quant_q8_row1_mode(void);
  * Intel CPUs, 0 on others (quant.c says why). */
 int halo_quant_q8_prefetch(void);
 int halo_quant_row_prefetch(void);
+/* Benchmarks only (bench/cpu/bench_matvec alternates settings within one process): sets the
+ * one-token kernel and the two prefetch distances (bytes, 0 = none) until the next call. */
+void halo_quant_set_one_token(halo_q8_row1_mode mode, int q8_prefetch, int row_prefetch);
 /* Prefetches the bytes [p, p + n) (whole lines; no fault past a mapping's end). */
 static inline void halo_prefetch_span(const void *p, size_t n) {
     for (size_t k = 0; k < n; k += 64)
@@ -126,6 +129,7 @@ HALO_DECLARE_GEMM(f16);
 bool halo_iq2_xxs_vbmi_init(void);
 void halo_gemm_iq2_xxs_vbmi(int64_t n, const void *w, size_t w_stride, int64_t nr,
                             const void *const *act, int nt, float *const *y);
+
 /* quantize_avx512.c: bit-identical to halo_quantize_q8_0 / _q8_K (finite inputs) */
 void halo_quantize_q8_0_avx512(const float *x, void *dst, int64_t n);
 void halo_quantize_q8_K_avx512(const float *x, void *dst, int64_t n);

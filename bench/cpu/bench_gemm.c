@@ -106,7 +106,9 @@ int main(int argc, char **argv) {
         const char *ab_env = getenv("GEMM_AB");
         if (ab_env && *ab_env == '1' && type == HALO_TYPE_IQ2_XXS && halo_quant_vbmi())
             iq2_ab(n, w, rb, act, y);
-        for (int nt = 1; nt <= HALO_GEMM_MAX_TOK; nt *= HALO_GEMM_MAX_TOK) {
+        const char *all_env = getenv("GEMM_ALL_T"); /* every token count, not just 1 and 8 */
+        int all_t = all_env && *all_env == '1';
+        for (int nt = 1; nt <= HALO_GEMM_MAX_TOK; nt = all_t ? nt + 1 : nt * HALO_GEMM_MAX_TOK) {
             double best = 1e30;
             for (int b = 0; b < BEST_OF; b++) {
                 double t0 = cpu_now();

@@ -8,10 +8,9 @@
 #                            flags and no AMX (GGML_NATIVE's AMX buffer type aborts deepseek4)
 # The medium model is written to /dev/shm. THREADS (default "16 8") and ROUNDS (default 2).
 # AB=1 (the default) ends with an A/B of the one-token kernels' software prefetch (on by default
-# on Intel CPUs, src/quant/quant.c): halo's tg32 at 16 threads with it (2 KiB ahead), without
-# it for the IQ2_XXS/Q2_K rows, without any, and with Q8_0 rows 4 KiB ahead, alternated twice
-# (each after a pp8 in the same process, so the decode is not the process's first; ~35 s).
-# AB=0 skips it.
+# on Intel CPUs, src/quant/quant.c) in one process: halo's tg32 at 16 threads, repetitions
+# cycling through BENCH_AB's settings (~15 s). AB=0 skips it. MATVEC_VARIANTS (bench_matvec)
+# passes through.
 set -u
 cd "$(dirname "$0")/../.."
 c=$PWD/.carry/cpu
@@ -27,12 +26,10 @@ for t in ${THREADS:-16 8}; do
     echo "[+$(( $(date +%s) - t0 ))s] $t threads done"
 done
 if [ "${AB:-1}" = 1 ]; then
-    for cyc in 1 2; do
-        for v in "HALO_Q8_PREFETCH=2048 HALO_ROW_PREFETCH=2048" "HALO_ROW_PREFETCH=0" \
-                 "HALO_Q8_PREFETCH=0 HALO_ROW_PREFETCH=0" "HALO_Q8_PREFETCH=4096"; do
-            echo "prefetch A/B, 16 threads, $v: $(env $v "$c/bin/bench_cpu" $m 8 32 16 3 |
-                awk '/^tg/ {printf "%s ", $2}')tok/s"
-        done
-    done
+    # One process, repetitions cycling through the settings (bench_cpu's BENCH_AB): Q8_0 rows
+    # and IQ2_XXS/Q2_K rows prefetched 2 KiB ahead (Intel's default), Q8_0 rows 8 KiB ahead
+    # (the Zen 5 VM's), none, and only the Q8_0 rows' 2 KiB.
+    BENCH_AB=${BENCH_AB:-2048:2048,8192:2048,0:0,2048:0} timeout 60 "$c/bin/bench_cpu" $m 8 32 16 8 |
+        grep '^tg'
     echo "[+$(( $(date +%s) - t0 ))s] A/B done"
 fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/cpu/run.sh on the H200 machine's CPU (the `run` tool; no GPU used), from binaries
-# built on the development VM and carried in .carry/cpu (see bench/cpu/RESULTS.md):
+# built on the development VM and carried in .carry/cpu (bench/cpu/carry.sh packs them into
+# .carry/cpu/bin.tar.xz, which this script unpacks; see bench/cpu/RESULTS.md):
 #   .carry/cpu/bin/{bench_cpu,bench_membw,bench_make_medium}   halo's, this tree
 #   .carry/cpu/bin/bench_matvec   (if present) the output head's matvec against plain reads
 #   .carry/cpu/lib/{libcjson.so.1,liburing.so.2}                their Debian 12 libraries
@@ -10,10 +11,11 @@
 # AB=1 (the default) ends with an A/B of the one-token kernels' software prefetch (on by default
 # on Intel CPUs, src/quant/quant.c) in one process: halo's tg32 at 16 threads, repetitions
 # cycling through BENCH_AB's settings (~15 s). AB=0 skips it. MATVEC_VARIANTS (bench_matvec)
-# passes through.
+# passes through. The model is removed at the end unless KEEP_MODEL=1.
 set -u
 cd "$(dirname "$0")/../.."
 c=$PWD/.carry/cpu
+if [ ! -x "$c/bin/bench_cpu" ] && [ -f "$c/bin.tar.xz" ]; then tar xJf "$c/bin.tar.xz" -C "$c"; fi
 export LD_LIBRARY_PATH=$c/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 m=/dev/shm/halo-medium.gguf
 t0=$(date +%s)
@@ -33,3 +35,4 @@ if [ "${AB:-1}" = 1 ]; then
         grep '^tg'
     echo "[+$(( $(date +%s) - t0 ))s] A/B done"
 fi
+[ "${KEEP_MODEL:-0}" = 1 ] || rm -f $m # 8.85 GiB of /dev/shm

@@ -147,7 +147,9 @@ static unsigned cpu_family(void) {
  * 0.81 of a plain read without software prefetch and at 1.03 with lines requested 2-4 KiB
  * ahead (tg32 at 16 threads +8-13 %). On the 2-core AMD VM (family 0x1A, Zen 5; RESULTS.md
  * 2026-12-01 evening) 2 KiB ahead barely helps and 8 KiB ahead brings one thread from 0.78 to
- * 0.99 of a plain read; other AMD families were not measured with this kernel (an earlier VM
+ * 0.99 of a plain read (decode in one process alternating the settings: 12.4-14.1 -> 15.6-17.7
+ * tokens/s on a busy machine, 24-27 -> 30 quiet), and IQ2_XXS/Q2_K rows 8 KiB ahead add ~3 %
+ * (28.5 -> 29.4 tokens/s, 4 of 4 cycles); 12 and 16 KiB were no better. Other AMD families were not measured with this kernel (an earlier VM
  * lost with 0.25-8 KiB ahead), so they do without. */
 static void init_row1(void) {
     const char *m = getenv("HALO_Q8_ROW1");
@@ -160,8 +162,7 @@ static void init_row1(void) {
     if (__builtin_cpu_is("intel")) {
         dflt = dflt_row = 2048;
     } else if (__builtin_cpu_is("amd") && cpu_family() >= 0x1a) {
-        dflt = 8192;
-        dflt_row = 0;
+        dflt = dflt_row = 8192;
     }
 #endif
     q8_prefetch = prefetch_env("HALO_Q8_PREFETCH", dflt);

@@ -118,7 +118,8 @@ int main(int argc, char **argv) {
             for (uint32_t i = 0; i < tg; i++) {
                 double t1 = now();
                 if (halo_session_eval(s, tok + pp + i, 1, false, &err)) return fail(&err);
-                if (per_token) fprintf(stderr, "%s%.1f", i ? " " : "token ms: ", (now() - t1) * 1e3);
+                if (per_token)
+                    fprintf(stderr, "%s%.1f", i ? " " : "token ms: ", (now() - t1) * 1e3);
             }
             if (per_token) fprintf(stderr, "\n");
             printf("tg%u %.2f tok/s%s\n", tg, tg / (now() - t0), tag);

@@ -71,8 +71,8 @@ static void iq2_ab(int64_t n, const unsigned char *w, uint64_t rb, const void *c
                 double dt = (cpu_now() - t0) / REPS;
                 best[k] = dt < best[k] ? dt : best[k];
             }
-        printf("| iq2_xxs A/B | %d | %s %.1f | %s %.1f |\n", nt, name[0],
-               best[0] * 1e9 / ROWS / nt, name[1], best[1] * 1e9 / ROWS / nt);
+        printf("| iq2_xxs A/B | %d | %s %.1f | %s %.1f |\n", nt, name[0], best[0] * 1e9 / ROWS / nt,
+               name[1], best[1] * 1e9 / ROWS / nt);
     }
 }
 

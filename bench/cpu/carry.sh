@@ -8,7 +8,8 @@
 # deepseek4 graph (a GGML_ASSERT in the scheduler), so it is built with explicit AVX-512 flags
 # and no AMX, from the source of tools/oracle/README.md step 1 (/tmp/llama.cpp), ~15 minutes at
 # nice 19 on this busy 2-core VM:
-#   cmake -S /tmp/llama.cpp -B /tmp/llbench-xeon -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+#   cmake -S /tmp/llama.cpp -B /tmp/llbench-xeon -DCMAKE_BUILD_TYPE=Release \
+#     -DBUILD_SHARED_LIBS=OFF \
 #     -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
 #     -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
 #     -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_OPENSSL=OFF \
@@ -25,7 +26,9 @@ llama_bench=${LLAMA_BENCH_STATIC:-/tmp/halo-bench/llama-bench-xeon}
 cmake --build "$build" -j2 --target bench_cpu bench_membw bench_make_medium bench_matvec >/dev/null
 tmp=$(mktemp -d)
 mkdir -p "$tmp/bin" "$tmp/lib" .carry/cpu
-for b in bench_cpu bench_membw bench_make_medium bench_matvec; do cp "$build/bench/$b" "$tmp/bin/"; done
+for b in bench_cpu bench_membw bench_make_medium bench_matvec; do
+    cp "$build/bench/$b" "$tmp/bin/"
+done
 for l in libcjson.so.1 liburing.so.2; do cp -L "/lib/x86_64-linux-gnu/$l" "$tmp/lib/"; done
 cp "$llama_bench" "$tmp/llama-bench"
 tar cJf .carry/cpu/bin.tar.xz -C "$tmp" bin lib llama-bench

@@ -4,8 +4,9 @@
  *
  * Q8_0 takes 4 rows x 2 tokens per tile (2 x 4 unprepared) and multiplies unsigned bytes:
  * w + 128 (the sign bit flipped) times the activation, with the accumulator started at -128 *
- * (sum of the lane's four activation bytes), gives the lane's exact sum of w * a in one vpdpbusd per pair; the
- * single-row kernel's sign trick (|w| times a with w's sign) needs two instructions per pair.
+ * (sum of the lane's four activation bytes), gives the lane's exact sum of w * a in one
+ * vpdpbusd per pair; the single-row kernel's sign trick (|w| times a with w's sign) needs two
+ * instructions per pair.
  * The k/i-quants (Q2_K, Q4_K, IQ2_XXS) and MXFP4 decode a row's block once (levels, signs,
  * scales) into registers and dot it with up to 8 tokens. */
 #include "quant/blocks.h"
@@ -127,9 +128,8 @@ INLINE __m512 wscales16(const block_q8_0 *x) {
 
 /* One step of q8_0_tile_prep: blocks b, b + 1 of R rows (bytes wu, scales wd as scale2 gives
  * them) against T prepared tokens. */
-INLINE void q8_0_prep_step(const int R, const int T, int64_t b, const __m512i *wu,
-                           const __m512 *wd, const q8_0_prep *const *pt, int h,
-                           __m512 acc[2][4][4]) {
+INLINE void q8_0_prep_step(const int R, const int T, int64_t b, const __m512i *wu, const __m512 *wd,
+                           const q8_0_prep *const *pt, int h, __m512 acc[2][4][4]) {
     for (int t = 0; t < T; t++) {
         const q8_0_prep *p = pt[t] + b / 2;
         for (int r = 0; r < R; r++) {
@@ -801,8 +801,7 @@ AVX512 void halo_gemm_f16_avx512(int64_t n, const void *w, size_t w_stride, int6
     for (int t0 = 0; t0 < nt; t0 += tstep) {
         int T = nt - t0 < tstep ? nt - t0 : tstep;
         for (int64_t r = 0; r < nr; r++) {
-            const uint16_t *x =
-                (const uint16_t *)((const unsigned char *)w + (size_t)r * w_stride);
+            const uint16_t *x = (const uint16_t *)((const unsigned char *)w + (size_t)r * w_stride);
             float res[4];
             tile[T - 1](n, x, (const float *const *)act + t0, res);
             for (int t = 0; t < T; t++)

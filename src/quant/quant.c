@@ -149,8 +149,9 @@ static unsigned cpu_family(void) {
  * 2026-12-01 evening) 2 KiB ahead barely helps and 8 KiB ahead brings one thread from 0.78 to
  * 0.99 of a plain read (decode in one process alternating the settings: 12.4-14.1 -> 15.6-17.7
  * tokens/s on a busy machine, 24-27 -> 30 quiet), and IQ2_XXS/Q2_K rows 8 KiB ahead add ~3 %
- * (28.5 -> 29.4 tokens/s, 4 of 4 cycles); 12 and 16 KiB were no better. Other AMD families were not measured with this kernel (an earlier VM
- * lost with 0.25-8 KiB ahead), so they do without. */
+ * (28.5 -> 29.4 tokens/s, 4 of 4 cycles); 12 and 16 KiB were no better. Other AMD families
+ * were not measured with this kernel (an earlier VM lost with 0.25-8 KiB ahead), so they do
+ * without. */
 static void init_row1(void) {
     const char *m = getenv("HALO_Q8_ROW1");
     if (m && !strcmp(m, "row512"))

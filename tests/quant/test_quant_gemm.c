@@ -102,8 +102,9 @@ static void gemm_q8_0_matches_the_row_dot_at_every_length(void) {
                     for (int r = 0; r < nr; r++) {
                         float want = halo_quant_vec_dot(HALO_TYPE_Q8_0, n, w + r * rb, act[j]);
                         if (memcmp(&want, &out[j][r], 4) != 0 && mismatches++ < 3)
-                            fprintf(stderr, "q8_0 %lld blocks, %d rows, %d tokens: row %d token "
-                                            "%d: %.9g, dot %.9g\n",
+                            fprintf(stderr,
+                                    "q8_0 %lld blocks, %d rows, %d tokens: row %d token "
+                                    "%d: %.9g, dot %.9g\n",
                                     (long long)blocks[k], nr, nt, r, j, out[j][r], want);
                     }
             }

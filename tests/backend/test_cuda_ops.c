@@ -181,6 +181,31 @@ static double compare(const char *what, const both *b, double tol) {
     return rel;
 }
 
+/* Runs `op` again with env=0 and checks the output equals what `out` holds now, bit for bit;
+ * `pair` names the two paths in the line printed. */
+static void same_with_it_off(const char *env, const char *pair, const char *what,
+                             const halo_tensor *out, void (*op)(void *), void *ctx) {
+    uint64_t n = halo_tensor_nbytes(out);
+    void *with = fetch(gpu, out);
+    setenv(env, "0", 1);
+    op(ctx);
+    void *without = fetch(gpu, out);
+    unsetenv(env);
+    bool same = memcmp(with, without, n) == 0;
+    printf("  %-44s %s %s\n", what, pair, same ? "bitwise equal" : "DIFFER");
+    CHECK(same);
+    free(with);
+    free(without);
+}
+
+/* Fast mode's IQ2_XXS, Q2_K and Q8_0 tiles take their weights through a cp.async ring in shared
+ * memory (gemm_mma.cu's gm_tile_sb) or, with HALO_CUDA_MMA_SB=0, from registers: the same
+ * decoders and sums, so the two must agree bit for bit. */
+static void same_without_the_ring(const char *what, const halo_tensor *out, void (*op)(void *),
+                                  void *ctx) {
+    same_with_it_off("HALO_CUDA_MMA_SB", "ring and register fetch", what, out, op, ctx);
+}
+
 static const uint32_t weight_types[] = {
     HALO_TYPE_F32,     HALO_TYPE_F16,     HALO_TYPE_BF16,   HALO_TYPE_Q8_0,   HALO_TYPE_Q4_0,
     HALO_TYPE_Q5_0,    HALO_TYPE_Q4_1,    HALO_TYPE_Q5_1,   HALO_TYPE_IQ4_NL, HALO_TYPE_MXFP4,
@@ -258,6 +283,16 @@ static void matmul_matches_the_cpu_for_every_type(void) {
     drop(&y);
 }
 
+typedef struct mm_ctx {
+    const halo_tensor *w, *x;
+    uint32_t groups;
+    halo_tensor *y;
+} mm_ctx;
+static void mm_run(void *p) {
+    mm_ctx *c = p;
+    gpu->ops->matmul(gpu, c->w, c->x, c->groups, c->y);
+}
+
 /* Fast mode (halo_backend_cuda_set_precise): prefill batches (64 tokens and more) of the types
  * gemm_mma.cu decodes go to tensor cores, weights and activations rounded to f16 and f32 sums, so
  * they are held to 2e-3 of the output's range (the class of ggml's f16/q8_1 prefill), not 1e-5; 200
@@ -292,6 +327,11 @@ static void matmul_on_tensor_cores_matches_the_cpu(void) {
             snprintf(what, sizeof what, "matmul %s 4096x384, %lld tok", halo_type_name(types[i]),
                      (long long)n);
             compare(what, &y, types[i] == HALO_TYPE_Q6_K ? 1e-5 : 2e-3);
+            if (types[i] == HALO_TYPE_Q8_0 || types[i] == HALO_TYPE_Q2_K ||
+                types[i] == HALO_TYPE_IQ2_XXS) {
+                mm_ctx c = {&w.g, &x.g, 1, &y.g};
+                same_without_the_ring(what, &y.g, mm_run, &c);
+            }
             drop(&w);
             drop(&x);
             drop(&y);
@@ -301,6 +341,8 @@ static void matmul_on_tensor_cores_matches_the_cpu(void) {
     cpu->ops->matmul(cpu, &w.c, &x.c, 8, &y.c);
     gpu->ops->matmul(gpu, &w.g, &x.g, 8, &y.g);
     compare("matmul q8_0 grouped (8 groups), 200 tok", &y, 2e-3);
+    mm_ctx c = {&w.g, &x.g, 8, &y.g};
+    same_without_the_ring("matmul q8_0 grouped (8 groups), 200 tok", &y.g, mm_run, &c);
     drop(&w);
     drop(&x);
     drop(&y);
@@ -492,6 +534,16 @@ static void attention_once(int64_t T) {
         snprintf(what, sizeof what, "attention window + %s, %lld tok",
                  pass ? "all ratio-128 rows" : "512 selected ratio-4 rows", (long long)T);
         compare(what, &out, 1e-5);
+        if (T >= 16) {
+            /* fast mode: the tensor-core kernel (attention_mma.cu, f16 q and rows); it really
+             * rounds, so the path is taken */
+            CHECK(halo_backend_cuda_set_precise(gpu, false));
+            gpu->ops->attention(gpu, &a);
+            snprintf(what, sizeof what, "attention fast, %s, %lld tok",
+                     pass ? "ratio-128" : "ratio-4 selected", (long long)T);
+            CHECK(compare(what, &out, 2e-3) > 1e-7);
+            CHECK(halo_backend_cuda_set_precise(gpu, true));
+        }
     }
     free(sel);
     both *all[] = {&q, &win, &sinks, &out, &comp4, &comp128, &s};
@@ -628,9 +680,100 @@ static void topk_selects_the_best_rows(void) {
         drop(all[k]);
 }
 
+/* Indexer top-k for a prefill batch of 24 tokens at 0 to 3000 visible rows, against double
+ * scores: every chosen row is visible and distinct, the count is min(visible, 512), and no
+ * unchosen row beats the weakest chosen one by more than the mode's bound of the scores'
+ * range. Fast mode (topk_mma.cu: q and keys rounded to f16, f32 sums): 2e-3. Precise mode with
+ * the f32 kernel's launches sliced to 5,000 (token, row) pairs (HALO_CUDA_TOPK_PAIRS; 2^20 by
+ * default, so no launch runs long at depth): 1e-5. */
+static void topk_batch_once(bool fast) {
+    enum { T = 24 };
+    const int64_t HD = 128, H = 64, ROWS = 3000, K = 512;
+    int32_t pos[T];
+    for (int t = 0; t < T; t++)
+        pos[t] = t == 0 ? 2 : 530 * t - 1; /* 0, 132 .. 3000 visible (ratio 4) */
+    float *q = randf(HD * H * T, 1.0f), *w = randf(H * T, 1.0f), *keys = randf(HD * ROWS, 1.0f);
+    both tq = make(HALO_TYPE_F32, HD, H, T, q), tw = make(HALO_TYPE_F32, H, T, 1, w);
+    both tk = make(HALO_TYPE_F32, HD, ROWS, 1, keys), out = make(HALO_TYPE_I32, K, T, 1, NULL);
+    halo_topk_args ag = {
+        .q = &tq.g, .w = &tw.g, .keys = &tk.g, .pos = pos, .ratio = 4, .top_k = K, .out = &out.g};
+    CHECK(halo_backend_cuda_set_precise(gpu, !fast));
+    if (!fast) setenv("HALO_CUDA_TOPK_PAIRS", "5000", 1);
+    gpu->ops->topk(gpu, &ag);
+    int32_t *sel = fetch(gpu, &out.g);
+    unsetenv("HALO_CUDA_TOPK_PAIRS");
+    CHECK(halo_backend_cuda_set_precise(gpu, true));
+    const double tol = fast ? 2e-3 : 1e-5;
+    double *score = malloc(sizeof(double) * ROWS);
+    unsigned char *chosen = malloc(ROWS);
+    double worst_gap = 0;
+    for (int64_t t = 0; t < T; t++) {
+        int64_t visible = (pos[t] + 1) / 4 < ROWS ? (pos[t] + 1) / 4 : ROWS;
+        double lo = INFINITY, hi = -INFINITY;
+        for (int64_t s = 0; s < visible; s++) {
+            double acc = 0;
+            for (int64_t h = 0; h < H; h++) {
+                double d = 0;
+                for (int64_t i = 0; i < HD; i++)
+                    d += (double)q[(t * H + h) * HD + i] * keys[s * HD + i];
+                acc += (d > 0 ? d / sqrt((double)HD) : 0) * (w[t * H + h] / sqrt((double)H));
+            }
+            score[s] = acc;
+            lo = acc < lo ? acc : lo;
+            hi = acc > hi ? acc : hi;
+        }
+        memset(chosen, 0, ROWS);
+        int64_t n = 0, dup = 0, bad = 0;
+        double weakest = INFINITY, best_left = -INFINITY;
+        for (int64_t i = 0; i < K; i++) {
+            int32_t r = sel[t * K + i];
+            if (r < 0) continue;
+            if (r >= visible) {
+                bad++;
+                continue;
+            }
+            dup += chosen[r];
+            chosen[r] = 1;
+            n++;
+            weakest = score[r] < weakest ? score[r] : weakest;
+        }
+        for (int64_t s = 0; s < visible; s++)
+            if (!chosen[s] && score[s] > best_left) best_left = score[s];
+        CHECK_INT(n, visible < K ? visible : K);
+        CHECK_INT(dup, 0);
+        CHECK_INT(bad, 0);
+        if (visible > K) {
+            double gap = (best_left - weakest) / (hi - lo);
+            worst_gap = gap > worst_gap ? gap : worst_gap;
+            CHECK(gap <= tol);
+        }
+    }
+    printf("  topk %s, %d tokens: best unchosen over weakest chosen %.2e of the range "
+           "(tol %.0e)\n",
+           fast ? "fast" : "precise, sliced launches", T, worst_gap, tol);
+    free(sel);
+    free(score);
+    free(chosen);
+    free(q);
+    free(w);
+    free(keys);
+    both *all[] = {&tq, &tw, &tk, &out};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        drop(all[k]);
+}
+
+static void topk_of_a_prefill_batch_selects_the_best_rows(void) {
+    topk_batch_once(true);
+    topk_batch_once(false);
+}
+
 /* MoE at full width (4096 hidden, 256 experts of 2048, top 6 of sqrt-softplus scores with the
  * selection bias, a shared expert, clamped SwiGLU), in the q2 mix's types, for 1 and 19
  * tokens; then hash routing (tid2eid) and a smaller model in the q4 and mxfp4 mixes' types. */
+static void moe_run(void *p) {
+    gpu->ops->moe(gpu, (const halo_moe_args *)p);
+}
+
 static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32_t k, uint32_t tg,
                      uint32_t td, uint32_t ts, bool hash, int64_t T) {
     both x = rand_f32(E, T, 1, 1.0f), router = rand_w(HALO_TYPE_F16, E, NE, 1, 0.05f);
@@ -646,6 +789,19 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
             table[v * k + i] = (int32_t)((v * 7 + i * 37) % NE);
     for (int64_t t = 0; t < T; t++)
         tokens[t] = (int32_t)(next() % V);
+    if (hash && T >= 64) { /* the work items the routing gives: runs of at most 64 pairs */
+        int count[256] = {0}, small = 0, large = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (uint32_t i = 0; i < k; i++)
+                count[table[tokens[t] * k + i]]++;
+        for (int64_t e = 0; e < NE; e++) {
+            large += count[e] / 64 + (count[e] % 64 > 16);
+            small += count[e] % 64 > 0 && count[e] % 64 <= 16;
+        }
+        printf("  %s, %lld tok: %d routed items of <= 16 pairs, %d larger\n", what, (long long)T,
+               small, large);
+        if (NE <= 64) CHECK(small > 0 && large > 0); /* the case for both tile widths at once */
+    }
     both tid = make(HALO_TYPE_I32, k, V, 1, table);
     halo_moe_args a = {.x = &x.c,
                        .gate_inp = &router.c,
@@ -672,11 +828,26 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
     a.out = &out.g;
     CHECK(halo_backend_cuda_set_precise(gpu, T < 64)); /* fast mode for prefill batches */
     gpu->ops->moe(gpu, &a);
-    CHECK(halo_backend_cuda_set_precise(gpu, true));
     char line[128];
     snprintf(line, sizeof line, "moe %s, %lld tok", what, (long long)T);
-    /* 64 tokens and more: the experts on tensor cores (f16, see matmul above). */
+    /* The default path against the CPU first, before other runs leave their values in the
+     * backend's scratch buffers. 64 tokens and more: the experts on tensor cores (f16, see
+     * matmul above). */
     compare(line, &out, T >= 64 ? 2e-3 : 1e-5);
+    if (T >= 64) same_without_the_ring(line, &out.g, moe_run, &a);
+    /* The q2 mix's routed items of at most 16 pairs in tiles of 16 (gm_moe16), or with
+     * HALO_CUDA_MMA_N16=0 in gm_moe's of 64: the same decoders and mma.sync steps in the same
+     * order for each (row, pair), so the same bits; gm_moe16's other build (3 blocks a
+     * multiprocessor, HALO_CUDA_MMA_N16=3) likewise. */
+    if (T >= 64 && tg == HALO_TYPE_IQ2_XXS) {
+        moe_run(&a);
+        same_with_it_off("HALO_CUDA_MMA_N16", "16- and 64-pair tiles", line, &out.g, moe_run, &a);
+        setenv("HALO_CUDA_MMA_N16", "3", 1);
+        moe_run(&a);
+        same_with_it_off("HALO_CUDA_MMA_N16", "16-pair (3 blocks) and 64", line, &out.g, moe_run,
+                         &a);
+    }
+    CHECK(halo_backend_cuda_set_precise(gpu, true));
     free(table);
     both *all[] = {&x, &router, &bias, &gate, &up, &down, &gs, &us, &ds, &out, &tid};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -702,6 +873,11 @@ static void moe_matches_the_cpu(void) {
              HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 64);
     moe_once("256x2048 iq2_xxs/q2_K, shared q8_0", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
              HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 200);
+    /* Items of at most 16 pairs (gm_moe16) beside larger ones (gm_moe) in the same launch pair:
+     * each expert is in 12 of the 64 table rows, so ~18 pairs an expert (sd ~4) at 96 tokens;
+     * hash routing, so the test counts them. The 256-expert cases' items are all small. */
+    moe_once("hash-routed 32x1024 iq2_xxs/q2_K", 4096, 32, 1024, 6, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, true, 96);
     moe_once("hash-routed 256x2048 iq2_xxs/q2_K", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
              HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, true, 130);
     moe_once("16x512 mxfp4/mxfp4, shared q8_0", 4096, 16, 512, 6, HALO_TYPE_MXFP4, HALO_TYPE_MXFP4,
@@ -896,6 +1072,7 @@ int main(void) {
     RUN(attention_matches_the_cpu);
     RUN(pool_matches_the_cpu);
     RUN(topk_selects_the_best_rows);
+    RUN(topk_of_a_prefill_batch_selects_the_best_rows);
     RUN(moe_matches_the_cpu);
     RUN(moe_streamed_matches_the_cpu_resident);
     RUN(a_failing_op_is_reported_at_sync_by_name);

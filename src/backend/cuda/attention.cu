@@ -6,6 +6,7 @@
  * is kept whatever the context length. */
 #include <math.h>
 
+#include "backend/cuda/attention_mma.h"
 #include "backend/cuda/cuda.cuh"
 
 enum { ATT_WARPS = 4, ATT_MAX_J = 32 }; /* head_dim up to 32·32 = 1024, a multiple of 32 */
@@ -427,6 +428,11 @@ void cu_attention(halo_backend *hbe, const halo_attn_args *a) {
                      ps};
     if (a->comp && a->comp->ne[1] == 0) p.comp = NULL;
 #ifndef HALO_HIP
+    const cu_attn_mma_args am = {p.q,      p.window, p.comp,       p.pos,      p.pos_small,
+                                 p.select, p.sinks,  p.sinks_type, p.head_dim, p.n_head,
+                                 p.n_win,  p.n_comp, p.k_sel,      p.win_pos0, p.sliding_window,
+                                 p.ratio,  p.scale,  p.out};
+    if (cu_attention_mma(be, &am, n_tok)) return; /* fast mode: tensor cores */
     if (attention_prefill(be, p, n_tok)) return;
     if (attention_decode(be, p, n_tok)) return;
 #endif

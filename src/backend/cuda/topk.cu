@@ -4,8 +4,10 @@
  * find the k-th largest score T; rows above T and the lowest-numbered rows equal to T are
  * written in row order (the CPU's tie rule: equal scores select the lower row). */
 #include <math.h>
+#include <stdlib.h>
 
 #include "backend/cuda/cuda.cuh"
+#include "backend/cuda/topk_mma.h"
 
 enum { SCORE_WARPS = 8, SELECT_THREADS = 1024 };
 
@@ -180,11 +182,26 @@ void cu_topk(halo_backend *hbe, const halo_topk_args *a) {
     const int32_t *dpos = NULL;
     float *score = (float *)(s + pos_bytes);
     if (!cu_ints_pass(be, spos, a->pos, n_tok, &ps, &dpos, "topk")) return;
-    if (n_rows > 0) {
-        dim3 grid(cu_blocks(n_rows, SCORE_WARPS), (unsigned)n_tok);
-        cu_launch(be, score_kernel, grid, SCORE_WARPS * WARP, 0, cu_f32(a->q), cu_f32(a->w),
-                  cu_f32(a->keys), a->q->ne[0], a->q->ne[1], n_rows, dpos, ps, a->ratio, score);
-        if (!CU_LAUNCHED(be, "topk", "score_kernel")) return;
+    if (n_rows > 0 &&
+        !cu_topk_score_mma(be, cu_f32(a->q), cu_f32(a->w), cu_f32(a->keys), a->q->ne[0],
+                           a->q->ne[1], n_rows, n_tok, dpos, ps, a->ratio, score)) {
+        /* Slices of at most 2^20 (token, row) pairs a launch: this kernel takes ~15 ns a pair on
+         * the H200 (session 6's base profile: 3.8 us a token at pp2048, ~256 rows), so a batch
+         * of 512 tokens at 131,072 tokens of depth (32,768 rows) would be one ~250 ms launch;
+         * sliced, each stays near 16 ms (issue 12: no kernel past 100 ms). */
+        const char *lim = getenv("HALO_CUDA_TOPK_PAIRS"); /* the tests' smaller slices */
+        const int64_t pairs = lim && atoll(lim) > 0 ? atoll(lim) : (int64_t)1 << 20;
+        const int64_t hd = a->q->ne[0], nh = a->q->ne[1];
+        const int64_t per =
+            dpos && pairs / n_rows < n_tok ? (pairs / n_rows > 0 ? pairs / n_rows : 1) : n_tok;
+        for (int64_t t0 = 0; t0 < n_tok; t0 += per) {
+            const int64_t nt = n_tok - t0 < per ? n_tok - t0 : per;
+            dim3 grid(cu_blocks(n_rows, SCORE_WARPS), (unsigned)nt);
+            cu_launch(be, score_kernel, grid, SCORE_WARPS * WARP, 0, cu_f32(a->q) + t0 * nh * hd,
+                      cu_f32(a->w) + t0 * nh, cu_f32(a->keys), hd, nh, n_rows,
+                      dpos ? dpos + t0 : dpos, ps, a->ratio, score + t0 * n_rows);
+            if (!CU_LAUNCHED(be, "topk", "score_kernel")) return;
+        }
     }
     cu_launch(be, select_kernel, (unsigned)n_tok, SELECT_THREADS, 0, score, n_rows, dpos, ps,
               a->ratio, a->top_k, (int32_t *)cu_ptr(a->out));

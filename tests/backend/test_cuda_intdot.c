@@ -179,6 +179,9 @@ static void one_token_projections_sum_the_cpus_integers(void) {
  * the Q8_0 rows are held to 2e-3 of the range as the experts above (a step of one of 4096 inputs
  * is ~5e-4 at most), and must show the quantization against the precise CPU; F16 rows have f32
  * activations in both CPU modes and are held to 1e-5. */
+/* Set: multi_once keeps the GPU's first output here (malloc'd, rows[0] floats). */
+static float **multi_keep;
+
 static void multi_once(const char *what, int64_t n_in, bool with_norm, int n, const uint32_t *types,
                        const int64_t *rows) {
     trio x = rand_f32(n_in, 1, 3.0f), nw = rand_f32(n_in, 1, 1.0f);
@@ -198,6 +201,14 @@ static void multi_once(const char *what, int64_t n_in, bool with_norm, int n, co
     for (int i = 0; i < n; i++)
         wg[i] = &w[i].t[0], yg[i] = &y[i].t[0];
     gpu->ops->matmul_multi(gpu, &x.t[0], with_norm ? &nw.t[0] : NULL, 1e-6f, (uint32_t)n, wg, yg);
+    if (multi_keep) {
+        halo_error err = {0};
+        *multi_keep = malloc((size_t)rows[0] * sizeof(float));
+        CHECK_INT(gpu->ops->sync(gpu, &err), HALO_OK);
+        CHECK_INT(gpu->ops->buf_read(gpu, y[0].t[0].buf, y[0].t[0].offset, *multi_keep,
+                                     (uint64_t)rows[0] * sizeof(float), &err),
+                  HALO_OK);
+    }
     for (int i = 0; i < n; i++) {
         char name[80];
         snprintf(name, sizeof name, "multi %s: %s %lldx%lld", what, halo_type_name(types[i]),
@@ -227,6 +238,9 @@ static void several_projections_of_a_normed_token_in_one_launch(void) {
     const uint32_t f32_t[3] = {HALO_TYPE_F32, Q, HALO_TYPE_F32};
     multi_once("f32 rows", 2048, true, 3, f32_t, att_r + 4);
 }
+
+/* Set: moe_once keeps the GPU's output here (malloc'd, E floats). */
+static float **moe_keep;
 
 static void moe_once(const char *what, uint32_t tg, uint32_t td, uint32_t ts, bool hash) {
     const int64_t E = 4096, NE = 256, FF = 2048, V = 64;
@@ -264,6 +278,14 @@ static void moe_once(const char *what, uint32_t tg, uint32_t td, uint32_t ts, bo
         be_of(i)->ops->moe(be_of(i), &a);
     }
     check_pair(what, &out, 2e-3, 1e-4);
+    if (moe_keep) {
+        halo_error err = {0};
+        *moe_keep = malloc((size_t)E * sizeof(float));
+        CHECK_INT(gpu->ops->sync(gpu, &err), HALO_OK);
+        CHECK_INT(gpu->ops->buf_read(gpu, out.t[0].buf, out.t[0].offset, *moe_keep,
+                                     (uint64_t)E * sizeof(float), &err),
+                  HALO_OK);
+    }
     trio *all[] = {&x, &router, &bias, &gate, &up, &down, &gs, &us, &ds, &out, &tid};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         drop(all[i]);
@@ -275,6 +297,57 @@ static void one_token_experts_match_the_cpus_integer_mode(void) {
     moe_once("moe hash-routed iq2_xxs/q2_K, shared q8_0", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
              HALO_TYPE_Q8_0, true);
     moe_once("moe 256x2048 q8_0 throughout", HALO_TYPE_Q8_0, HALO_TYPE_Q8_0, HALO_TYPE_Q8_0, false);
+}
+
+/* Bitwise the same output from a and b, n floats each (both freed). */
+static void same_bits(const char *what, float *a, float *b, int64_t n) {
+    int differ = 0;
+    for (int64_t i = 0; a && b && i < n; i++)
+        differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    printf("  %s: %d of %lld outputs differ\n", what, differ, (long long)n);
+    CHECK(a && b);
+    CHECK_INT(differ, 0);
+    free(a);
+    free(b);
+}
+
+/* Rows two at a time with the activation held (the default: the experts' IQ2_XXS gate/up, and
+ * q_b's one-chunk Q8_0 rows in matmul_multi) and one at a time (HALO_CUDA_TWO=0, a second
+ * backend) on the same inputs: bitwise the same outputs, as the rows and each row's sum are the
+ * same. */
+static void two_rows_at_a_time_give_the_same_sums(void) {
+    halo_backend *keep = gpu, *one = NULL;
+    halo_error err = {0};
+    setenv("HALO_CUDA_TWO", "0", 1);
+    CHECK_INT(halo_backend_cuda_create(0, &one, &err), HALO_OK);
+    unsetenv("HALO_CUDA_TWO");
+    if (!one) return;
+    float *two_out = NULL, *one_out = NULL;
+    const uint64_t seed = rng;
+    moe_keep = &two_out;
+    moe_once("moe iq2_xxs/q2_K, two rows at a time", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
+             HALO_TYPE_Q8_0, false);
+    rng = seed;
+    gpu = one;
+    moe_keep = &one_out;
+    moe_once("moe iq2_xxs/q2_K, one row at a time", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
+             HALO_TYPE_Q8_0, false);
+    gpu = keep;
+    moe_keep = NULL;
+    same_bits("moe, two rows vs one at a time", two_out, one_out, 4096);
+    const uint32_t qr_t[2] = {HALO_TYPE_Q8_0, HALO_TYPE_F16};
+    const int64_t qr_r[2] = {32768, 8192};
+    const uint64_t seed2 = rng;
+    multi_keep = &two_out;
+    multi_once("qr, two rows at a time", 1024, true, 2, qr_t, qr_r);
+    rng = seed2;
+    gpu = one;
+    multi_keep = &one_out;
+    multi_once("qr, one row at a time", 1024, true, 2, qr_t, qr_r);
+    gpu = keep;
+    multi_keep = NULL;
+    same_bits("multi q_b rows, two vs one at a time", two_out, one_out, 32768);
+    one->ops->destroy(one);
 }
 
 int main(void) {
@@ -292,6 +365,7 @@ int main(void) {
     RUN(one_token_projections_sum_the_cpus_integers);
     RUN(several_projections_of_a_normed_token_in_one_launch);
     RUN(one_token_experts_match_the_cpus_integer_mode);
+    RUN(two_rows_at_a_time_give_the_same_sums);
     gpu->ops->destroy(gpu);
     cpu_fast->ops->destroy(cpu_fast);
     cpu_precise->ops->destroy(cpu_precise);

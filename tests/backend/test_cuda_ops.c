@@ -20,6 +20,9 @@
 #include "halo/types.h"
 
 static halo_backend *cpu, *gpu;
+/* Set: moe_once norms x (the forward's ffn norm) on both backends right before the moe, and
+ * checks the normed x afterwards too. */
+static bool moe_norm_first;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t next(void) {
@@ -497,10 +500,111 @@ static void norm_rope_and_hc_match_the_cpu(void) {
         drop(all[i]);
 }
 
+/* A decode step's per-head norm then rope of q, and the weighted norm then rope of the kv row,
+ * with nothing read between (the GPU runs each pair as one kernel, HALO_CUDA_NORMROPE), then a
+ * norm followed by another norm (the first runs at the second). */
+static void norm_then_rope_match_the_cpu(void) {
+    both q = rand_f32(512, 64, 1, 1.0f), kv = rand_f32(512, 1, 1, 2.0f);
+    both nw = rand_f32(512, 1, 1, 1.0f), x = rand_f32(4096, 1, 1, 3.0f);
+    both xw = rand_f32(4096, 1, 1, 1.0f);
+    int32_t pos[1] = {4099};
+    halo_rope yarn = {.n_rot = 64,
+                      .base = 160000.0f,
+                      .yarn = true,
+                      .yarn_factor = 16.0f,
+                      .yarn_beta_fast = 32.0f,
+                      .yarn_beta_slow = 1.0f,
+                      .yarn_orig_ctx = 65536};
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        be->ops->rms_norm(be, g ? &q.g : &q.c, 512, NULL, 1e-6f);
+        be->ops->rope(be, g ? &q.g : &q.c, pos, &yarn, false);
+        be->ops->rms_norm(be, g ? &kv.g : &kv.c, 512, g ? &nw.g : &nw.c, 1e-6f);
+        be->ops->rope(be, g ? &kv.g : &kv.c, pos, &yarn, false);
+        be->ops->rms_norm(be, g ? &x.g : &x.c, 4096, g ? &xw.g : &xw.c, 1e-6f);
+        be->ops->rms_norm(be, g ? &kv.g : &kv.c, 512, NULL, 1e-6f);
+    }
+    compare("1 token: per-head norm, then rope (q)", &q, 1e-5);
+    compare("1 token: norm, rope, norm (kv row)", &kv, 1e-5);
+    compare("1 token: a norm followed by a norm", &x, 1e-6);
+    both *all[] = {&q, &kv, &nw, &x, &xw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
+}
+
+/* hc_pre of both backends over the same tensors (head: collapse only). */
+static void hc_pre_both(both *streams, both *fn, both *base, both *scale, both *col, both *post,
+                        both *comb) {
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        halo_hc_args a = {.fn = g ? &fn->g : &fn->c,
+                          .streams = g ? &streams->g : &streams->c,
+                          .base = g ? &base->g : &base->c,
+                          .scale = g ? &scale->g : &scale->c,
+                          .hc = 4,
+                          .sinkhorn_iters = 20,
+                          .eps = 1e-6f,
+                          .norm_eps = 1e-6f,
+                          .collapsed = g ? &col->g : &col->c,
+                          .post = post ? (g ? &post->g : &post->c) : NULL,
+                          .comb = comb ? (g ? &comb->g : &comb->c) : NULL};
+        be->ops->hc_pre(be, &a);
+    }
+}
+
+/* A decode step's hc sites back to back, one token: pre, post, the next site's pre of the same
+ * streams with nothing read between (the GPU then runs the post inside that pre's first kernel,
+ * HALO_CUDA_HCFUSE), writing the post and comb the post just read (as the forward's scratch
+ * does), another post and the head's pre. */
+static void hc_sites_of_one_token_match_the_cpu(void) {
+    const int64_t E = 4096, HC = 4;
+    both streams = rand_f32(E, HC, 1, 1.0f);
+    both fn = rand_w(HALO_TYPE_F16, HC * E, (2 + HC) * HC, 1, 0.05f);
+    both fn_head = rand_w(HALO_TYPE_F16, HC * E, HC, 1, 0.05f);
+    both base = rand_f32((2 + HC) * HC, 1, 1, 0.5f), scale = rand_f32(3, 1, 1, 1.0f);
+    both col = make(HALO_TYPE_F32, E, 1, 1, NULL), post = make(HALO_TYPE_F32, HC, 1, 1, NULL);
+    both comb = make(HALO_TYPE_F32, HC, HC, 1, NULL);
+    both y1 = rand_f32(E, 1, 1, 1.0f), y2 = rand_f32(E, 1, 1, 1.0f);
+    hc_pre_both(&streams, &fn, &base, &scale, &col, &post, &comb);
+    compare("1 token: hc_pre collapsed", &col, 1e-5);
+    compare("1 token: hc_pre comb", &comb, 1e-5);
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y1.g : &y1.c,
+                         g ? &post.g : &post.c, g ? &comb.g : &comb.c);
+    }
+    hc_pre_both(&streams, &fn, &base, &scale, &col, &post, &comb);
+    compare("1 token: post, then pre: collapsed", &col, 1e-5);
+    compare("1 token: post, then pre: post", &post, 1e-5);
+    compare("1 token: post, then pre: comb", &comb, 1e-5);
+    compare("1 token: post, then pre: streams", &streams, 1e-5);
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y2.g : &y2.c,
+                         g ? &post.g : &post.c, g ? &comb.g : &comb.c);
+    }
+    hc_pre_both(&streams, &fn_head, &base, &scale, &col, NULL, NULL);
+    compare("1 token: post, then the head's pre", &col, 1e-5);
+    compare("1 token: the streams at the end", &streams, 1e-5);
+    /* A post followed by a read, no pre: it runs at the read. */
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y1.g : &y1.c,
+                         g ? &post.g : &post.c, g ? &comb.g : &comb.c);
+    }
+    compare("1 token: a post alone", &streams, 1e-5);
+    both *all[] = {&streams, &fn, &fn_head, &base, &scale, &col, &post, &comb, &y1, &y2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
+}
+
 /* Attention with 64 heads of 512: a window of 128 raw rows, and either the indexer's selection
  * of 512 among ratio-4 compressed rows (with -1 and out-of-range entries) or every visible
  * ratio-128 row; 3 tokens (one block per token and head) and 40 (prefill: a block per token and
  * 8 heads sharing the rows). */
+/* Set: attention_once keeps the GPU's outputs of both passes here (malloc'd). */
+static float **att_keep;
+
 static void attention_once(int64_t T) {
     const int64_t HD = 512, H = 64, W = 128;
     int32_t pos[40];
@@ -533,6 +637,7 @@ static void attention_once(int64_t T) {
         char what[96];
         snprintf(what, sizeof what, "attention window + %s, %lld tok",
                  pass ? "all ratio-128 rows" : "512 selected ratio-4 rows", (long long)T);
+        if (att_keep) att_keep[pass] = fetch(gpu, &out.g);
         compare(what, &out, 1e-5);
         if (T >= 16) {
             /* fast mode: the tensor-core kernel (attention_mma.cu, f16 q and rows); it really
@@ -554,6 +659,37 @@ static void attention_once(int64_t T) {
 static void attention_matches_the_cpu(void) {
     attention_once(3);
     attention_once(40);
+}
+
+/* Decode attention loading two rows ahead (the default) and one (HALO_CUDA_AHEAD2=0, a second
+ * backend) on the same inputs: bitwise the same outputs (the same rows in the same order). */
+static void attention_two_rows_ahead_gives_the_same_sums(void) {
+    halo_backend *keep = gpu, *one = NULL;
+    halo_error err = {0};
+    setenv("HALO_CUDA_AHEAD2", "0", 1);
+    CHECK_INT(halo_backend_cuda_create(0, &one, &err), HALO_OK);
+    unsetenv("HALO_CUDA_AHEAD2");
+    if (!one) return;
+    float *two[2] = {NULL, NULL}, *one_ahead[2] = {NULL, NULL};
+    const uint64_t seed = rng;
+    att_keep = two;
+    attention_once(3);
+    rng = seed;
+    gpu = one;
+    att_keep = one_ahead;
+    attention_once(3);
+    gpu = keep;
+    att_keep = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        int differ = 0;
+        for (int64_t i = 0; two[pass] && one_ahead[pass] && i < 512 * 64 * 3; i++)
+            differ += memcmp(&two[pass][i], &one_ahead[pass][i], sizeof(float)) != 0;
+        printf("  two rows ahead vs one, pass %d: %d outputs differ\n", pass, differ);
+        CHECK_INT(differ, 0);
+        free(two[pass]);
+        free(one_ahead[pass]);
+    }
+    one->ops->destroy(one);
 }
 
 /* Compressor pooling: ratio 4 with overlap (dim 512 and the indexer's 128), with and without
@@ -777,6 +913,7 @@ static void moe_run(void *p) {
 static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32_t k, uint32_t tg,
                      uint32_t td, uint32_t ts, bool hash, int64_t T) {
     both x = rand_f32(E, T, 1, 1.0f), router = rand_w(HALO_TYPE_F16, E, NE, 1, 0.05f);
+    both nw = rand_f32(E, 1, 1, 1.0f);
     both bias = rand_f32(NE, 1, 1, 0.05f);
     both gate = rand_w(tg, E, FF, NE, 0.05f), up = rand_w(tg, E, FF, NE, 0.05f);
     both down = rand_w(td, FF, E, NE, 0.05f);
@@ -821,12 +958,14 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
                        .clamp_exp = 10.0f,
                        .clamp_shexp = 10.0f,
                        .out = &out.c};
+    if (moe_norm_first) cpu->ops->rms_norm(cpu, &x.c, (uint32_t)E, &nw.c, 1e-6f);
     cpu->ops->moe(cpu, &a);
     a.x = &x.g, a.gate_inp = &router.g, a.probs_bias = hash ? NULL : &bias.g;
     a.tid2eid = hash ? &tid.g : NULL, a.gate_exps = &gate.g, a.up_exps = &up.g;
     a.down_exps = &down.g, a.gate_sh = &gs.g, a.up_sh = &us.g, a.down_sh = &ds.g;
     a.out = &out.g;
     CHECK(halo_backend_cuda_set_precise(gpu, T < 64)); /* fast mode for prefill batches */
+    if (moe_norm_first) gpu->ops->rms_norm(gpu, &x.g, (uint32_t)E, &nw.g, 1e-6f);
     gpu->ops->moe(gpu, &a);
     char line[128];
     snprintf(line, sizeof line, "moe %s, %lld tok", what, (long long)T);
@@ -834,6 +973,7 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
      * backend's scratch buffers. 64 tokens and more: the experts on tensor cores (f16, see
      * matmul above). */
     compare(line, &out, T >= 64 ? 2e-3 : 1e-5);
+    if (moe_norm_first) compare("  x normed in place", &x, 1e-6);
     if (T >= 64) same_without_the_ring(line, &out.g, moe_run, &a);
     /* The q2 mix's routed items of at most 16 pairs in tiles of 16 (gm_moe16), or with
      * HALO_CUDA_MMA_N16=0 in gm_moe's of 64: the same decoders and mma.sync steps in the same
@@ -849,9 +989,88 @@ static void moe_once(const char *what, int64_t E, int64_t NE, int64_t FF, uint32
     }
     CHECK(halo_backend_cuda_set_precise(gpu, true));
     free(table);
-    both *all[] = {&x, &router, &bias, &gate, &up, &down, &gs, &us, &ds, &out, &tid};
+    both *all[] = {&x, &router, &bias, &gate, &up, &down, &gs, &us, &ds, &out, &tid, &nw};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         drop(all[i]);
+}
+
+/* One token's moe, then the hc_post of its output and the next hc_pre with nothing read between
+ * (the GPU makes the moe's weighted sum inside the hc kernel, HALO_CUDA_SUMFUSE), against the
+ * CPU; the moe's output is checked afterwards too (the hc kernel writes it). */
+static void moe_then_hc_sites_match_the_cpu(void) {
+    const int64_t E = 4096, NE = 256, FF = 2048, HC = 4;
+    const uint32_t k = 6;
+    both streams = rand_f32(E, HC, 1, 1.0f);
+    both fn = rand_w(HALO_TYPE_F16, HC * E, (2 + HC) * HC, 1, 0.05f);
+    both base = rand_f32((2 + HC) * HC, 1, 1, 0.5f), scale = rand_f32(3, 1, 1, 1.0f);
+    both col = make(HALO_TYPE_F32, E, 1, 1, NULL), post = make(HALO_TYPE_F32, HC, 1, 1, NULL);
+    both comb = make(HALO_TYPE_F32, HC, HC, 1, NULL);
+    both x = rand_f32(E, 1, 1, 1.0f), router = rand_w(HALO_TYPE_F16, E, NE, 1, 0.05f);
+    both bias = rand_f32(NE, 1, 1, 0.05f), out = make(HALO_TYPE_F32, E, 1, 1, NULL);
+    both gate = rand_w(HALO_TYPE_IQ2_XXS, E, FF, NE, 0.05f);
+    both up = rand_w(HALO_TYPE_IQ2_XXS, E, FF, NE, 0.05f);
+    both down = rand_w(HALO_TYPE_Q2_K, FF, E, NE, 0.05f);
+    both gs = rand_w(HALO_TYPE_Q8_0, E, FF, 1, 0.05f), us = rand_w(HALO_TYPE_Q8_0, E, FF, 1, 0.05f);
+    both ds = rand_w(HALO_TYPE_Q8_0, FF, E, 1, 0.05f);
+    hc_pre_both(&streams, &fn, &base, &scale, &col, &post, &comb);
+    compare("the site's hc_pre before the moe: comb", &comb, 1e-5);
+    int32_t tokens[1] = {0};
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+#define B(t) (g ? &(t).g : &(t).c)
+        halo_moe_args a = {.x = B(x),
+                           .gate_inp = B(router),
+                           .probs_bias = B(bias),
+                           .tokens = tokens,
+                           .gate_exps = B(gate),
+                           .up_exps = B(up),
+                           .down_exps = B(down),
+                           .gate_sh = B(gs),
+                           .up_sh = B(us),
+                           .down_sh = B(ds),
+                           .n_used = k,
+                           .gating = HALO_GATING_SQRTSOFTPLUS,
+                           .norm_weights = true,
+                           .weights_scale = 1.5f,
+                           .clamp_exp = 10.0f,
+                           .clamp_shexp = 10.0f,
+                           .out = B(out)};
+        be->ops->moe(be, &a);
+        be->ops->hc_post(be, B(streams), B(out), B(post), B(comb));
+#undef B
+    }
+    hc_pre_both(&streams, &fn, &base, &scale, &col, &post, &comb);
+    compare("moe, then hc_post + hc_pre: collapsed", &col, 2e-5);
+    compare("moe, then hc_post + hc_pre: comb", &comb, 2e-5);
+    compare("moe, then hc_post + hc_pre: streams", &streams, 2e-5);
+    compare("moe, then hc_post + hc_pre: the moe's output", &out, 1e-5);
+    both *all[] = {&streams, &fn, &base, &scale, &col, &post, &comb, &x, &router, &bias,
+                   &out, &gate, &up, &down, &gs, &us, &ds};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
+}
+
+/* One token's ffn norm, router projection and routing in one kernel (HALO_CUDA_ROUTEFUSE=1, off
+ * by default): a backend made with it, the norm then the moe, scored and hash-routed, against
+ * the CPU's norm then moe; then the moe without a norm before it. */
+static void moe_with_the_norm_in_the_router_matches_the_cpu(void) {
+    halo_backend *keep = gpu, *fused = NULL;
+    halo_error err = {0};
+    setenv("HALO_CUDA_ROUTEFUSE", "1", 1);
+    CHECK_INT(halo_backend_cuda_create(0, &fused, &err), HALO_OK);
+    unsetenv("HALO_CUDA_ROUTEFUSE");
+    if (!fused) return;
+    gpu = fused;
+    moe_norm_first = true;
+    moe_once("norm + router + routing fused, iq2_xxs/q2_K", 4096, 256, 2048, 6,
+             HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 1);
+    moe_once("norm + router + routing fused, hash-routed", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, true, 1);
+    moe_norm_first = false;
+    moe_once("router + routing fused, no norm before", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 1);
+    gpu = keep;
+    fused->ops->destroy(fused);
 }
 
 static void moe_matches_the_cpu(void) {
@@ -1069,11 +1288,16 @@ int main(void) {
     RUN(matmul_on_tensor_cores_matches_the_cpu);
     RUN(matmul_multi_matches_the_cpus_norm_then_matmul);
     RUN(norm_rope_and_hc_match_the_cpu);
+    RUN(hc_sites_of_one_token_match_the_cpu);
+    RUN(norm_then_rope_match_the_cpu);
     RUN(attention_matches_the_cpu);
+    RUN(attention_two_rows_ahead_gives_the_same_sums);
     RUN(pool_matches_the_cpu);
     RUN(topk_selects_the_best_rows);
     RUN(topk_of_a_prefill_batch_selects_the_best_rows);
     RUN(moe_matches_the_cpu);
+    RUN(moe_with_the_norm_in_the_router_matches_the_cpu);
+    RUN(moe_then_hc_sites_match_the_cpu);
     RUN(moe_streamed_matches_the_cpu_resident);
     RUN(a_failing_op_is_reported_at_sync_by_name);
     RUN(weights_in_every_pool_give_the_same_result);

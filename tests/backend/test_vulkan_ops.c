@@ -19,6 +19,35 @@
 #include "halo/types.h"
 
 static halo_backend *cpu, *vk;
+/* For the folds' tests, made once: every fold of this session off (each op recorded as the
+ * forward calls it: HALO_VK_FUSE_MOE=0, HALO_VK_DEFER_NORM/POST/ROPE=0, HALO_VK_COPY_FWD=0), and
+ * the defaults (every fold on). */
+static halo_backend *vk_off, *vk_def;
+
+/* A Vulkan backend made with the variables "NAME=VALUE", ... (NULL-terminated) set, and no time
+ * bound on a submission: a long-lived backend on a loaded lavapipe learns that its dispatches
+ * are slow (a short one timed under load can make the estimate jump) and would otherwise
+ * split the work into more submissions, each ending in a barrier, which blurred the barrier
+ * counts the fold tests compare (seen once: 13 where 6 are recorded). */
+static halo_backend *vk_env(const char *const *vars) {
+    char name[64];
+    setenv("HALO_VK_SUBMIT_MS", "inf", 1);
+    for (const char *const *v = vars; *v; v++) {
+        size_t n = strcspn(*v, "=");
+        snprintf(name, sizeof name, "%.*s", (int)n, *v);
+        setenv(name, *v + n + 1, 1);
+    }
+    halo_backend *be = NULL;
+    halo_error err = {0};
+    CHECK_INT(halo_backend_vulkan_create(-1, &be, &err), HALO_OK);
+    unsetenv("HALO_VK_SUBMIT_MS");
+    for (const char *const *v = vars; *v; v++) {
+        size_t n = strcspn(*v, "=");
+        snprintf(name, sizeof name, "%.*s", (int)n, *v);
+        unsetenv(name);
+    }
+    return be;
+}
 static uint32_t seed = 12345;
 
 static float frand(void) {
@@ -313,6 +342,41 @@ static void norms_and_rope(void) {
     free(x), free(wt), free(q);
 }
 
+/* The attention's per-head norms each followed by a rope of the same tensor (q without a
+ * weight, kv with one), with nothing read between them: the deferred norm is folded into the
+ * rope (norm_rope.comp) by default, recorded as called with HALO_VK_DEFER_NORM=0; both within
+ * the CPU's norm then rope, and the folded run without the barrier between the two. */
+static void norm_then_rope_folds(void) {
+    enum { HD = 512, H = 64, T = 3 };
+    float *q = rnd((int64_t)HD * H * T, 1.0f), *wt = rnd(HD, 1.0f);
+    halo_rope r = {.n_rot = 64, .base = 10000};
+    int32_t pos[T] = {5, 70000, 17};
+    uint64_t nb[2] = {0};
+    halo_backend *keep = vk;
+    for (int d = 0; d < 2; d++) {
+        vk = d ? vk_def : vk_off;
+        for (int w = 0; w < 2; w++) {
+            int64_t heads = w ? 1 : H; /* kv: one head, with its norm weight */
+            both bq = make(HALO_TYPE_F32, HD, heads, T, q), bw = make(HALO_TYPE_F32, HD, 1, 1, wt);
+            cpu->ops->rms_norm(cpu, &bq.c, HD, w ? &bw.c : NULL, 1e-6f);
+            cpu->ops->rope(cpu, &bq.c, pos, &r, false);
+            uint64_t b0 = halo_backend_vulkan_barriers(vk);
+            vk->ops->rms_norm(vk, &bq.v, HD, w ? &bw.v : NULL, 1e-6f);
+            vk->ops->rope(vk, &bq.v, pos, &r, false);
+            char what[64];
+            snprintf(what, sizeof what, "norm+rope %s, defer_norm=%d", w ? "kv" : "q", d);
+            expect_close(what, &bq, 1e-5);
+            nb[d] += halo_backend_vulkan_barriers(vk) - b0;
+            drop(&bq), drop(&bw);
+        }
+    }
+    vk = keep;
+    printf("  barriers: %llu as called, %llu folded\n", (unsigned long long)nb[0],
+           (unsigned long long)nb[1]);
+    CHECK(nb[1] < nb[0]);
+    free(q), free(wt);
+}
+
 static void hyper_connections(void) {
     enum { E = 4096, HC = 4, T = 3, MIX = (2 + HC) * HC };
     float *s = rnd((int64_t)E * HC * T, 1.0f), *base = rnd(MIX, 0.5f),
@@ -356,6 +420,113 @@ static void hyper_connections(void) {
     expect_close("hc_post streams", &bs, 1e-4);
     drop(&bs), drop(&bfn), drop(&bb), drop(&bsc), drop(&col), drop(&post), drop(&comb), drop(&by);
     free(s), free(base), free(fn), free(y);
+}
+
+/* hc_post then the next site's hc_pre of the same streams, with the forward's aliasing (the
+ * block's output y in the collapsed tensor, the new post and comb over the old ones): the
+ * hc_post deferred and folded into hc_pre's two dispatches (HALO_VK_DEFER_POST, the default)
+ * and recorded as called, both within the CPU's, the folded one with fewer barriers; and
+ * folded with hc_pre in 4 workgroups a token (HALO_VK_HC_SLICES, a GPU's 16; 1 on lavapipe). */
+static void hc_post_folds_into_the_next_hc_pre(void) {
+    enum { E = 4096, HC = 4, T = 3, MIX = (2 + HC) * HC };
+    float *s = rnd((int64_t)E * HC * T, 1.0f), *base = rnd(MIX, 0.5f), *y = rnd(E * T, 1.0f),
+          scale[3] = {0.7f, 0.4f, 1.3f};
+    void *fn = weights(HALO_TYPE_F16, E * HC, MIX, 0.05f);
+    static const char *const sl[] = {"HALO_VK_HC_SLICES=4", NULL};
+    halo_backend *bes[3] = {vk_off, vk_def, vk_env(sl)};
+    uint64_t nb[3] = {0};
+    halo_backend *keep = vk;
+    for (int d = 0; d < 3; d++) {
+        halo_error err = {0};
+        vk = bes[d];
+        both bs = make(HALO_TYPE_F32, E, HC, T, s), bfn = make(HALO_TYPE_F16, E * HC, MIX, 1, fn);
+        both bb = make(HALO_TYPE_F32, MIX, 1, 1, base), bsc = make(HALO_TYPE_F32, 3, 1, 1, scale);
+        both col = make(HALO_TYPE_F32, E, T, 1, NULL), post = make(HALO_TYPE_F32, HC, T, 1, NULL);
+        both comb = make(HALO_TYPE_F32, HC, HC, T, NULL);
+        halo_backend *be[2] = {cpu, vk};
+        for (int b = 0; b < 2; b++) {
+            bool v = b == 1;
+            halo_hc_args a = {.streams = v ? &bs.v : &bs.c,
+                              .fn = v ? &bfn.v : &bfn.c,
+                              .base = v ? &bb.v : &bb.c,
+                              .scale = v ? &bsc.v : &bsc.c,
+                              .hc = HC,
+                              .sinkhorn_iters = 20,
+                              .eps = 1e-6f,
+                              .norm_eps = 1e-6f,
+                              .collapsed = v ? &col.v : &col.c,
+                              .post = v ? &post.v : &post.c,
+                              .comb = v ? &comb.v : &comb.c};
+            be[b]->ops->hc_pre(be[b], &a);
+            halo_tensor *c = a.collapsed; /* the block's output, where the forward leaves it */
+            CHECK_INT(be[b]->ops->buf_write(be[b], c->buf, c->offset, y, E * T * 4, &err), HALO_OK);
+            uint64_t b0 = v ? halo_backend_vulkan_barriers(vk) : 0;
+            be[b]->ops->hc_post(be[b], (halo_tensor *)a.streams, c, a.post, a.comb);
+            be[b]->ops->hc_pre(be[b], &a);
+            CHECK_INT(be[b]->ops->sync(be[b], &err), HALO_OK);
+            if (v) nb[d] = halo_backend_vulkan_barriers(vk) - b0;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "hc_post + hc_pre collapsed, %s",
+                 d == 0   ? "as called"
+                 : d == 1 ? "folded"
+                          : "folded, 4 slices");
+        expect_close(what, &col, 1e-4);
+        expect_close("  post", &post, 1e-4);
+        expect_close("  comb", &comb, 1e-4);
+        expect_close("  streams", &bs, 1e-4);
+        drop(&bs), drop(&bfn), drop(&bb), drop(&bsc), drop(&col), drop(&post), drop(&comb);
+    }
+    vk = keep;
+    bes[2]->ops->destroy(bes[2]);
+    printf("  barriers: %llu as called, %llu %llu folded\n", (unsigned long long)nb[0],
+           (unsigned long long)nb[1], (unsigned long long)nb[2]);
+    CHECK(nb[2] < nb[0]);
+    CHECK(nb[1] < nb[0]);
+    free(s), free(base), free(fn), free(y);
+}
+
+/* The attention output's inverse rope then the grouped projection of it (out_a's shape, 16
+ * heads of 512 in 2 groups), 1 and 3 tokens: the rope deferred and folded into the projection's
+ * loads (HALO_VK_DEFER_ROPE, the default) and recorded as called, through matvec.comp and two
+ * matvec_q8.comp variants; within the CPU's rope then matmul, the folded runs with fewer
+ * barriers. */
+static void inverse_rope_folds_into_the_projection(void) {
+    enum { HD = 512, H = 16, G = 2, K = HD * H / G, NG = 24 };
+    static const char *const q8[] = {"HALO_VK_MVQ8=4u", NULL};
+    halo_backend *bes[3] = {vk_off, vk_def, vk_env(q8)};
+    static const char *const names[3] = {"as called", "folded", "folded, mvq8=4u"};
+    float *o = rnd((int64_t)HD * H * 3, 1.0f);
+    void *w = weights(HALO_TYPE_Q8_0, K, G * NG, 0.05f);
+    halo_rope r = {.n_rot = 64, .base = 10000};
+    int32_t pos[3] = {7, 70000, 1234};
+    uint64_t nb[3] = {0};
+    halo_backend *keep = vk;
+    for (size_t c = 0; c < 3; c++) {
+        vk = bes[c];
+        for (int t = 1; t <= 3; t += 2) {
+            both bo = make(HALO_TYPE_F32, HD, H, t, o), bw = make(HALO_TYPE_Q8_0, K, G * NG, 1, w);
+            both out = make(HALO_TYPE_F32, G * NG, t, 1, NULL);
+            halo_tensor o2c = bo.c, o2v = bo.v; /* the forward's reshape to [HD * H, t] */
+            o2c.ne[0] = o2v.ne[0] = HD * H, o2c.ne[1] = o2v.ne[1] = t, o2c.ne[2] = o2v.ne[2] = 1;
+            cpu->ops->rope(cpu, &bo.c, pos, &r, true);
+            cpu->ops->matmul(cpu, &bw.c, &o2c, G, &out.c);
+            uint64_t b0 = halo_backend_vulkan_barriers(vk);
+            vk->ops->rope(vk, &bo.v, pos, &r, true);
+            vk->ops->matmul(vk, &bw.v, &o2v, G, &out.v);
+            char what[80];
+            snprintf(what, sizeof what, "rope^-1 + matmul x %d, %s", t, names[c]);
+            expect_close(what, &out, 1e-4);
+            nb[c] += halo_backend_vulkan_barriers(vk) - b0;
+            drop(&bo), drop(&bw), drop(&out);
+        }
+        if (c > 0) CHECK(nb[c] < nb[0]);
+    }
+    vk = keep;
+    bes[2]->ops->destroy(bes[2]);
+    printf("  barriers: %llu as called, %llu %llu folded\n", (unsigned long long)nb[0],
+           (unsigned long long)nb[1], (unsigned long long)nb[2]);
+    free(o), free(w);
 }
 
 static void attention_window_and_compressed_rows(void) {
@@ -473,9 +644,10 @@ static void indexer_topk_selects_the_same_rows(void) {
     free(q), free(w), free(keys);
 }
 
-/* One MoE call on both backends: routed experts of gate/up type gu, down type dn. */
-static void moe_case(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_t k, bool hash,
-                     uint32_t gu, uint32_t dn) {
+/* One MoE call on both backends: routed experts of gate/up type gu, down type dn. Returns the
+ * barriers the Vulkan backend recorded for it. */
+static uint64_t moe_case_norm(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_t k,
+                              bool hash, uint32_t gu, uint32_t dn, bool norm_first) {
     enum { E = 4096, T = 3, V = 16 };
     float *x = rnd(E * T, 1.0f), *bias = rnd(n_expert, 0.1f);
     void *router = weights(HALO_TYPE_F16, E, n_expert, 0.05f);
@@ -515,15 +687,28 @@ static void moe_case(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_
                        .clamp_exp = 10.0f,
                        .clamp_shexp = 10.0f,
                        .out = &out.c};
+    float *nw = rnd(E, 1.0f);
+    both bn = make(HALO_TYPE_F32, E, 1, 1, nw);
+    if (norm_first) cpu->ops->rms_norm(cpu, &bx.c, E, &bn.c, 1e-6f);
     cpu->ops->moe(cpu, &a);
     a.x = &bx.v, a.gate_inp = &br.v, a.probs_bias = hash ? NULL : &bb.v;
     a.tid2eid = hash ? &bt.v : NULL, a.gate_exps = &bg.v, a.up_exps = &bu.v, a.down_exps = &bd.v;
     a.gate_sh = &bgs.v, a.up_sh = &bus.v, a.down_sh = &bds.v, a.out = &out.v;
+    uint64_t b0 = halo_backend_vulkan_barriers(vk);
+    if (norm_first) vk->ops->rms_norm(vk, &bx.v, E, &bn.v, 1e-6f);
     vk->ops->moe(vk, &a);
     expect_close(what, &out, 1e-4);
+    uint64_t barriers = halo_backend_vulkan_barriers(vk) - b0;
     drop(&bx), drop(&bb), drop(&br), drop(&bg), drop(&bu), drop(&bd), drop(&bgs), drop(&bus);
-    drop(&bds), drop(&bt), drop(&out);
-    free(x), free(bias), free(router), free(g), free(u), free(d), free(gs), free(us), free(ds);
+    drop(&bds), drop(&bt), drop(&out), drop(&bn);
+    free(nw), free(x), free(bias), free(router), free(g), free(u), free(d), free(gs), free(us),
+        free(ds);
+    return barriers;
+}
+
+static uint64_t moe_case(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_t k, bool hash,
+                         uint32_t gu, uint32_t dn) {
+    return moe_case_norm(what, n_expert, n_ff, k, hash, gu, dn, false);
 }
 
 static void moe_routes_and_mixes_like_the_cpu(void) {
@@ -533,6 +718,43 @@ static void moe_routes_and_mixes_like_the_cpu(void) {
              HALO_TYPE_MXFP4);
     moe_case("moe 8 experts of 2048, hash top-6, iq2_xxs/q2_K", 8, 2048, 6, true, HALO_TYPE_IQ2_XXS,
              HALO_TYPE_Q2_K);
+}
+
+/* HALO_VK_FUSE_MOE: 0 (SwiGLU and the weighted sum by their own dispatches), 1 (the SwiGLU
+ * folded into the down projections' loads), 2 (the default: the weighted sum into the routed
+ * down too), each against the CPU (3 tokens); each level records fewer barriers than the one
+ * before (the dependent steps it removes), so the fused shaders ran. With HALO_VK_MVQ8 the
+ * shared expert's down takes matvec_q8.comp's SwiGLU load. Each also after the FFN's norm:
+ * folded into the MoE's first projections by default (no barrier of its own), recorded as
+ * called with the folds off (one). */
+static void moe_fusions_match_the_cpu(void) {
+    static const char *const f1[] = {"HALO_VK_FUSE_MOE=1", NULL};
+    static const char *const q8[] = {"HALO_VK_MVQ8=1w", NULL};
+    halo_backend *bes[4] = {vk_off, vk_env(f1), vk_def, vk_env(q8)};
+    static const char *const names[4] = {"fuse=0", "fuse=1", "fuse=2", "fuse=2 mvq8=1w"};
+    uint64_t nb[4] = {0}, nbn[4] = {0};
+    halo_backend *keep = vk;
+    for (int c = 0; c < 4; c++) { /* first uses (scratch, pipelines) out of the counts */
+        vk = bes[c];
+        moe_case("moe warm-up", 8, 2048, 6, true, HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K);
+    }
+    for (int c = 0; c < 4; c++) {
+        vk = bes[c];
+        char what[80];
+        snprintf(what, sizeof what, "moe %s iq2_xxs/q2_K", names[c]);
+        nb[c] = moe_case(what, 8, 2048, 6, true, HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K);
+        /* the FFN's norm first: deferred and folded (defaults) or recorded as called */
+        snprintf(what, sizeof what, "norm + moe %s", names[c]);
+        nbn[c] = moe_case_norm(what, 8, 2048, 6, true, HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, true);
+        printf("  %-44s %llu barriers, with the norm first %llu\n", names[c],
+               (unsigned long long)nb[c], (unsigned long long)nbn[c]);
+    }
+    vk = keep;
+    CHECK(nb[1] < nb[0] && nb[2] < nb[1]); /* fuse 0 -> 1 -> 2 */
+    CHECK_INT(nbn[0], nb[0] + 1);          /* as called: the norm, a barrier, the MoE */
+    CHECK_INT(nbn[2], nb[2]);              /* folded: no barrier of its own */
+    bes[1]->ops->destroy(bes[1]);
+    bes[3]->ops->destroy(bes[3]);
 }
 
 static void an_unsupported_weight_type_is_an_error_at_sync(void) {
@@ -582,13 +804,22 @@ int main(void) {
     CHECK_INT(halo_backend_cpu_create(2, true, &cpu, &err), HALO_OK);
     /* HALO_VK_TEST_SEED varies the random inputs (the default is fixed). */
     if (getenv("HALO_VK_TEST_SEED")) seed = (uint32_t)atoi(getenv("HALO_VK_TEST_SEED"));
+    static const char *const off[] = {"HALO_VK_FUSE_MOE=0",   "HALO_VK_DEFER_NORM=0",
+                                      "HALO_VK_DEFER_POST=0", "HALO_VK_DEFER_ROPE=0",
+                                      "HALO_VK_COPY_FWD=0",   NULL};
+    static const char *const none[] = {NULL};
+    vk_off = vk_env(off);
+    vk_def = vk_env(none);
     RUN(matmul_decodes_every_weight_type);
     RUN(matmul_multi_matches_norm_then_matmul);
     RUN(grouped_matmul_reads_its_group_slice);
     RUN(weight_larger_than_a_descriptor_is_split);
     RUN(embed_rows_of_a_quantized_table);
     RUN(norms_and_rope);
+    RUN(norm_then_rope_folds);
     RUN(hyper_connections);
+    RUN(hc_post_folds_into_the_next_hc_pre);
+    RUN(inverse_rope_folds_into_the_projection);
     RUN(attention_window_and_compressed_rows);
     RUN(compressor_pooling);
     RUN(indexer_topk_selects_the_same_rows);
@@ -616,9 +847,12 @@ int main(void) {
     RUN(matmul_decodes_every_weight_type);
     RUN(matmul_multi_matches_norm_then_matmul);
     RUN(moe_routes_and_mixes_like_the_cpu);
+    RUN(moe_fusions_match_the_cpu);
     vk->ops->destroy(vk);
     vk = wide;
     vk->ops->destroy(vk);
+    vk_off->ops->destroy(vk_off);
+    vk_def->ops->destroy(vk_def);
     cpu->ops->destroy(cpu);
     return check_report();
 }

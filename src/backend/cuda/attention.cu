@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(AP_HEADS *WARP) attention_prefill_kernel(attn_
  * values are loaded into registers while the previous row is summed. NJ = head_dim / 32. */
 enum { AD_WARPS = 16 };
 
-template <int NJ>
+template <int NJ, bool AHEAD2>
 __global__ void __launch_bounds__(AD_WARPS *WARP) attention_decode_kernel(attn_params a) {
     cu_pdl_entry();
     extern __shared__ float ad_sm[]; /* acc [AD_WARPS][NJ * 32], then m, l [AD_WARPS] */
@@ -298,16 +298,28 @@ __global__ void __launch_bounds__(AD_WARPS *WARP) attention_decode_kernel(attn_p
 #pragma unroll
         for (int j = 0; j < NJ; j++)
             rv[j] = row[lane + WARP * j];
+        /* AHEAD2: the row after the next one is loaded too (its loads wait on L2 for longer
+         * than a row's sum and softmax step take; at depth a warp walks ~40 rows). */
+        bool more = valid != 0;
+        float rn[NJ];
+        if (more) {
+            const float *next =
+                (const float *)__shfl_sync(0xffffffffu, (unsigned long long)rp, __ffs(valid) - 1);
+            valid &= valid - 1;
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+                rn[j] = next[lane + WARP * j];
+        }
         for (;;) {
-            const bool more = valid != 0;
-            float rn[NJ];
-            if (more) {
+            const bool more2 = AHEAD2 && valid != 0;
+            float rn2[NJ];
+            if (more2) {
                 const float *next = (const float *)__shfl_sync(0xffffffffu, (unsigned long long)rp,
                                                                __ffs(valid) - 1);
                 valid &= valid - 1;
 #pragma unroll
                 for (int j = 0; j < NJ; j++)
-                    rn[j] = next[lane + WARP * j];
+                    rn2[j] = next[lane + WARP * j];
             }
             float part = 0.0f;
 #pragma unroll
@@ -325,6 +337,22 @@ __global__ void __launch_bounds__(AD_WARPS *WARP) attention_decode_kernel(attn_p
 #pragma unroll
             for (int j = 0; j < NJ; j++)
                 rv[j] = rn[j];
+            if (AHEAD2) {
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+                    rn[j] = rn2[j];
+                more = more2;
+            } else {
+                more = valid != 0;
+                if (more) {
+                    const float *next = (const float *)__shfl_sync(
+                        0xffffffffu, (unsigned long long)rp, __ffs(valid) - 1);
+                    valid &= valid - 1;
+#pragma unroll
+                    for (int j = 0; j < NJ; j++)
+                        rn[j] = next[lane + WARP * j];
+                }
+            }
         }
     }
     if (lane == 0) {
@@ -361,10 +389,14 @@ static bool attention_decode(cu_backend *be, const attn_params &p, int64_t n_tok
         return false;
     const int smem = (AD_WARPS * (int)p.head_dim + 2 * AD_WARPS) * (int)sizeof(float);
     dim3 grid((unsigned)n_tok, (unsigned)p.n_head);
-    if (p.head_dim == 128)
-        cu_launch(be, attention_decode_kernel<4>, grid, AD_WARPS * WARP, smem, p);
+    if (p.head_dim == 128 && be->ahead2)
+        cu_launch(be, attention_decode_kernel<4, true>, grid, AD_WARPS * WARP, smem, p);
+    else if (p.head_dim == 128)
+        cu_launch(be, attention_decode_kernel<4, false>, grid, AD_WARPS * WARP, smem, p);
+    else if (be->ahead2)
+        cu_launch(be, attention_decode_kernel<16, true>, grid, AD_WARPS * WARP, smem, p);
     else
-        cu_launch(be, attention_decode_kernel<16>, grid, AD_WARPS * WARP, smem, p);
+        cu_launch(be, attention_decode_kernel<16, false>, grid, AD_WARPS * WARP, smem, p);
     CU_LAUNCHED(be, "attention", "attention_decode_kernel");
     return true;
 }

@@ -415,6 +415,9 @@ void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t e
 #define OP_BEGIN(hbe, op, embed_tokens)                                                            \
     cu_backend *be_ = cu_of(hbe);                                                                  \
     cu_graph_op(be_, prof_names[op], (embed_tokens));                                              \
+    if ((op) != P_HCPRE) cu_hc_flush(be_); /* hc_pre may run it itself */                          \
+    if ((op) != P_HCPRE && (op) != P_HCPOST) cu_sum_flush(be_); /* or hc_post take it on */        \
+    if ((op) != P_ROPE && (op) != P_MOE) cu_norm_flush(be_); /* they may run it themselves */      \
     flush_copies(be_);                                                                             \
     uint64_t mark_[2];                                                                             \
     cudaEvent_t ev_;                                                                               \
@@ -460,7 +463,7 @@ static void op_matmul_multi(halo_backend *hbe, const halo_tensor *x, const halo_
 static void op_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width,
                         const halo_tensor *weight, float eps) {
     OP_BEGIN(hbe, P_RMS, -1);
-    cu_rms_norm(hbe, x, width, weight, eps);
+    cu_rms_norm_op(hbe, x, width, weight, eps);
     OP_END(P_RMS);
 }
 static void op_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
@@ -503,6 +506,9 @@ static void op_moe(halo_backend *hbe, const halo_moe_args *a) {
 static void op_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
     cu_backend *be = cu_of(hbe);
     cu_graph_op(be, "copy", -1);
+    cu_hc_flush(be); /* a deferred hc_post or norm before the copies queued after it */
+    cu_sum_flush(be);
+    cu_norm_flush(be);
     if (be->naive) { /* the copies as they were: one memcpy each */
         flush_copies(be);
         if (!be->failed)
@@ -616,6 +622,9 @@ static halo_status buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, h
 static void buf_free(halo_backend *hbe, halo_buf *b) {
     if (!b) return;
     cu_backend *be = cu_of(hbe);
+    cu_hc_flush(be);
+    cu_sum_flush(be);
+    cu_norm_flush(be);
     flush_copies(be);
     cu_graph_break(be);
     /* Frees wait for the device; a buffer may be freed right after the ops that used it. */
@@ -673,6 +682,9 @@ static halo_status copy_sync(cu_backend *be, void *dst, const void *src, uint64_
 
 static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, const void *src,
                              uint64_t n, halo_error *err) {
+    cu_hc_flush(cu_of(hbe));
+    cu_sum_flush(cu_of(hbe));
+    cu_norm_flush(cu_of(hbe));
     flush_copies(cu_of(hbe));
     cu_graph_break(cu_of(hbe));
     if (offset > b->size || n > b->size - offset)
@@ -683,6 +695,9 @@ static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, co
 
 static halo_status buf_read(halo_backend *hbe, const halo_buf *b, uint64_t offset, void *dst,
                             uint64_t n, halo_error *err) {
+    cu_hc_flush(cu_of(hbe));
+    cu_sum_flush(cu_of(hbe));
+    cu_norm_flush(cu_of(hbe));
     flush_copies(cu_of(hbe));
     cu_graph_break(cu_of(hbe));
     if (offset > b->size || n > b->size - offset)
@@ -706,6 +721,9 @@ static halo_status report(cu_backend *be, halo_error *err) {
 
 static halo_status sync(halo_backend *hbe, halo_error *err) {
     cu_backend *be = cu_of(hbe);
+    cu_hc_flush(be);
+    cu_sum_flush(be);
+    cu_norm_flush(be);
     flush_copies(be);
     cu_graph_piece_end(be); /* the step's last captured piece (the output head) */
     /* A kernel that faulted reports here, after the op that launched it returned. */
@@ -727,6 +745,9 @@ static halo_status check(halo_backend *hbe, halo_error *err) {
 static void destroy(halo_backend *hbe) {
     if (!hbe) return;
     cu_backend *be = cu_of(hbe);
+    cu_hc_flush(be);
+    cu_sum_flush(be);
+    cu_norm_flush(be);
     flush_copies(be);
     cu_graph_break(be);
     (void)cudaStreamSynchronize(be->stream);
@@ -794,6 +815,12 @@ extern "C" const char *halo_backend_cuda_flavor(void) {
     return GPU_RUNTIME;
 }
 
+/* A switch set to 0 in the environment (HALO_CUDA_X=0 turns a fast path off). */
+static bool env_off(const char *name) {
+    const char *v = getenv(name);
+    return v && strcmp(v, "0") == 0;
+}
+
 extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, halo_error *err) {
     *out = NULL;
     int count = 0;
@@ -821,10 +848,17 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&be->sm_count, cudaDevAttrMultiProcessorCount, device);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&full->grids, grid_bytes);
+    /* After the grids: CU_COUNTERS zeroed counters (kernels whose last block resets its own). */
+    const size_t counters_at = (grid_bytes + 255) & ~(size_t)255;
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&full->grids, counters_at + CU_COUNTERS * sizeof(unsigned));
     for (size_t i = 0, at = 0; e == cudaSuccess && i < N_GRIDS; at += grid_table[i++].bytes)
         e = cudaMemcpyAsync(full->grids + at, grid_table[i].host, grid_table[i].bytes,
                             cudaMemcpyHostToDevice, be->stream);
+    if (e == cudaSuccess) {
+        be->counters = (unsigned *)(full->grids + counters_at);
+        e = cudaMemsetAsync(be->counters, 0, CU_COUNTERS * sizeof(unsigned), be->stream);
+    }
     if (e == cudaSuccess) e = cudaStreamSynchronize(be->stream);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -867,6 +901,19 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->early = !(ea && strcmp(ea, "0") == 0);
     const char *at1 = getenv("HALO_CUDA_ATT1");
     be->att1 = !be->naive && !(at1 && strcmp(at1, "0") == 0);
+    be->hclead = !be->naive && !env_off("HALO_CUDA_HCLEAD");
+    be->normrope = !be->naive && !env_off("HALO_CUDA_NORMROPE");
+    be->sumfuse = !be->naive && !env_off("HALO_CUDA_SUMFUSE");
+    be->ahead2 = !env_off("HALO_CUDA_AHEAD2");
+    be->two = !env_off("HALO_CUDA_TWO");
+    const char *rf = getenv("HALO_CUDA_ROUTEFUSE"); /* opt-in until measured */
+    be->routefuse = !be->naive && rf && strcmp(rf, "1") == 0;
+    be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");
+    be->qcost[0] = 2.0, be->qcost[1] = 1.0, be->qcost[2] = 0.8;
+    const char *qc = getenv("HALO_CUDA_QCOST");
+    double q0, q1, q2;
+    if (qc && sscanf(qc, "%lf,%lf,%lf", &q0, &q1, &q2) == 3 && q0 > 0 && q1 > 0 && q2 > 0)
+        be->qcost[0] = q0, be->qcost[1] = q1, be->qcost[2] = q2;
     cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */
     be->ring_cap = 8u << 20;

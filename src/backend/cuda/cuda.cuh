@@ -43,6 +43,42 @@ typedef struct cu_copy_batch {
     uint64_t max_n;
 } cu_copy_batch;
 
+/* A one-token hc_post not launched yet (hc.cu): the next hc_pre of the same streams runs it in
+ * its first kernel; any other op, copy, buffer call or sync launches it first (cu_hc_flush). */
+typedef struct cu_hc_pending {
+    bool on;
+    float *streams;
+    const float *y, *post, *comb;
+    int64_t n_embd;
+    bool sum; /* y is the pending moe sum's output (be->sp): the kernel makes y itself */
+} cu_hc_pending;
+
+/* A one-token moe's weighted sum of its slots' outputs (in the moe's op scratch, which ends at
+ * scratch_end) not launched yet (moe.cu): the hc_post of its output (then the next hc_pre) makes
+ * it; anything else launches it first (cu_sum_flush). */
+typedef struct cu_sum_pending {
+    bool on;
+    const float *y, *weight;
+    uint32_t slots;
+    int64_t n_embd;
+    float *out;
+    uint64_t scratch_end;
+} cu_sum_pending;
+
+/* An rms_norm of a few rows not launched yet (norm_rope.cu): a rope of the same tensor right
+ * after it runs both in one kernel; anything else launches it first (cu_norm_flush). */
+typedef struct cu_norm_pending {
+    bool on;
+    float *x;
+    const float *w;
+    int64_t rows, width;
+    float eps;
+} cu_norm_pending;
+
+/* Device counters of kernels whose last block does the rest (it resets the counter, so a
+ * graph replays them). */
+enum { CU_CTR_ROUTE = 0, CU_COUNTERS = 64 };
+
 typedef struct cu_prof cu_prof;
 typedef struct cu_graph cu_graph;
 /* Parts of ops timed on their own when profiling (cu_prof_begin/end). */
@@ -82,10 +118,27 @@ typedef struct cu_backend {
     bool route1;   /* one token's routing and grouping in one kernel (HALO_CUDA_ROUTE1=0: off) */
     bool hc1;      /* one token's hc_pre in two wide kernels (hc.cu; HALO_CUDA_HC1=0: off) */
     bool att1;     /* decode attention on 16 warps a head (attention.cu; HALO_CUDA_ATT1=0: off) */
+    bool normrope; /* a small rms_norm and the rope after it in one kernel (norm_rope.cu;
+                      HALO_CUDA_NORMROPE=0: off) */
+    bool sumfuse;  /* one-token moe sum made by the hc kernel after it (moe.cu, hc.cu;
+                      HALO_CUDA_SUMFUSE=0: off) */
+    bool ahead2;   /* decode attention loads two rows ahead (attention.cu; HALO_CUDA_AHEAD2=0) */
+    bool routefuse; /* one token's ffn norm, router projection and routing in one kernel
+                       (moe_route.cuh; HALO_CUDA_ROUTEFUSE=1: on, off by default) */
+    unsigned *counters; /* CU_COUNTERS zeroed device counters (CU_CTR_*) */
+    double qcost[3];    /* the int8 moe's block split: cost a weight of Q8_0, IQ2_XXS, Q2_K (2, 1,
+                           0.8; HALO_CUDA_QCOST=a,b,c sets them, for measuring) */
+    bool hclead;   /* one-token hc_pre's Sinkhorn on its own block (hc.cu; HALO_CUDA_HCLEAD=0) */
+    bool hcfuse;   /* one-token hc_post run by the next hc_pre's first kernel (hc.cu;
+                      HALO_CUDA_HCFUSE=0: off) */
     int grid_rep;  /* log2 of the IQ2_XXS grid's copies in shared memory (HALO_CUDA_GRIDREP) */
     bool multi;    /* matmul_multi in one launch (mvq.cu; HALO_CUDA_MULTI=0: off) */
     bool hold;     /* expert gate/up activations in registers (moe.cu; HALO_CUDA_HOLD=0: off) */
+    bool two;      /* ... and two rows at a time (mvq.cuh's TWO; HALO_CUDA_TWO=0: one) */
     bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
+    cu_hc_pending hcp;
+    cu_norm_pending np;
+    cu_sum_pending sp;
     cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;
     /* CUDA graphs (graph.cu): NULL when steps run eagerly (HALO_CUDA_GRAPHS=0, profiling,
@@ -286,11 +339,20 @@ void cu_matmul_multi(halo_backend *be, const halo_tensor *x, const halo_tensor *
 void cu_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src);
 void cu_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                  float eps);
+/* The rms_norm op: as cu_rms_norm, or deferred for a rope after it (be->np). */
+void cu_rms_norm_op(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
+                    float eps);
 void cu_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
              bool inverse);
 void cu_hc_pre(halo_backend *be, const halo_hc_args *a);
 void cu_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
                 const halo_tensor *post, const halo_tensor *comb);
+/* Launches a deferred one-token hc_post (be->hcp), if any. */
+void cu_hc_flush(cu_backend *be);
+/* Launches a deferred rms_norm (be->np), if any. */
+void cu_norm_flush(cu_backend *be);
+/* Launches a deferred moe sum (be->sp), if any. */
+void cu_sum_flush(cu_backend *be);
 void cu_attention(halo_backend *be, const halo_attn_args *a);
 void cu_pool(halo_backend *be, const halo_pool_args *a);
 void cu_topk(halo_backend *be, const halo_topk_args *a);

@@ -198,8 +198,119 @@ __global__ void __launch_bounds__(HC1_WARPS *WARP)
     }
 }
 
+/* hc_post of the sublayer before, then hc1 over the new streams, in one kernel (hc = 4): block b
+ * owns embedding columns 64b .. 64b + 63 of all four streams (256 values: lane l takes stream
+ * l / 8, columns 8 (l % 8) .. + 7), so no other block reads the old values it overwrites.
+ * Every warp computes the same new values (the mixing is 20 FMAs per value: cheaper than
+ * passing them through shared memory), waits until all have read the old ones, warp 0 writes
+ * them; then each warp dots them with its mixing rows as hc1 does. The new values are
+ * hc_post_kernel's (same expressions); the partial sums cover other slices than hc1's, so the
+ * mixing logits differ from the unfused path's by f32 rounding. Saves a launch and its ramp a
+ * sublayer. */
+enum { HCP_COLS = 64 };
+__global__ void __launch_bounds__(HC1_WARPS *WARP)
+    hcpost1_kernel(float *xs, float *y, const float *post, const float *comb, const char *fn,
+                   uint32_t fn_type, int64_t n_embd, uint32_t n_mix, float *part, const float *ys,
+                   const float *yw, uint32_t slots) {
+    cu_pdl_entry();
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, k = lane >> 3;
+    const int64_t d = (int64_t)blockIdx.x * HCP_COLS + 8 * (lane & 7);
+    float old[4][8], yv[8];
+    if (slots) {
+        /* y is the moe's weighted sum of its slots (moe_sum_kernel's order), written too. */
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            yv[i] = 0.0f;
+        for (uint32_t q = 0; q < slots; q++) {
+            const float wq = yw[q];
+            const float4 a = *(const float4 *)(ys + q * n_embd + d);
+            const float4 b = *(const float4 *)(ys + q * n_embd + d + 4);
+            yv[0] += wq * a.x, yv[1] += wq * a.y, yv[2] += wq * a.z, yv[3] += wq * a.w;
+            yv[4] += wq * b.x, yv[5] += wq * b.y, yv[6] += wq * b.z, yv[7] += wq * b.w;
+        }
+        if (warp == 0 && k == 0) {
+            *(float4 *)(y + d) = make_float4(yv[0], yv[1], yv[2], yv[3]);
+            *(float4 *)(y + d + 4) = make_float4(yv[4], yv[5], yv[6], yv[7]);
+        }
+    } else {
+        const float4 a = *(const float4 *)(y + d), b = *(const float4 *)(y + d + 4);
+        yv[0] = a.x, yv[1] = a.y, yv[2] = a.z, yv[3] = a.w;
+        yv[4] = b.x, yv[5] = b.y, yv[6] = b.z, yv[7] = b.w;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float4 a = *(const float4 *)(xs + j * n_embd + d);
+        const float4 b = *(const float4 *)(xs + j * n_embd + d + 4);
+        old[j][0] = a.x, old[j][1] = a.y, old[j][2] = a.z, old[j][3] = a.w;
+        old[j][4] = b.x, old[j][5] = b.y, old[j][6] = b.z, old[j][7] = b.w;
+    }
+    const float pk = post[k];
+    float c[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        c[j] = comb[j * 4 + k];
+    float x[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        float s = pk * yv[i];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            s += c[j] * old[j][i];
+        x[i] = s;
+    }
+    const int64_t width = 4 * n_embd, i0 = k * n_embd + d;
+    __syncthreads(); /* every warp has read the old values */
+    if (warp == 0) {
+        *(float4 *)(xs + i0) = make_float4(x[0], x[1], x[2], x[3]);
+        *(float4 *)(xs + i0 + 4) = make_float4(x[4], x[5], x[6], x[7]);
+    }
+    float *out = part + (int64_t)blockIdx.x * (n_mix + 1);
+    float w[HC1_ROWS][8];
+#pragma unroll
+    for (int q = 0; q < HC1_ROWS; q++) { /* every row's loads first, then the sums */
+        const uint32_t r = (uint32_t)(warp + HC1_WARPS * q);
+        if (r >= n_mix) continue;
+        if (fn_type == HALO_TYPE_F16) {
+            const uint4 v = *(const uint4 *)(fn + ((int64_t)r * width + i0) * 2);
+            const uint32_t h[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                w[q][2 * j] = f16_to_f32((uint16_t)h[j]);
+                w[q][2 * j + 1] = f16_to_f32((uint16_t)(h[j] >> 16));
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                w[q][j] = load_float(fn_type, fn, (int64_t)r * width + i0 + j);
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < HC1_ROWS; q++) {
+        const uint32_t r = (uint32_t)(warp + HC1_WARPS * q);
+        if (r >= n_mix) continue;
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            s += w[q][j] * x[j];
+        s = warp_sum(s);
+        if (lane == 0) out[r] = s;
+    }
+    if (warp == HC1_WARPS - 1) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            ss += x[j] * x[j];
+        ss = warp_sum(ss);
+        if (lane == 0) out[n_mix] = ss;
+    }
+}
+
+/* n_coll: the blocks that collapse (the first n_coll). The lead block, which also writes post
+ * and comb, is block n_coll when the grid has one more (it then collapses nothing: the chain of
+ * the Sinkhorn steps, ~2-4 us, runs beside the collapse instead of before block 0's part of it),
+ * else block 0. */
 __global__ void __launch_bounds__(256)
-    hc2_kernel(hc_mix_args a, const float *part, int64_t n_part) {
+    hc2_kernel(hc_mix_args a, const float *part, int64_t n_part, unsigned n_coll) {
     cu_pdl_entry();
     __shared__ float mix[HC1_MAX_MIX + 1];
     __shared__ float pre[HC_MAX];
@@ -217,7 +328,7 @@ __global__ void __launch_bounds__(256)
     }
     __syncthreads();
     const float r = 1.0f / sqrtf(mix[n_mix] / (float)((int64_t)hc * a.n_embd) + a.norm_eps);
-    const bool lead = blockIdx.x == 0 && a.post;
+    const bool lead = blockIdx.x == (n_coll < gridDim.x ? n_coll : 0) && a.post;
     for (uint32_t i = threadIdx.x; i < n_mix; i += blockDim.x) {
         const float v = mix[i] * r, b = load_float(a.base_type, a.base, i);
         if (i < hc)
@@ -241,7 +352,8 @@ __global__ void __launch_bounds__(256)
                 a.comb[i] = comb_s[i];
         }
     }
-    const int64_t per = (a.n_embd + gridDim.x - 1) / gridDim.x, d0 = blockIdx.x * per;
+    if (blockIdx.x >= n_coll) return;
+    const int64_t per = (a.n_embd + n_coll - 1) / n_coll, d0 = blockIdx.x * per;
     const int64_t d1 = d0 + per < a.n_embd ? d0 + per : a.n_embd;
     for (int64_t d = d0 + threadIdx.x; d < d1; d += blockDim.x) {
         float s = 0;
@@ -259,14 +371,39 @@ static bool hc_pre_one(cu_backend *be, const halo_hc_args *a, const hc_mix_args 
         width % HC1_SLICE || width / HC1_SLICE > 65535 || m.n_mix > HC1_MAX_MIX ||
         ((uintptr_t)m.streams & 15) || ((uintptr_t)cu_ptr(a->fn) & 15))
         return false;
-    const int64_t n_part = width / HC1_SLICE;
-    float *part =
-        (float *)cu_scratch(be, (uint64_t)(n_part * (m.n_mix + 1)) * sizeof(float), "hc_pre");
-    if (!part) return true; /* the failure is recorded */
-    cu_launch(be, hc1_kernel, (unsigned)n_part, HC1_WARPS * WARP, 0, m.streams, cu_ptr(a->fn), t,
-              width, m.n_mix, part);
-    if (!CU_LAUNCHED(be, "hc_pre", "hc1_kernel")) return true;
-    cu_launch(be, hc2_kernel, HC2_BLOCKS, 256, 0, m, (const float *)part, n_part);
+    const cu_hc_pending p = be->hcp;
+    const cu_sum_pending sp = be->sp;
+    bool fuse = p.on && p.streams == m.streams && p.n_embd == m.n_embd && a->hc == 4 &&
+                m.n_embd % HCP_COLS == 0 && m.n_embd / HCP_COLS <= 65535;
+    const int64_t n_part = fuse ? m.n_embd / HCP_COLS : width / HC1_SLICE;
+    const uint64_t part_bytes = (uint64_t)(n_part * (m.n_mix + 1)) * sizeof(float);
+    /* With the moe's sum, the partials go past the moe's scratch (still to be read), and only
+     * where the scratch need not grow (growing it would drop that data). */
+    const uint64_t off = fuse && p.sum ? (sp.scratch_end + 255) & ~255ull : 0;
+    if (fuse && p.sum && (!sp.on || off + part_bytes > be->scratch_cap)) fuse = false;
+    if (fuse) {
+        be->hcp.on = false; /* run below */
+        be->sp.on = false;
+    } else {
+        cu_hc_flush(be);
+    }
+    char *base = cu_scratch(be, (fuse ? off : 0) + part_bytes, "hc_pre");
+    if (!base) return true; /* the failure is recorded */
+    float *part = (float *)(base + (fuse ? off : 0));
+    if (fuse) {
+        const bool s = p.sum;
+        cu_launch(be, hcpost1_kernel, (unsigned)n_part, HC1_WARPS * WARP, 0, p.streams,
+                  (float *)p.y, p.post, p.comb, cu_ptr(a->fn), t, m.n_embd, m.n_mix, part,
+                  s ? sp.y : (const float *)NULL, s ? sp.weight : (const float *)NULL,
+                  s ? sp.slots : 0u);
+        if (!CU_LAUNCHED(be, "hc_pre", "hcpost1_kernel")) return true;
+    } else {
+        cu_launch(be, hc1_kernel, (unsigned)n_part, HC1_WARPS * WARP, 0, m.streams, cu_ptr(a->fn),
+                  t, width, m.n_mix, part);
+        if (!CU_LAUNCHED(be, "hc_pre", "hc1_kernel")) return true;
+    }
+    const unsigned n2 = HC2_BLOCKS + (m.post && be->hclead ? 1 : 0);
+    cu_launch(be, hc2_kernel, n2, 256, 0, m, (const float *)part, n_part, (unsigned)HC2_BLOCKS);
     CU_LAUNCHED(be, "hc_pre", "hc2_kernel");
     return true;
 }
@@ -277,11 +414,11 @@ void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
     const int64_t width = (int64_t)a->hc * n_embd;
     const bool head = a->post == NULL;
     const uint32_t n_mix = head ? a->hc : (2 + a->hc) * a->hc;
+    if (!(be->hcp.on && be->hcp.sum)) cu_sum_flush(be); /* a moe sum no pending post takes */
     if (be->failed || n_tok <= 0 || !cu_float_only(be, a->base->type, "hc_pre", "base") ||
-        !cu_float_only(be, a->scale->type, "hc_pre", "scale"))
-        return;
-    if (a->hc > HC_MAX) {
-        cu_check(be, "hc_pre", "hc count above 16", cudaErrorInvalidValue);
+        !cu_float_only(be, a->scale->type, "hc_pre", "scale") || a->hc > HC_MAX) {
+        cu_hc_flush(be);
+        if (a->hc > HC_MAX) cu_check(be, "hc_pre", "hc count above 16", cudaErrorInvalidValue);
         return;
     }
     hc_mix_args m = {cu_f32(a->streams),
@@ -300,6 +437,7 @@ void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
                      head ? NULL : cu_f32(a->post),
                      head ? NULL : cu_f32(a->comb)};
     if (n_tok == 1 && hc_pre_one(be, a, m)) return;
+    cu_hc_flush(be);
     float *mix = (float *)cu_scratch(be, (uint64_t)(n_tok * n_mix) * sizeof(float), "hc_pre");
     if (!mix) return;
     m.mix = mix;
@@ -339,7 +477,28 @@ void cu_hc_post(halo_backend *hbe, halo_tensor *streams, const halo_tensor *y,
         cu_check(be, "hc_post", "hc count above 16", cudaErrorInvalidValue);
         return;
     }
-    cu_launch(be, hc_post_kernel, cu_blocks(n_tok * n_embd, 256), 256, 0, cu_f32(streams),
-              cu_f32(y), cu_f32(post), cu_f32(comb), n_embd, hc, n_tok);
+    cu_hc_flush(be);
+    float *xs = cu_f32(streams);
+    const float *yp = cu_f32(y);
+    const bool sum = be->sp.on && be->sp.out == yp && be->sp.n_embd == n_embd;
+    if (be->hcfuse && n_tok == 1 && hc == 4 && (((uintptr_t)xs | (uintptr_t)yp) & 15) == 0) {
+        if (!sum) cu_sum_flush(be);
+        be->hcp = {true, xs, yp, cu_f32(post), cu_f32(comb), n_embd, sum};
+        return; /* the next hc_pre runs it (hcpost1_kernel), or cu_hc_flush */
+    }
+    cu_sum_flush(be);
+    cu_launch(be, hc_post_kernel, cu_blocks(n_tok * n_embd, 256), 256, 0, xs, yp, cu_f32(post),
+              cu_f32(comb), n_embd, hc, n_tok);
+    CU_LAUNCHED(be, "hc_post", "hc_post_kernel");
+}
+
+void cu_hc_flush(cu_backend *be) {
+    cu_hc_pending &p = be->hcp;
+    if (!p.on) return;
+    p.on = false;
+    if (p.sum) cu_sum_flush(be); /* y first */
+    if (be->failed) return;
+    cu_launch(be, hc_post_kernel, cu_blocks(p.n_embd, 256), 256, 0, p.streams, p.y, p.post,
+              p.comb, p.n_embd, 4u, (int64_t)1);
     CU_LAUNCHED(be, "hc_post", "hc_post_kernel");
 }

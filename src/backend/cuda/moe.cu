@@ -529,7 +529,7 @@ static __device__ __forceinline__ void moeq_prefetch_share(const char *p, uint64
 template <int TR, int TS>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     moeq_up_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *hg, float *hu,
-                   int n_sh, unsigned blocks_r, bool hold, bool early) {
+                   int n_sh, unsigned blocks_r, int hold, bool early) {
     if (early && n_sh > 0 && blockIdx.x >= blocks_r) {
         /* The shared expert's rows do not depend on the routing: each of its blocks asks L2
          * for its share of them while the routing kernel (one block) runs. */
@@ -554,7 +554,11 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     const moe_up_rows<1> r = {m, x, hg, hu, y0, 1, {}};
     if (routed) {
         moeq_up_rows<TR> rows = {r, x, xq, tab, m.n_embd};
-        if (hold)
+        if (hold == 2) /* two rows at a time (mvq_stream's TWO) */
+            mvq_stream<TR, true, moeq_up_rows<TR>, true>(rows, b * MOE_FAST_WARPS + warp,
+                                                         nb * MOE_FAST_WARPS, total, stage,
+                                                         mvq_grid_at(tab, m.g));
+        else if (hold)
             mvq_stream<TR, true>(rows, b * MOE_FAST_WARPS + warp, nb * MOE_FAST_WARPS, total, stage,
                                  mvq_grid_at(tab, m.g));
         else
@@ -658,9 +662,10 @@ static bool moeq_ok(const cu_backend *be, const expert_mats &m, uint32_t tr, uin
  * bytes) and Q2_K (0.33) are bound by their decoding, ~60 and ~50 instructions per 32 weights
  * against ~37 for Q8_0 (estimates from the instruction counts, not measured per part). The
  * f32 path's costs (moe_cost) had the 2-bit formats dearer; here the shared expert's Q8_0 rows
- * would be left to a sixteenth of the blocks and finish last. */
-static double moeq_cost(uint32_t t) {
-    return t == HALO_TYPE_Q8_0 ? 2.0 : t == HALO_TYPE_Q2_K ? 0.8 : 1.0;
+ * would be left to a sixteenth of the blocks and finish last. HALO_CUDA_QCOST=a,b,c replaces
+ * the three (Q8_0, IQ2_XXS, Q2_K) to measure other splits. */
+static double moeq_cost(const cu_backend *be, uint32_t t) {
+    return t == HALO_TYPE_Q8_0 ? be->qcost[0] : t == HALO_TYPE_Q2_K ? be->qcost[2] : be->qcost[1];
 }
 
 /* sp with its blocks shared by the work of the routed experts (wr) and of the shared one. */
@@ -679,10 +684,10 @@ static void moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
                     uint8_t *xq, int64_t n_pairs, uint32_t k, float clamp_exp, float clamp_sh,
                     const char *op) {
     const double ex = (double)((int64_t)k < m.n_expert ? (int64_t)k : m.n_expert);
-    const double wr = ex * 2.0 * (double)(m.n_ff * m.n_embd) * moeq_cost(tr);
-    const double ws = 2.0 * (double)(m.n_ff_sh * m.n_embd) * moeq_cost(ts);
+    const double wr = ex * 2.0 * (double)(m.n_ff * m.n_embd) * moeq_cost(be, tr);
+    const double ws = 2.0 * (double)(m.n_ff_sh * m.n_embd) * moeq_cost(be, ts);
     const bool iq = tr == HALO_TYPE_IQ2_XXS || ts == HALO_TYPE_IQ2_XXS;
-    const bool hold = be->hold && m.n_embd == mvq_ch((int)tr);
+    const int hold = be->hold && m.n_embd == mvq_ch((int)tr) ? (be->two ? 2 : 1) : 0;
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (int)mvq_act_bytes(m.n_embd) +
                      (iq ? mvq_tabs_bytes(be->grid_rep) : 0);
     /* The blocks as stay resident (the grid's copies can leave two a multiprocessor). */
@@ -713,8 +718,8 @@ static void moeq_down(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_
                       uint32_t tds, const moe_stream_plan &sp, const uint8_t *xq, float *y,
                       uint32_t k, const char *op) {
     const double ex = (double)((int64_t)k < m.n_expert ? (int64_t)k : m.n_expert);
-    const double wr = ex * (double)(m.n_embd * m.n_ff) * moeq_cost(tdr);
-    const double ws = (double)(m.n_embd * m.n_ff_sh) * moeq_cost(tds);
+    const double wr = ex * (double)(m.n_embd * m.n_ff) * moeq_cost(be, tdr);
+    const double ws = (double)(m.n_embd * m.n_ff_sh) * moeq_cost(be, tds);
     const bool iq = tdr == HALO_TYPE_IQ2_XXS || tds == HALO_TYPE_IQ2_XXS;
     const int smem =
         MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (iq ? mvq_tabs_bytes(be->grid_rep) : 0);
@@ -765,6 +770,22 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     const int64_t n_h = n_ff > n_ff_sh ? n_ff : n_ff_sh;
     const uint32_t k = a->n_used, slots = k + (a->gate_sh ? 1 : 0);
     const int64_t n_pairs = n_tok * slots;
+    /* One token with the resident experts: the ffn norm (deferred by the rms_norm op), router
+     * and routing may go in one kernel (routen_kernel); otherwise the norm runs first. */
+    const cu_norm_pending np = be->np;
+#ifndef HALO_HIP
+    const bool fused = be->routefuse && n_tok == 1 && !a->experts && k < WARP && be->route1 &&
+                       a->gate_inp->type == HALO_TYPE_F16 && n_embd % 256 == 0 &&
+                       (((uintptr_t)cu_f32(a->x) | (uintptr_t)cu_ptr(a->gate_inp)) & 15) == 0;
+#else
+    const bool fused = false;
+#endif
+    const bool take_norm = fused && np.on && np.x == cu_f32(a->x) && np.rows == 1 &&
+                           np.width == n_embd && np.w != NULL;
+    if (take_norm)
+        be->np.on = false; /* routen_kernel norms x */
+    else
+        cu_norm_flush(be);
     if (be->failed || n_tok <= 0) return;
     if (a->experts) return cu_moe_streamed(hbe, a); /* moe_stream.cu */
     uint32_t types[] = {a->gate_exps->type,
@@ -792,7 +813,10 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         total += (sizes[i] + 255) & ~255ull;
-    char *at = cu_scratch(be, total, op);
+    /* One token: room past the moe's part for the partial sums of the hc kernel that makes
+     * the weighted sum (cu_sum_pending: the moe's part must survive until it ran). */
+    const uint64_t reserve = n_tok == 1 && be->sumfuse ? 65536 : 0;
+    char *at = cu_scratch(be, total + reserve, op);
     if (!at) return;
     int32_t *tokens = (int32_t *)carve(&at, sizes[0]);
     float *scores = (float *)carve(&at, sizes[1]);
@@ -816,8 +840,9 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     const int32_t *dtok = NULL;
     memset(&tok_small, 0, sizeof tok_small);
     if (a->tid2eid && !cu_ints_pass(be, tokens, a->tokens, n_tok, &tok_small, &dtok, op)) return;
-    cu_matmul_launch(be, a->gate_inp->type, cu_ptr(a->gate_inp), n_embd, n_expert, 1, cu_f32(a->x),
-                     n_embd, n_tok, scores, op);
+    if (!fused)
+        cu_matmul_launch(be, a->gate_inp->type, cu_ptr(a->gate_inp), n_embd, n_expert, 1,
+                         cu_f32(a->x), n_embd, n_tok, scores, op);
     route_params rp = {scores,
                        a->probs_bias ? cu_ptr(a->probs_bias) : NULL,
                        a->probs_bias ? a->probs_bias->type : (uint32_t)HALO_TYPE_F32,
@@ -833,6 +858,15 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                        weight,
                        tok_small};
     if (be->failed) return;
+#ifndef HALO_HIP
+    if (fused) {
+        cu_launch(be, routen_kernel, cu_blocks(n_expert, RN_WARPS), RN_THREADS,
+                  (size_t)n_expert * 9, rp, (const uint16_t *)cu_ptr(a->gate_inp), cu_f32(a->x),
+                  take_norm ? np.w : (const float *)NULL, np.eps, n_embd, scores, first, pairs,
+                  act, be->counters + CU_CTR_ROUTE);
+        if (!CU_LAUNCHED(be, op, "routen_kernel")) return;
+    } else
+#endif
     if (n_tok == 1 && k < WARP && be->route1) {
         cu_launch(be, route1_kernel, 1, 256, (size_t)n_expert * 9, rp, first, pairs, act);
         if (!CU_LAUNCHED(be, op, "route1_kernel")) return;
@@ -1000,8 +1034,25 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
         cu_prof_end(be, CU_PROF_MOE_DOWN, mark, ev);
         cu_prof_begin(be, mark, &ev);
     }
+    if (n_tok == 1 && be->sumfuse && slots <= 16 && n_embd % 64 == 0 &&
+        (((uintptr_t)y | (uintptr_t)cu_f32(a->out)) & 15) == 0) {
+        /* The hc_post of this output makes the sum (hc.cu), or cu_sum_flush runs it. */
+        be->sp = {true, y, weight, slots, n_embd, cu_f32(a->out), total};
+        if (prof) cu_prof_end(be, CU_PROF_MOE_SUM, mark, ev);
+        return;
+    }
     cu_launch(be, moe_sum_kernel, cu_blocks(n_tok * n_embd, 256), 256, 0, y, weight, slots, n_embd,
               n_tok, cu_f32(a->out));
     CU_LAUNCHED(be, op, "moe_sum_kernel");
     if (prof) cu_prof_end(be, CU_PROF_MOE_SUM, mark, ev);
+}
+
+void cu_sum_flush(cu_backend *be) {
+    cu_sum_pending &p = be->sp;
+    if (!p.on) return;
+    p.on = false;
+    if (be->failed) return;
+    cu_launch(be, moe_sum_kernel, cu_blocks(p.n_embd, 256), 256, 0, p.y, p.weight, p.slots,
+              p.n_embd, (int64_t)1, p.out);
+    CU_LAUNCHED(be, "moe", "moe_sum_kernel");
 }

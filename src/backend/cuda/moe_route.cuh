@@ -170,8 +170,18 @@ __global__ void group_kernel(const int32_t *sel, int64_t n_pairs, uint32_t k, ui
  * sorted by expert is the count of pairs with a lower expert (or the same expert and a lower
  * slot), and the work items are the distinct experts in ascending order, the shared expert's
  * last, as group_kernel lays them out. */
-__global__ void route1_kernel(route_params a, int32_t *first, int32_t *pairs, int32_t *act) {
-    cu_pdl_entry();
+/* The router's logits of another block are read past L1 (routen_kernel's last block reads
+ * what the other blocks wrote). */
+static __device__ __forceinline__ float route_in(const float *p) {
+#ifdef HALO_HIP
+    return *p;
+#else
+    return __ldcg(p);
+#endif
+}
+
+static __device__ void route1_body(const route_params &a, int32_t *first, int32_t *pairs,
+                                   int32_t *act) {
     extern __shared__ float sm[]; /* score[n_expert], selection value[n_expert], taken flags */
     __shared__ int32_t sel_s[WARP];
     float *score = sm, *selv = sm + a.n_expert;
@@ -182,7 +192,8 @@ __global__ void route1_kernel(route_params a, int32_t *first, int32_t *pairs, in
      * eight in a row took most of the kernel's ~10 us, H200 request cd-2), the rest on warp 0. */
     const bool softmax = a.gating == HALO_GATING_SOFTMAX;
     for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
-        const float sc = softmax ? a.score_in[e] : score_fn(a.gating, a.score_in[e]);
+        const float in = route_in(a.score_in + e);
+        const float sc = softmax ? in : score_fn(a.gating, in);
         score[e] = sc;
         taken[e] = 0;
         if (!softmax) selv[e] = sc + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
@@ -291,5 +302,84 @@ __global__ void route1_kernel(route_params a, int32_t *first, int32_t *pairs, in
         first[e] = e == n + 1 ? (int32_t)a.slots : c;
     }
 }
+
+__global__ void route1_kernel(route_params a, int32_t *first, int32_t *pairs, int32_t *act) {
+    cu_pdl_entry();
+    route1_body(a, first, pairs, act);
+}
+
+#ifndef HALO_HIP
+/* One token's ffn norm, router projection (F16 rows, a warp a row, x normed on the fly as
+ * rms_norm4_kernel would have written it) and route1 in one launch: each block adds to a device
+ * counter when its rows are written, and the block that finishes last (every other block has
+ * read x by then) writes the normed x in place and runs route1_body on the logits. It resets the
+ * counter, so a graph replays the kernel. Replaces three launches (rms_norm, the router's
+ * matmul, route1) with one; the logits sum in another order than the matmul kernel's. */
+enum { RN_WARPS = 8, RN_THREADS = RN_WARPS * WARP };
+__global__ void __launch_bounds__(RN_THREADS)
+    routen_kernel(route_params a, const uint16_t *w, float *x, const float *norm, float eps,
+                  int64_t n_embd, float *logits, int32_t *first, int32_t *pairs, int32_t *act,
+                  unsigned *counter) {
+    cu_pdl_entry();
+    __shared__ float red[32];
+    __shared__ bool last;
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const float4 *x4 = (const float4 *)x, *g4 = (const float4 *)norm;
+    float r = 1.0f;
+    if (norm) { /* rms_norm4_kernel's sum: a thread's float4 values, then the block sum */
+        float ss = 0.0f;
+        for (int64_t i = threadIdx.x; i < n_embd / 4; i += blockDim.x) {
+            const float4 v = x4[i];
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+        ss = block_sum(ss, red);
+        r = 1.0f / sqrtf(ss / (float)n_embd + eps);
+    }
+    for (int64_t row = (int64_t)blockIdx.x * RN_WARPS + warp; row < a.n_expert;
+         row += (int64_t)gridDim.x * RN_WARPS) {
+        const uint4 *wr = (const uint4 *)(w + row * n_embd);
+        float acc = 0.0f;
+#pragma unroll 4
+        for (int64_t e = 8 * lane; e < n_embd; e += 8 * WARP) {
+            const uint4 q = wr[e / 8];
+            float4 v0 = x4[e / 4], v1 = x4[e / 4 + 1];
+            if (norm) {
+                const float4 g0 = g4[e / 4], g1 = g4[e / 4 + 1];
+                v0.x = (v0.x * r) * g0.x, v0.y = (v0.y * r) * g0.y;
+                v0.z = (v0.z * r) * g0.z, v0.w = (v0.w * r) * g0.w;
+                v1.x = (v1.x * r) * g1.x, v1.y = (v1.y * r) * g1.y;
+                v1.z = (v1.z * r) * g1.z, v1.w = (v1.w * r) * g1.w;
+            }
+            const uint32_t h[4] = {q.x, q.y, q.z, q.w};
+            const float xv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                acc += f16_to_f32((uint16_t)h[j]) * xv[2 * j];
+                acc += f16_to_f32((uint16_t)(h[j] >> 16)) * xv[2 * j + 1];
+            }
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) logits[row] = acc;
+    }
+    __threadfence(); /* the logits before the count */
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (threadIdx.x == 0) *counter = 0;
+    if (norm) {
+        float4 *xo = (float4 *)x;
+        for (int64_t i = threadIdx.x; i < n_embd / 4; i += blockDim.x) {
+            float4 v = x4[i];
+            const float4 g = g4[i];
+            v.x *= r, v.y *= r, v.z *= r, v.w *= r;
+            v.x *= g.x, v.y *= g.y, v.z *= g.z, v.w *= g.w;
+            xo[i] = v;
+        }
+    }
+    route1_body(a, first, pairs, act);
+}
+#endif
 
 #endif

@@ -84,9 +84,11 @@ static void mvq_launch_t(cu_backend *be, const mvq_args &a, uint32_t groups, con
         done_bytes = smem;
     }
     /* As many blocks as stay resident (three a multiprocessor, two with IQ2_XXS's 16 grid
-     * copies), shared by the groups. */
+     * copies), shared by the groups: rounded down, so no block waits for a second wave (out_a's
+     * 8 groups took 8 x 50 = 400 blocks against 396 resident). Each row is one warp's, so the
+     * sums do not change. */
     const int64_t resident = cu_resident(be, mvq_dense_kernel<T>, MVQ_WARPS * WARP, smem);
-    int64_t per = (resident + groups - 1) / groups;
+    int64_t per = resident / groups > 0 ? resident / groups : 1;
     const int64_t need = (a.out_per_group + MVQ_WARPS - 1) / MVQ_WARPS;
     if (per > need) per = need;
     cu_launch(be, mvq_dense_kernel<T>, dim3((unsigned)per, groups), MVQ_WARPS * WARP, smem, a);
@@ -156,6 +158,7 @@ typedef struct multi_args {
     multi_part q, f; /* blocks [0, q.blocks) the int8 part, then the float part */
     cu_grids g;
     bool early; /* weights fetched before the PDL wait, as mvq_dense_kernel */
+    bool two;   /* one-chunk int8 rows (q_b's 1024 inputs) two at a time, x held (HALO_CUDA_TWO) */
 } multi_args;
 
 /* Projection j and row r of concatenated row i of a part. */
@@ -296,9 +299,13 @@ __global__ void __launch_bounds__(MVQ_WARPS *WARP, 3)
             uint8_t *stage = multi_dyn + warp * MV_STAGES * MV_STAGE;
             uint8_t *xq = multi_dyn + MVQ_WARPS * MV_STAGES * MV_STAGE + 16;
             multi_q_rows<TQ> rows = {a, xq, red};
-            mvq_stream<TQ>(rows, (int64_t)blockIdx.x * MVQ_WARPS + warp,
-                           (int64_t)a.q.blocks * MVQ_WARPS, a.q.rows, stage,
-                           mvq_grid_at(nullptr, a.g));
+            const int64_t first = (int64_t)blockIdx.x * MVQ_WARPS + warp;
+            const int64_t stride = (int64_t)a.q.blocks * MVQ_WARPS;
+            if (a.two && a.n_in == mvq_ch(TQ)) /* rows of one chunk over the same x */
+                mvq_stream<TQ, true, multi_q_rows<TQ>, true>(rows, first, stride, a.q.rows, stage,
+                                                             mvq_grid_at(nullptr, a.g));
+            else
+                mvq_stream<TQ>(rows, first, stride, a.q.rows, stage, mvq_grid_at(nullptr, a.g));
             return;
         }
     }
@@ -368,6 +375,7 @@ static void multi_fused(cu_backend *be, const halo_tensor *x, const halo_tensor 
     a.n_in = n_in;
     a.g = cu_grids_get(&be->base);
     a.early = be->early;
+    a.two = be->two;
     const uint32_t tq = HALO_TYPE_Q8_0; /* the int8 part's type, in fast mode */
     int tf = -1;                        /* the float part's type */
     for (uint32_t i = 0; i < n; i++) {

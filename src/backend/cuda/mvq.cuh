@@ -277,7 +277,13 @@ static __host__ __device__ constexpr int mvq_stages(int t) {
  * once a row: the experts' IQ2_XXS gate/up rows (4096 wide, x shared by every row) read 32
  * bytes of activations from shared memory per 32 weights otherwise, as many wavefronts as the
  * grid lookups take with the grid's 16 copies. */
-template <int T, bool HOLD = false, class P>
+/* TWO (with HOLD): the warp computes two rows at a time, so the dependent chains of one row
+ * (grid lookups, dp4a, the warp sum) overlap the other's: with 102 registers a thread the
+ * experts' gate/up kernel keeps 16 warps a multiprocessor, too few to hide a single row's
+ * latencies (H200 session 6 base, ncu: 44 MB in 48 us, 0.92 TB/s); matmul_multi's q_b rows
+ * (one 1024-weight chunk each) take it too. The same rows and the same sums as one at a time;
+ * p.begin is called again right before each p.end. */
+template <int T, bool HOLD = false, class P, bool TWO = false>
 static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t stride,
                                                   int64_t n_items, uint8_t *stage,
                                                   const mvq_grid tab) {
@@ -313,7 +319,54 @@ static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t s
         issue();
     p.prepare();
     int j = 0;
-    if constexpr (HOLD) {
+    if constexpr (HOLD && TWO) {
+        constexpr int NH = CH / 1024;
+        int xh[NH][8];
+        const q8act a0 = p.act();
+#pragma unroll
+        for (int h = 0; h < NH; h++)
+            mvq_xv(a0, 32 * (lane + WARP * h), xh[h]);
+        int64_t it = first;
+        for (;;) {
+            while (it < n_items && p.begin(it) == 0)
+                it += stride;
+            if (it >= n_items) break;
+            const int64_t ia = it;
+            it += stride;
+            while (it < n_items && p.begin(it) == 0)
+                it += stride;
+            const int64_t ib = it < n_items ? it : -1;
+            if (ib >= 0) it += stride;
+            if (ib >= 0)
+                cp_async_wait<S - 3>(); /* chunks j and j + 1 are in */
+            else
+                cp_async_wait<S - 2>();
+            __syncwarp();
+            issue(); /* into the slot of chunk j - 1, read before */
+            /* Both rows in one unrolled body, so their instructions interleave; without a
+             * second row the first one's slot is read twice and the second sum dropped. */
+            const uint8_t *sa = stage + (j % S) * SLOT;
+            const uint8_t *sb = ib >= 0 ? stage + ((j + 1) % S) * SLOT : sa;
+            float acc_a = 0.0f, acc_b = 0.0f;
+#pragma unroll
+            for (int h = 0; h < NH; h++) {
+                const int u = lane + WARP * h;
+                acc_a += mvq_unit_x<T>(sa, u, xh[h], a0, 32 * u, tab);
+                acc_b += mvq_unit_x<T>(sb, u, xh[h], a0, 32 * u, tab);
+            }
+            __syncwarp();
+            if (ib >= 0) issue(); /* into chunk j's slot, read now */
+            acc_a = warp_sum(acc_a);
+            acc_b = warp_sum(acc_b);
+            p.begin(ia);
+            p.end(ia, acc_a);
+            if (ib >= 0) {
+                p.begin(ib);
+                p.end(ib, acc_b);
+            }
+            j += ib >= 0 ? 2 : 1;
+        }
+    } else if constexpr (HOLD) {
         constexpr int NH = CH / 1024; /* units a lane takes in a chunk */
         int xh[NH][8];
         const q8act a0 = p.act();

@@ -31,8 +31,15 @@
  * buffers per stage, within lavapipe's 32. */
 enum { VK_CHUNKS = 8, VK_MAX_BINDINGS = 12, VK_GRID_BINDING = 12, VK_PUSH_BYTES = 128 };
 /* A specialised pipeline's key: the low 6 bits are the shader's constant 0 (a weight type, or
- * matvec_q8's variant), bit 6 its constant 1 (the matvecs' fused norm). */
-enum { VK_TYPED_KEYS = 128, VK_KEY_NORM = 64 };
+ * matvec_q8's variant), bits 6-8 its constant 1 (the matvecs' mode: the fused norm, SwiGLU on
+ * the load, matvec_moe's weighted sum). */
+enum {
+    VK_TYPED_KEYS = 1024,
+    VK_KEY_NORM = 64,
+    VK_KEY_SWIGLU = 128,
+    VK_KEY_SUM = 256,
+    VK_KEY_ROPE = 512
+};
 
 /* Vulkan entry points, loaded through vkGetInstanceProcAddr / vkGetDeviceProcAddr. */
 #define HALO_VK_INSTANCE_FNS(X)                                                                    \
@@ -128,6 +135,7 @@ typedef enum vk_kernel {
     VK_K_MATVEC_WIDE, /* matvec with a workgroup per row (few rows) */
     VK_K_MATVEC_Q8,   /* Q8_0 decode: several rows per lane group (specialised by variant) */
     VK_K_MATVEC_MOE,  /* IQ2_XXS / Q2_K (routed experts): a sub-block per lane, rows per WG */
+    VK_K_NORM_ROPE,   /* a deferred per-head norm and the rope after it, in one dispatch */
     VK_K_COUNT
 } vk_kernel;
 
@@ -191,6 +199,21 @@ typedef struct vk_copies {
     uint32_t n;
 } vk_copies;
 
+/* A remembered copy (vk_copy_fwd.c): n bytes at d of dst equal those at s of src (offsets in
+ * the VkBuffers). A piece of a copy to make instead: n bytes from s of src to `at` bytes into the
+ * copy's destination. */
+enum { VK_FWD_MAX = 16 };
+typedef struct vk_fwd {
+    halo_buf *dst;
+    uint64_t d, n;
+    halo_buf *src;
+    uint64_t s;
+} vk_fwd;
+typedef struct vk_fwd_piece {
+    halo_buf *src;
+    uint64_t s, at, n;
+} vk_fwd_piece;
+
 typedef struct vk_backend {
     halo_backend base;
     void *lib; /* dlopen handle of the loader */
@@ -226,6 +249,37 @@ typedef struct vk_backend {
                            * a norm dispatch first) */
     uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 8;
                            * HALO_VK_MVMOE=N sets it, 0: matvec.comp takes them) */
+    uint32_t fuse_moe;    /* HALO_VK_FUSE_MOE: 2 (default) SwiGLU folded into the down
+                           * projections' loads and the weighted sum into the routed down; 1
+                           * the SwiGLU only; 0 neither (their own dispatches) */
+    bool defer_norm;      /* HALO_VK_DEFER_NORM=0: every rms_norm recorded when called */
+    bool defer_post;      /* HALO_VK_DEFER_POST=0: every hc_post recorded when called */
+    bool defer_rope;      /* HALO_VK_DEFER_ROPE=0: every inverse rope recorded when called */
+    uint32_t hc_slices;   /* HALO_VK_HC_SLICES: hc_pre's workgroups per token (GPU 16, CPU 1) */
+    /* A norm the forward asked for and not yet recorded (vk_rms_norm): the next op takes it
+     * (a rope of the same tensor folds it in; the MoE of it folds it into its first
+     * projections) or records it first (vk_defer_flush: every op, copy, flush and free). */
+    struct {
+        bool on, has_w;
+        halo_tensor x, w;
+        uint32_t width;
+        float eps;
+    } pend_norm;
+    /* The same for hc_post (vk_hc_post): the next site's hc_pre of the same streams folds it
+     * into its own two dispatches. At most one of the two is pending. */
+    struct {
+        bool on;
+        halo_tensor streams, y, post, comb;
+    } pend_post;
+    /* The same for an inverse rope (the attention output's): the projection of it (out_a)
+     * rotates on its loads. cs: its cos/sin table, in host memory until used. */
+    struct {
+        bool on;
+        halo_tensor x;
+        float *cs;
+        uint64_t cs_bytes;
+        uint32_t n_rot;
+    } pend_rope;
 
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout pipe_layout;
@@ -262,6 +316,7 @@ typedef struct vk_backend {
     bool recording;
     uint32_t n_dispatch; /* dispatches recorded since the last submission */
     uint32_t max_dispatch;
+    uint32_t first_dispatch; /* the first submission's dispatches after a drain (doubling) */
     /* Time-bounded submissions (vk_submit.c): the bound, a forced chunk size (tests), seconds
      * per unit of work as measured, the recorded work and the next dispatch's estimate. */
     double submit_s, split_work, rate, queued_work, next_work;
@@ -273,6 +328,9 @@ typedef struct vk_backend {
 
     halo_buf *deferred; /* freed after the next wait */
     vk_copies copies;   /* recorded at the next dispatch or submission */
+    bool copy_fwd;      /* HALO_VK_COPY_FWD=0: copies read what they are asked to */
+    vk_fwd fwd[VK_FWD_MAX];
+    uint32_t n_fwd;
     /* Ranges accessed since the last barrier (vk_hazard.c); HALO_VK_BARRIERS=all: a barrier
      * before every command. */
     vk_access access[VK_MAX_ACCESS];
@@ -445,6 +503,31 @@ void vk_matmul_multi(halo_backend *be, const halo_tensor *x, const halo_tensor *
                      uint32_t n, const halo_tensor *const *w, halo_tensor *const *out);
 void vk_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                  float eps);
+/* The norm now (vk_rms_norm may defer it to the next op). */
+void vk_norm_now(vk_backend *vb, halo_tensor *x, uint32_t width, const halo_tensor *weight,
+                 float eps);
+/* Records the deferred norm or hc_post, if any (before anything that could see its input). */
+void vk_defer_flush(vk_backend *vb);
+/* Whether the deferred op reads or writes buffer b. */
+bool vk_defer_uses(const vk_backend *vb, const halo_buf *b);
+/* Whether two views are the same one. */
+bool vk_same_view(const halo_tensor *a, const halo_tensor *b);
+/* A rope by the cos/sin table cs (rope.comp) now. */
+void vk_rope_now(vk_backend *vb, halo_tensor *x, const float *cs, uint64_t cs_bytes, uint32_t n_rot,
+                 bool inverse);
+/* Copy forwarding (vk_copy_fwd.c): forget everything; forget what touches [off, end) of buf
+ * (it is being written); remember a copy; the pieces [s, s + n) of src came from (0: not all of
+ * it is remembered, copy it as it is). */
+void vk_fwd_clear(vk_backend *vb);
+void vk_fwd_written(vk_backend *vb, VkBuffer buf, uint64_t off, uint64_t end);
+void vk_fwd_add(vk_backend *vb, halo_buf *dst, uint64_t d, halo_buf *src, uint64_t s, uint64_t n);
+uint32_t vk_fwd_resolve(const vk_backend *vb, const halo_buf *src, uint64_t s, uint64_t n,
+                        vk_fwd_piece *out, uint32_t max);
+/* hc_post now (vk_hc_post may defer it to the next op). */
+void vk_hc_post_now(vk_backend *vb, halo_tensor *streams, const halo_tensor *y,
+                    const halo_tensor *post, const halo_tensor *comb);
+/* Whether the deferred norm is of exactly this tensor. */
+bool vk_norm_pending_on(const vk_backend *vb, const halo_tensor *x);
 void vk_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
              bool inverse);
 void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src);

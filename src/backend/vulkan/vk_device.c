@@ -271,6 +271,10 @@ static halo_status pick_device(vk_backend *vb, int want, halo_error *err) {
 static halo_status read_device(vk_backend *vb, halo_error *err) {
     vb->fn.vkGetPhysicalDeviceProperties(vb->phys, &vb->props);
     vb->fn.vkGetPhysicalDeviceMemoryProperties(vb->phys, &vb->mem_props);
+    /* hc_pre's slices: a GPU would run one workgroup per token on one of its cores; a CPU
+     * implementation (lavapipe) gains nothing from repeating the per-token part */
+    if (!vb->hc_slices)
+        vb->hc_slices = vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 1 : 16;
     VkPhysicalDeviceMaintenance3Properties m3 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
     VkPhysicalDeviceSubgroupProperties sg = {
@@ -424,6 +428,17 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     /* matvec_moe.comp walks rows in pairs: an even count; 8 unless asked (bench_vk_matvec on
      * the H200: one MoE call 154 us with 8, 159 with 16, 162 with 32) */
     vb->mvmoe = getenv("HALO_VK_MVMOE") ? (uint32_t)atoi(getenv("HALO_VK_MVMOE")) & ~1u : 8;
+    vb->fuse_moe = getenv("HALO_VK_FUSE_MOE") ? (uint32_t)atoi(getenv("HALO_VK_FUSE_MOE")) : 2;
+    const char *defer = getenv("HALO_VK_DEFER_NORM");
+    vb->defer_norm = !(defer && !strcmp(defer, "0"));
+    defer = getenv("HALO_VK_DEFER_POST");
+    vb->defer_post = !(defer && !strcmp(defer, "0"));
+    defer = getenv("HALO_VK_COPY_FWD");
+    vb->copy_fwd = !(defer && !strcmp(defer, "0"));
+    defer = getenv("HALO_VK_HC_SLICES");
+    vb->hc_slices = defer && atoi(defer) > 0 ? (uint32_t)atoi(defer) : 0; /* 0: by device */
+    defer = getenv("HALO_VK_DEFER_ROPE");
+    vb->defer_rope = !(defer && !strcmp(defer, "0"));
     if (vb->mvmoe > 4096) vb->mvmoe = 8;
     halo_status st = open_instance(vb, err);
     if (!st) st = pick_device(vb, device, err);

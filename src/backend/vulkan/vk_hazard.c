@@ -21,7 +21,7 @@ static const uint32_t writes[VK_K_COUNT] = {
     [VK_K_MATMUL] = 1u << 2,
     [VK_K_RMS_NORM] = 1u << 1,
     [VK_K_ROPE] = 1u << 1,
-    [VK_K_HC_PRE] = (1u << 4) | (1u << 5) | (1u << 6),
+    [VK_K_HC_PRE] = (1u << 1) | (1u << 4) | (1u << 5) | (1u << 6), /* 1: a folded hc_post */
     [VK_K_HC_POST] = 1u << 1,
     [VK_K_ATTENTION] = 1u << 7,
     [VK_K_POOL] = 1u << 7,
@@ -38,6 +38,7 @@ static const uint32_t writes[VK_K_COUNT] = {
     [VK_K_MATVEC_WIDE] = 1u << 2,
     [VK_K_MATVEC_Q8] = 1u << 2,
     [VK_K_MATVEC_MOE] = 1u << 2,
+    [VK_K_NORM_ROPE] = 1u << 1,
 };
 
 uint32_t vk_kernel_writes(vk_kernel k) {

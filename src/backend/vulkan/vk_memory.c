@@ -234,6 +234,7 @@ halo_status vk_buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes, h
 void vk_buf_free(halo_backend *be, halo_buf *b) {
     if (!b) return;
     vk_backend *vb = vk_of(be);
+    if (vk_defer_uses(vb, b)) vk_defer_flush(vb);
     if (vb->recording || vk_in_flight(vb)) {
         b->next_free = vb->deferred;
         vb->deferred = b;

@@ -110,6 +110,10 @@ typedef struct matmul_pc {
     uint32_t x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
     uint32_t rows_per_wg, col_tile, norm_off;
     float eps;
+    int32_t u_delta4; /* SwiGLU on the load: up's index - x's, in vec4s */
+    float clamp_v;
+    uint32_t k_sum, wt_off, ys_off, has_ys; /* matvec_moe's weighted sum */
+    uint32_t cs_off, rope_hd, rope_nrot;    /* the inverse rope on the load (vec2 units) */
 } matmul_pc;
 
 typedef struct quant_pc {
@@ -235,6 +239,70 @@ static bool use_mvmoe(const vk_backend *vb, const halo_tensor *w, const vk_mm_ar
            (w->type == HALO_TYPE_IQ2_XXS || w->type == HALO_TYPE_Q2_K) && w->ne[0] % 256 == 0;
 }
 
+/* The shader vk_mm records for this projection (VK_K_MATMUL_Q8: fast mode's quantizing
+ * dispatch and integer dots; VK_K_MATVEC: matvec.comp or matvec_wide.comp) and, for
+ * matvec_q8.comp, its variant. */
+static vk_kernel mm_kernel(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m,
+                           int32_t *q8v) {
+    *q8v = 0;
+    bool mv = use_matvec(vb, w, m);
+    /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots,
+     * except for a few columns (decode): there quantizing the activations is one more dispatch
+     * and barrier per projection, which costs more than it saves, and matvec.comp's f32 path
+     * (the precise result, more accurate than ggml's) takes them. */
+    if (vb->int_dot && w->type == HALO_TYPE_Q8_0 && !m->sel.buf &&
+        !(mv && m->n_cols <= VK_MATVEC_COLS) && (m->x_col_div ? m->x_col_div : 1) == 1 &&
+        w->ne[0] % 32 == 0)
+        return VK_K_MATMUL_Q8;
+    if (!mv) return VK_K_MATMUL;
+    if (use_mvmoe(vb, w, m)) return VK_K_MATVEC_MOE;
+    *q8v = mvq8_variant(vb, w, m);
+    return *q8v > 0 ? VK_K_MATVEC_Q8 : VK_K_MATVEC;
+}
+
+/* Where a view starts inside its descriptor, in f32 elements (false: it cannot be bound). */
+static bool rel_f32(vk_backend *vb, vk_binding b, uint32_t *rel) {
+    vk_bound bd = {0};
+    if (!b.buf || !vk_resolve(vb, "moe", &b, 1, &bd)) return false; /* as binding 1 */
+    *rel = bd.rel / 4;
+    return bd.rel % 4 == 0;
+}
+
+bool vk_mm_swiglu_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    int32_t q8v;
+    if (!vk_type_supported(w->type) || !m->up.buf || m->norm.buf || m->up.bytes < m->x.bytes ||
+        (m->groups ? m->groups : 1) != 1 || (m->x_col_div ? m->x_col_div : 1) != 1)
+        return false;
+    vk_kernel k = mm_kernel(vb, w, m, &q8v);
+    if (k == VK_K_MATMUL || k == VK_K_MATMUL_Q8) return false;
+    /* matvec_moe.comp stages the column's SwiGLU in shared memory (at most 4096 inputs) and a
+     * subgroup keeps at most 4 row pairs: 8 rows a workgroup covers them even with one subgroup
+     * (a subgroup as wide as the workgroup) */
+    if (k == VK_K_MATVEC_MOE && (w->ne[0] > 4096 || vb->mvmoe > 8)) return false;
+    /* The shaders load x and up 16 bytes at a time */
+    uint32_t xr = 0, ur = 0;
+    return rel_f32(vb, m->x, &xr) && rel_f32(vb, m->up, &ur) && (xr + m->x_off) % 4 == 0 &&
+           (ur + m->x_off) % 4 == 0 && m->x_col_stride % 4 == 0;
+}
+
+bool vk_mm_sum_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    int32_t q8v;
+    return m->sum_k && m->sel.buf && m->wts.buf && m->n_cols % m->sum_k == 0 &&
+           vk_mm_swiglu_fits(vb, w, m) && mm_kernel(vb, w, m, &q8v) == VK_K_MATVEC_MOE;
+}
+
+bool vk_mm_rope_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    int32_t q8v;
+    if (!vk_type_supported(w->type) || m->sel.buf || m->norm.buf || m->up.buf ||
+        m->n_cols > VK_MATVEC_COLS || (m->x_col_div ? m->x_col_div : 1) != 1 || !m->rope_hd ||
+        m->rope_hd % 8 || m->rope_nrot % 8 || m->rope_nrot > m->rope_hd || w->ne[0] % 8)
+        return false;
+    vk_kernel k = mm_kernel(vb, w, m, &q8v);
+    if (k != VK_K_MATVEC && k != VK_K_MATVEC_Q8) return false;
+    uint32_t xr = 0; /* 16-byte loads of x, pairs never split across two */
+    return rel_f32(vb, m->x, &xr) && (xr + m->x_off) % 4 == 0 && m->x_col_stride % 4 == 0;
+}
+
 bool vk_mm_norm_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
     if (!vk_type_supported(w->type) || !use_matvec(vb, w, m) || m->sel.buf ||
         m->n_cols > VK_MATVEC_COLS || (m->groups ? m->groups : 1) != 1 ||
@@ -254,19 +322,29 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         vk_fail(vb, HALO_E_INVALID_ARG, "%s: a norm this projection cannot fold in", op);
         return;
     }
-    /* Fast mode: Q8_0 projections of plain columns (not expert-selected ones) by integer dots,
-     * except for a few columns (decode): there quantizing the activations is one more dispatch
-     * and barrier per projection, which costs more than it saves, and matvec.comp's f32 path
-     * (the precise result, more accurate than ggml's) takes them. */
-    if (vb->int_dot && w->type == HALO_TYPE_Q8_0 && !m->sel.buf &&
-        !(use_matvec(vb, w, m) && m->n_cols <= VK_MATVEC_COLS) &&
-        (m->x_col_div ? m->x_col_div : 1) == 1 && w->ne[0] % 32 == 0) {
+    bool sum = m->sum_k != 0;
+    if ((m->up.buf && !vk_mm_swiglu_fits(vb, w, m)) || (sum && !vk_mm_sum_fits(vb, w, m)) ||
+        (m->cs.buf && !vk_mm_rope_fits(vb, w, m))) {
+        vk_fail(vb, HALO_E_INVALID_ARG, "%s: a SwiGLU, sum or rope this projection cannot fold in",
+                op);
+        return;
+    }
+    int32_t q8v = 0;
+    vk_kernel kern = mm_kernel(vb, w, m, &q8v);
+    if (kern == VK_K_MATMUL_Q8) {
         mm_q8(vb, op, w, m);
         return;
     }
-    vk_binding b[5] = {vk_bind_weight(w, m->sel.buf ? m->N : 1), m->x, m->out, m->sel, m->norm};
-    uint32_t nb = m->norm.buf ? 5 : m->sel.buf ? 4 : 3;
-    vk_bound bd[5] = {{0}};
+    vk_binding b[8] = {vk_bind_weight(w, m->sel.buf ? m->N : 1),
+                       m->x,
+                       m->out,
+                       m->sel,
+                       m->norm,
+                       m->up,
+                       m->cs.buf ? m->cs : m->wts, /* never both: the rope's only plain columns */
+                       m->ys};
+    uint32_t nb = m->up.buf || m->cs.buf ? 8 : m->norm.buf ? 5 : m->sel.buf ? 4 : 3;
+    vk_bound bd[8] = {{0}};
     if (!vk_resolve(vb, op, b, nb, bd)) return;
     matmul_pc pc = {(uint32_t)w->ne[0],
                     m->N,
@@ -287,28 +365,33 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
                     vk_rows_per_wg(vb),
                     m->sel.buf ? 1u : 8u,
                     bd[4].rel / 4,
-                    m->eps};
+                    m->eps,
+                    ((int32_t)(bd[5].rel / 4) - (int32_t)(bd[1].rel / 4)) / 4,
+                    m->clamp_v,
+                    sum ? m->sum_k : 0,
+                    bd[6].rel / 4,
+                    bd[7].rel / 4,
+                    m->ys.buf != NULL,
+                    bd[6].rel / 8,
+                    m->rope_hd,
+                    m->rope_nrot};
+    uint32_t mode = (m->norm.buf ? VK_KEY_NORM : 0) | (m->up.buf ? VK_KEY_SWIGLU : 0) |
+                    (sum ? VK_KEY_SUM : 0) | (m->cs.buf ? VK_KEY_ROPE : 0);
     /* Workgroups of rows fold into x and z so a vocabulary-sized projection stays within the
      * workgroup-count limit. */
-    vk_kernel kern = VK_K_MATMUL;
     VkPipeline pipe = VK_NULL_HANDLE;
-    int32_t q8v = use_matvec(vb, w, m) ? mvq8_variant(vb, w, m) : 0;
-    bool moe = use_matvec(vb, w, m) && use_mvmoe(vb, w, m);
-    if (moe) {
+    if (kern == VK_K_MATVEC_MOE) {
         /* a column per workgroup row, rows_per_wg rows per workgroup after one codebook fill */
-        kern = VK_K_MATVEC_MOE;
         pc.col_tile = 1;
         pc.rows_per_wg = vb->mvmoe; /* even: the shader's R = 2 */
-    } else if (q8v > 0) {
+    } else if (kern == VK_K_MATVEC_Q8) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
         uint32_t r = (uint32_t)q8v & 15u;
-        kern = VK_K_MATVEC_Q8;
         pc.col_tile = VK_MATVEC_COLS;
         pc.rows_per_wg = (q8v & 16) || s >= 128 ? r : r * (128 / s);
-        pipe = vk_typed_pipeline(vb, kern, (uint32_t)q8v | (m->norm.buf ? VK_KEY_NORM : 0));
-    } else if (use_matvec(vb, w, m)) {
+        pipe = vk_typed_pipeline(vb, kern, (uint32_t)q8v | mode);
+    } else if (kern == VK_K_MATVEC) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
-        kern = VK_K_MATVEC;
         pc.col_tile = m->sel.buf ? 1u : VK_MATVEC_COLS;
         /* A subgroup per row, or the whole workgroup per row where there are few rows to go
          * round (a decode step's small projections and the routed experts' gate and up: one
@@ -323,29 +406,33 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     }
     uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
     uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;
-    if (!pipe) pipe = vk_typed_pipeline(vb, kern, w->type | (m->norm.buf ? VK_KEY_NORM : 0));
+    if (!pipe) pipe = vk_typed_pipeline(vb, kern, w->type | mode);
     /* Columns in chunks of whole tiles sharing whole x columns (vk_submit.c): each output is
-     * computed by the same invocation as unsplit. */
-    uint32_t div = pc.x_col_div, n_cols = m->n_cols;
+     * computed by the same invocation as unsplit. With the sum, chunks of whole tokens (their
+     * sum_k columns each), a workgroup row per token. */
+    uint32_t div = pc.x_col_div, n_cols = m->n_cols, step = sum ? m->sum_k : pc.col_tile * div;
     double per_col = (double)m->N * (double)pc.K;
-    uint32_t per = vk_chunk(vb, per_col, n_cols, pc.col_tile * div);
+    uint32_t per = vk_chunk(vb, per_col, n_cols, step);
     for (uint32_t c0 = 0; c0 < n_cols; c0 += per) {
         matmul_pc cp = pc;
         cp.n_cols = n_cols - c0 < per ? n_cols - c0 : per;
         cp.x_off = pc.x_off + c0 / div * pc.x_col_stride;
-        cp.out_off = pc.out_off + c0 * pc.out_col_stride;
+        cp.out_off = pc.out_off + (sum ? c0 / m->sum_k : c0) * pc.out_col_stride;
         cp.sel_off = pc.sel_off + c0;
+        cp.wt_off = pc.wt_off + c0;
+        cp.ys_off = pc.ys_off + (sum ? c0 / m->sum_k : 0) * m->N;
+        uint32_t gy = sum ? cp.n_cols / m->sum_k : (cp.n_cols + cp.col_tile - 1) / cp.col_tile;
         vk_note_work(vb, per_col * cp.n_cols);
-        if (!vk_dispatch_pipe(vb, kern, pipe, op, b, nb, NULL, &cp, sizeof cp, gx,
-                              (cp.n_cols + cp.col_tile - 1) / cp.col_tile, gz))
-            return;
+        if (!vk_dispatch_pipe(vb, kern, pipe, op, b, nb, NULL, &cp, sizeof cp, gx, gy, gz)) return;
     }
 }
 
+/* The attention output's inverse rope, deferred by vk_rope, is folded into the projection of it
+ * (out_a) where that is a matvec of a few plain columns: its loads rotate back (rope_load.glsl),
+ * no rope dispatch and no barrier before the projection. */
 void vk_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uint32_t groups,
                halo_tensor *out) {
     vk_backend *vb = vk_of(be);
-    if (!vk_begin_uploads(vb, 0)) return;
     uint32_t n_out = (uint32_t)(w->ne[1] * w->ne[2] * w->ne[3]);
     uint32_t in_total = (uint32_t)w->ne[0] * (groups ? groups : 1);
     uint32_t n_tok = (uint32_t)(halo_tensor_nelements(x) / in_total);
@@ -356,6 +443,26 @@ void vk_matmul(halo_backend *be, const halo_tensor *w, const halo_tensor *x, uin
                     .groups = groups,
                     .x_col_stride = in_total,
                     .out_col_stride = n_out};
+    const halo_tensor *rx = &vb->pend_rope.x;
+    bool fold = vb->pend_rope.on && rx->buf == x->buf && rx->offset == x->offset &&
+                halo_tensor_nbytes(rx) == halo_tensor_nbytes(x) &&
+                (uint64_t)rx->ne[0] * rx->ne[1] == in_total;
+    float *cs = vb->pend_rope.cs;
+    uint64_t cs_bytes = vb->pend_rope.cs_bytes;
+    if (fold) {
+        m.rope_hd = (uint32_t)rx->ne[0];
+        m.rope_nrot = vb->pend_rope.n_rot;
+        m.cs = m.x; /* a stand-in for the fit: the table is uploaded below */
+        fold = vk_mm_rope_fits(vb, w, &m);
+    }
+    if (fold) vb->pend_rope.on = false;
+    if (!vk_begin_uploads(vb, fold ? cs_bytes : 0)) return;
+    if (fold) {
+        m.cs = vk_upload_data(vb, cs, cs_bytes);
+        free(cs);
+    } else {
+        m.cs = (vk_binding){0};
+    }
     vk_mm(vb, "matmul", w, &m);
 }
 
@@ -386,7 +493,7 @@ void vk_matmul_multi(halo_backend *be, const halo_tensor *x, const halo_tensor *
     }
     if (norm && !fuse) {
         halo_tensor xn = *x; /* x's contents afterwards are the caller's to forget */
-        vk_rms_norm(be, &xn, K, norm, eps);
+        vk_norm_now(vb, &xn, K, norm, eps);
     }
     for (uint32_t i = 0; i < n; i++) {
         uint32_t n_out = (uint32_t)(w[i]->ne[1] * w[i]->ne[2] * w[i]->ne[3]);
@@ -410,9 +517,66 @@ typedef struct norm_pc {
     float eps;
 } norm_pc;
 
+/* The forward's norms are deferred to the next op (HALO_VK_DEFER_NORM, default on): the
+ * attention's per-head norms of q and kv are each followed by a rope of the same tensor, which
+ * folds the norm in (norm_rope.comp: one dispatch and one barrier fewer, twice a layer), and
+ * the FFN's norm by the MoE of it, which folds it into its first projections (vk_moe). Any
+ * other op records the norm first, as called. Only f32 (or no) weights, whole rows. */
 void vk_rms_norm(halo_backend *be, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                  float eps) {
     vk_backend *vb = vk_of(be);
+    vk_defer_flush(vb);
+    if (vb->defer_norm && !vb->failed && width == x->ne[0] &&
+        (!weight || weight->type == HALO_TYPE_F32)) {
+        vb->pend_norm.on = true;
+        vb->pend_norm.x = *x;
+        vb->pend_norm.has_w = weight != NULL;
+        vb->pend_norm.w = weight ? *weight : (halo_tensor){0};
+        vb->pend_norm.width = width;
+        vb->pend_norm.eps = eps;
+        return;
+    }
+    vk_norm_now(vb, x, width, weight, eps);
+}
+
+bool vk_same_view(const halo_tensor *a, const halo_tensor *b) {
+    return a->buf == b->buf && a->offset == b->offset && a->type == b->type &&
+           !memcmp(a->ne, b->ne, sizeof a->ne);
+}
+
+bool vk_norm_pending_on(const vk_backend *vb, const halo_tensor *x) {
+    return vb->pend_norm.on && vk_same_view(&vb->pend_norm.x, x);
+}
+
+bool vk_defer_uses(const vk_backend *vb, const halo_buf *b) {
+    return (vb->pend_norm.on && (vb->pend_norm.x.buf == b || vb->pend_norm.w.buf == b)) ||
+           (vb->pend_post.on && (vb->pend_post.streams.buf == b || vb->pend_post.y.buf == b ||
+                                 vb->pend_post.post.buf == b || vb->pend_post.comb.buf == b)) ||
+           (vb->pend_rope.on && vb->pend_rope.x.buf == b);
+}
+
+void vk_defer_flush(vk_backend *vb) {
+    /* cleared first: recording it begins an op, which flushes */
+    if (vb->pend_norm.on) {
+        vb->pend_norm.on = false;
+        vk_norm_now(vb, &vb->pend_norm.x, vb->pend_norm.width,
+                    vb->pend_norm.has_w ? &vb->pend_norm.w : NULL, vb->pend_norm.eps);
+    }
+    if (vb->pend_post.on) {
+        vb->pend_post.on = false;
+        vk_hc_post_now(vb, &vb->pend_post.streams, &vb->pend_post.y, &vb->pend_post.post,
+                       &vb->pend_post.comb);
+    }
+    if (vb->pend_rope.on) {
+        vb->pend_rope.on = false;
+        vk_rope_now(vb, &vb->pend_rope.x, vb->pend_rope.cs, vb->pend_rope.cs_bytes,
+                    vb->pend_rope.n_rot, true);
+        free(vb->pend_rope.cs);
+    }
+}
+
+void vk_norm_now(vk_backend *vb, halo_tensor *x, uint32_t width, const halo_tensor *weight,
+                 float eps) {
     uint64_t cur = 0, w_off = vk_take(&cur, vk_f32_bytes(weight));
     if (!vk_begin_uploads(vb, 64) || (cur && !vk_scratch_reserve(vb, cur, "rms_norm"))) return;
     vk_binding b[3] = {{0}, vk_bind_tensor(x), {0}};
@@ -450,12 +614,25 @@ typedef struct rope_pc {
     uint32_t head_dim, n_head, n_rot, x_off, cs_off, inverse;
 } rope_pc;
 
+typedef struct norm_rope_pc {
+    uint32_t head_dim, n_head, n_rot, x_off, cs_off, w_off, has_w;
+    float eps;
+} norm_rope_pc;
+
+/* An inverse rope (the attention output's) is deferred to the next op (HALO_VK_DEFER_ROPE,
+ * default on): the projection of it folds it into its loads (vk_matmul); anything else records
+ * it first. A forward rope folds in the norm just deferred on the same tensor (vk_rms_norm). */
 void vk_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
              bool inverse) {
     vk_backend *vb = vk_of(be);
     uint32_t n_tok = (uint32_t)(x->ne[2] * x->ne[3]), half = rope->n_rot / 2;
     uint64_t bytes = (uint64_t)n_tok * half * 2 * sizeof(float);
-    if (!vk_begin_uploads(vb, bytes)) return;
+    /* The norm just asked for on this tensor (per head: its width is the head's), folded in. */
+    bool fold = !inverse && vk_norm_pending_on(vb, x) && rope->n_rot <= x->ne[0];
+    float eps = vb->pend_norm.eps;
+    halo_tensor w = vb->pend_norm.w;
+    bool has_w = vb->pend_norm.has_w;
+    if (fold) vb->pend_norm.on = false;
     float *p = malloc(n_tok * sizeof *p + 1);
     float *cs = NULL;
     if (p) {
@@ -468,11 +645,45 @@ void vk_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_ro
         vk_fail(vb, HALO_E_NOMEM, "rope: out of host memory");
         return;
     }
-    vk_binding b[3] = {{0}, vk_bind_tensor(x), vk_upload_data(vb, cs, bytes)};
+    if (inverse && vb->defer_rope && !vb->failed && x->ne[0] % 8 == 0 && rope->n_rot % 8 == 0) {
+        vk_defer_flush(vb);
+        vb->pend_rope.on = true;
+        vb->pend_rope.x = *x;
+        vb->pend_rope.cs = cs; /* the op that takes it frees it */
+        vb->pend_rope.cs_bytes = bytes;
+        vb->pend_rope.n_rot = rope->n_rot;
+        return;
+    }
+    if (!fold) {
+        vk_rope_now(vb, x, cs, bytes, rope->n_rot, inverse);
+        free(cs);
+        return;
+    }
+    if (!vk_begin_uploads(vb, bytes)) {
+        free(cs);
+        return;
+    }
+    vk_binding b[4] = {{0},
+                       vk_bind_tensor(x),
+                       vk_upload_data(vb, cs, bytes),
+                       has_w ? vk_bind_tensor(&w) : (vk_binding){0}};
     free(cs);
+    vk_bound bd[4] = {{0}};
+    if (!vk_resolve(vb, "rope", b, has_w ? 4 : 3, bd)) return;
+    norm_rope_pc np = {(uint32_t)x->ne[0], (uint32_t)x->ne[1], rope->n_rot, bd[1].rel / 4,
+                       bd[2].rel / 4,      bd[3].rel / 4,      has_w,       eps};
+    vk_dispatch(vb, VK_K_NORM_ROPE, "rope", b, has_w ? 4 : 3, NULL, &np, sizeof np,
+                (uint32_t)x->ne[1], n_tok, 1);
+}
+
+void vk_rope_now(vk_backend *vb, halo_tensor *x, const float *cs, uint64_t cs_bytes, uint32_t n_rot,
+                 bool inverse) {
+    uint32_t n_tok = (uint32_t)(x->ne[2] * x->ne[3]);
+    if (!vk_begin_uploads(vb, cs_bytes)) return;
+    vk_binding b[3] = {{0}, vk_bind_tensor(x), vk_upload_data(vb, cs, cs_bytes)};
     vk_bound bd[3] = {{0}};
     if (!vk_resolve(vb, "rope", b, 3, bd)) return;
-    rope_pc pc = {(uint32_t)x->ne[0], (uint32_t)x->ne[1], rope->n_rot,
+    rope_pc pc = {(uint32_t)x->ne[0], (uint32_t)x->ne[1], n_rot,
                   bd[1].rel / 4,      bd[2].rel / 4,      inverse};
     vk_dispatch(vb, VK_K_ROPE, "rope", b, 3, NULL, &pc, sizeof pc, (uint32_t)x->ne[1], n_tok, 1);
 }
@@ -482,14 +693,21 @@ typedef struct hc_pc {
     uint32_t s_off, base_off, scale_off, col_off, post_off, comb_off;
     float eps, norm_eps;
     uint32_t p_off, n_split;
+    uint32_t fold, y_off, copy_off;
 } hc_pc;
 
 typedef struct hc_mix_pc {
     uint32_t width, n_mix, n_split, chunk, w_rel, w_chunk_rows, w_row_bytes, s_off, p_off;
+    uint32_t fold, n_embd, hc, y_off, post_off, comb_off, copy_off;
 } hc_mix_pc;
 
 /* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row). */
 #define VK_HC_SPLIT 16
+
+static bool views_meet(const halo_tensor *a, const halo_tensor *b) {
+    uint64_t an = halo_tensor_nbytes(a), bn = halo_tensor_nbytes(b);
+    return a->buf == b->buf && a->offset < b->offset + bn && b->offset < a->offset + an;
+}
 
 void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     vk_backend *vb = vk_of(be);
@@ -497,20 +715,40 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
         vk_fail(vb, HALO_E_UNSUPPORTED, "hc_pre: %u hyper-connection streams (at most 16)", a->hc);
         return;
     }
+    /* The previous site's hc_post of these streams, deferred by vk_hc_post, folded into both
+     * dispatches (HALO_VK_DEFER_POST): hc_mix.comp mixes the streams it would write,
+     * hc_pre.comp writes them first. No hc_post dispatch, no barrier between it and hc_mix.
+     * Decode only (a few tokens): every hc_mix workgroup recomputes the new streams of its
+     * chunk (n_mix + 1 times over), cheap for a token, not for a prefill. */
+    bool fold = vb->pend_post.on && vk_same_view(&vb->pend_post.streams, a->streams) &&
+                (uint32_t)vb->pend_post.post.ne[0] == a->hc &&
+                vb->pend_post.y.ne[0] == a->collapsed->ne[0] && a->collapsed->ne[1] <= 4;
+    halo_tensor fy = vb->pend_post.y, fpost = vb->pend_post.post, fcomb = vb->pend_post.comb;
+    if (fold) vb->pend_post.on = false;
     bool head = a->post == NULL;
     uint32_t n_tok = (uint32_t)a->collapsed->ne[1], width = a->hc * (uint32_t)a->collapsed->ne[0];
     uint32_t n_mix = head ? a->hc : (2 + a->hc) * a->hc;
     uint64_t cur = 0, base_off = vk_take(&cur, vk_f32_bytes(a->base));
     uint64_t scale_off = vk_take(&cur, vk_f32_bytes(a->scale));
-    uint64_t part_bytes = (uint64_t)n_tok * VK_HC_SPLIT * (n_mix + 1) * 4;
+    /* the chunks' partial sums, then (fold) hc_mix's copy of the old post and comb */
+    uint64_t sums = (uint64_t)n_tok * VK_HC_SPLIT * (n_mix + 1);
+    uint64_t part_bytes = (sums + (fold ? (uint64_t)n_tok * (a->hc + a->hc * a->hc) : 0)) * 4;
     uint64_t part_off = vk_take(&cur, part_bytes);
     if (!vk_begin_uploads(vb, 8192) || !vk_scratch_reserve(vb, cur, "hc_pre")) return;
     if (!vk_check_type(vb, "hc_pre", a->fn)) return;
     vk_binding part = vk_scratch_at(vb, part_off, part_bytes);
     /* 1. the mix projection and the squares, in chunks: weight (0), streams (1), partials (2) */
-    vk_binding mb[3] = {vk_bind_weight(a->fn, 1), vk_bind_tensor(a->streams), part};
-    vk_bound md[3] = {{0}};
-    if (!vk_resolve(vb, "hc_pre", mb, 3, md)) return;
+    vk_binding fb[3] = {{0}};
+    if (fold) {
+        fb[0] = vk_bind_tensor(&fy);
+        fb[1] = vk_bind_tensor(&fpost);
+        fb[2] = vk_bind_tensor(&fcomb);
+    }
+    vk_binding mb[6] = {
+        vk_bind_weight(a->fn, 1), vk_bind_tensor(a->streams), part, fb[0], fb[1], fb[2]};
+    uint32_t nm = fold ? 6 : 3;
+    vk_bound md[6] = {{0}};
+    if (!vk_resolve(vb, "hc_pre", mb, nm, md)) return;
     hc_mix_pc mp = {width,
                     n_mix,
                     VK_HC_SPLIT,
@@ -519,22 +757,31 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                     md[0].chunk_rows,
                     (uint32_t)mb[0].row_bytes,
                     md[1].rel / 4,
-                    md[2].rel / 4};
-    vk_note_work(vb, (double)n_tok * (n_mix + 1) * width);
+                    md[2].rel / 4,
+                    fold,
+                    (uint32_t)a->collapsed->ne[0],
+                    a->hc,
+                    md[3].rel / 4,
+                    md[4].rel / 4,
+                    md[5].rel / 4,
+                    md[2].rel / 4 + (uint32_t)sums};
+    vk_note_work(vb, (double)n_tok * (n_mix + 1) * width * (fold ? a->hc + 1 : 1));
     if (!vk_dispatch_pipe(vb, VK_K_HC_MIX, vk_typed_pipeline(vb, VK_K_HC_MIX, a->fn->type),
-                          "hc_pre", mb, 3, NULL, &mp, sizeof mp, n_mix + 1, VK_HC_SPLIT, n_tok))
+                          "hc_pre", mb, nm, NULL, &mp, sizeof mp, n_mix + 1, VK_HC_SPLIT, n_tok))
         return;
     /* 2. per token: the sums, pre/post/comb (Sinkhorn) and the collapsed stream */
-    vk_binding b[8] = {{0},
+    vk_binding b[9] = {{0},
                        vk_bind_tensor(a->streams),
                        vk_as_f32(vb, "hc_pre", a->base, base_off),
                        vk_as_f32(vb, "hc_pre", a->scale, scale_off),
                        vk_bind_tensor(a->collapsed),
                        head ? (vk_binding){0} : vk_bind_tensor(a->post),
                        head ? (vk_binding){0} : vk_bind_tensor(a->comb),
-                       part};
-    vk_bound bd[8] = {{0}};
-    if (!vk_resolve(vb, "hc_pre", b, 8, bd)) return;
+                       part,
+                       fb[0]};
+    uint32_t nb = fold ? 9 : 8;
+    vk_bound bd[9] = {{0}};
+    if (!vk_resolve(vb, "hc_pre", b, nb, bd)) return;
     hc_pc pc = {(uint32_t)a->collapsed->ne[0],
                 a->hc,
                 a->sinkhorn_iters,
@@ -552,17 +799,44 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                 a->eps,
                 a->norm_eps,
                 bd[7].rel / 4,
-                VK_HC_SPLIT};
-    vk_dispatch(vb, VK_K_HC_PRE, "hc_pre", b, 8, NULL, &pc, sizeof pc, n_tok, 1, 1);
+                VK_HC_SPLIT,
+                fold,
+                bd[8].rel / 4,
+                bd[7].rel / 4 + (uint32_t)sums};
+    /* Slices of the channels per token (HALO_VK_HC_SLICES): the per-token part is tiny and
+     * done by each, the streams and the collapsed output split between them. */
+    uint32_t slices = vb->hc_slices < a->collapsed->ne[0] ? vb->hc_slices : 1;
+    /* With the fold, a slice reads y where another may write: only where y is the collapsed
+     * tensor itself (each element read and written by one invocation) or apart from it, and
+     * apart from post and comb (slice 0 writes them), may the slices go on their own. */
+    if (fold && !(vk_same_view(&fy, a->collapsed) || !views_meet(&fy, a->collapsed))) slices = 1;
+    if (fold && !head && (views_meet(&fy, a->post) || views_meet(&fy, a->comb))) slices = 1;
+    vk_dispatch(vb, VK_K_HC_PRE, "hc_pre", b, nb, NULL, &pc, sizeof pc, n_tok, slices, 1);
 }
 
 typedef struct post_pc {
     uint32_t n_embd, hc, s_off, y_off, post_off, comb_off;
 } post_pc;
 
+/* Deferred to the next op (HALO_VK_DEFER_POST, default on): the next site's hc_pre of the same
+ * streams folds it in (vk_hc_pre); anything else records it first. */
 void vk_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
                 const halo_tensor *post, const halo_tensor *comb) {
     vk_backend *vb = vk_of(be);
+    vk_defer_flush(vb);
+    if (vb->defer_post && !vb->failed && post->ne[0] <= 16) {
+        vb->pend_post.on = true;
+        vb->pend_post.streams = *streams;
+        vb->pend_post.y = *y;
+        vb->pend_post.post = *post;
+        vb->pend_post.comb = *comb;
+        return;
+    }
+    vk_hc_post_now(vb, streams, y, post, comb);
+}
+
+void vk_hc_post_now(vk_backend *vb, halo_tensor *streams, const halo_tensor *y,
+                    const halo_tensor *post, const halo_tensor *comb) {
     if (!vk_begin_uploads(vb, 0)) return;
     vk_binding b[5] = {{0},
                        vk_bind_tensor(streams),

@@ -16,8 +16,24 @@ typedef struct vk_mm_args {
      * folded into the matvec (vk_mm_norm_fits must have said yes). */
     vk_binding norm;
     float eps;
+    /* With up bound (the MoE's down projections): x is the gate projection and each column's
+     * input is silu(min(x, c)) · clamp(up, -c, c) (c = clamp_v, 0: none), up laid out as x
+     * (vk_mm_swiglu_fits must have said yes). With sum_k too (the routed down): the columns
+     * are tokens' sum_k expert pairs and out[:, t] = Σ_j wts[t·sum_k + j] · (W_e · x_j)
+     * (+ ys[:, t] where ys is bound): the MoE's output (vk_mm_sum_fits). */
+    vk_binding up, wts, ys;
+    float clamp_v;
+    uint32_t sum_k;
+    /* With cs bound (cos/sin pairs of each column's token): x is rotated back on the load in
+     * the last rope_nrot of every rope_hd inputs (the attention output's inverse rope;
+     * vk_mm_rope_fits must have said yes). */
+    vk_binding cs;
+    uint32_t rope_hd, rope_nrot;
 } vk_mm_args;
 void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_args *m);
+bool vk_mm_swiglu_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m);
+bool vk_mm_sum_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m);
+bool vk_mm_rope_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m);
 /* Whether vk_mm can fold m->norm into this projection: a matvec of a few plain columns
  * (matvec.comp, matvec_wide.comp or matvec_q8.comp), x and the norm weight 16-byte aligned. */
 bool vk_mm_norm_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m);

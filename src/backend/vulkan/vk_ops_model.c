@@ -234,6 +234,29 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
                 k, n_expert);
         return;
     }
+    /* The FFN's norm of x, deferred by vk_rms_norm, folded into the router and the shared
+     * expert's gate and up (the first readers of x: no norm dispatch and no barrier before
+     * them); x itself is normed in place beside the routing, before the routed experts read
+     * it. Where those projections cannot fold it (prefill), it is recorded first. */
+    bool fold = false;
+    vk_binding norm_w = {0};
+    float norm_eps = vb->pend_norm.eps;
+    if (vk_norm_pending_on(vb, a->x) && vb->pend_norm.has_w && vb->fuse_norm) {
+        norm_w = vk_bind_tensor(&vb->pend_norm.w);
+        vk_mm_args t = {.x = vk_bind_tensor(a->x),
+                        .N = n_expert,
+                        .n_cols = n_tok,
+                        .x_col_stride = n_embd,
+                        .out_col_stride = n_expert,
+                        .norm = norm_w,
+                        .eps = norm_eps};
+        fold = vk_mm_norm_fits(vb, a->gate_inp, &t);
+        t.N = t.out_col_stride = n_ff_sh;
+        if (a->gate_sh)
+            fold = fold && vk_mm_norm_fits(vb, a->gate_sh, &t) && vk_mm_norm_fits(vb, a->up_sh, &t);
+    }
+    halo_tensor xn = *a->x, nw = vb->pend_norm.w;
+    if (fold) vb->pend_norm.on = false;
     uint64_t pairs = (uint64_t)n_tok * k, cur = 0;
     uint64_t lg_off = vk_take(&cur, (uint64_t)n_tok * n_expert * 4);
     uint64_t sel_off = vk_take(&cur, pairs * 4), w_off = vk_take(&cur, pairs * 4);
@@ -261,17 +284,21 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
                          .n_cols = n_tok,
                          .x_col_stride = n_embd,
                          .out_col_stride = n_expert};
+    if (fold) router.norm = norm_w, router.eps = norm_eps;
     vk_mm(vb, "moe", a->gate_inp, &router);
     /* The shared expert reads only x: its steps are recorded beside the routed ones, so they
      * share their barriers (vk_hazard.c puts one only before a command that reads what the
-     * commands since the last one wrote): router + shared gate and up, then the routing +
-     * shared SwiGLU, then routed gate and up + shared down, then SwiGLU, down, the sum. */
+     * commands since the last one wrote). With HALO_VK_FUSE_MOE (default 2) the SwiGLUs are
+     * folded into the down projections' loads and the weighted sum into the routed down: router
+     * + shared gate and up, then the routing + shared down, then routed gate and up, then the
+     * routed down, which writes the output (4 barriers, 7 dispatches; unfused: 6 and 11). */
     vk_mm_args sh = {.x = x,
                      .out = gs,
                      .N = n_ff_sh,
                      .n_cols = n_tok,
                      .x_col_stride = n_embd,
                      .out_col_stride = n_ff_sh};
+    if (fold) sh.norm = norm_w, sh.eps = norm_eps;
     if (a->gate_sh) {
         vk_mm(vb, "moe", a->gate_sh, &sh);
         sh.out = us;
@@ -296,7 +323,29 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
                    rd[4].rel / 4,      rd[5].rel / 4,
                    rd[6].rel / 4};
     vk_dispatch(vb, VK_K_MOE_ROUTE, "moe", r, 7, NULL, &rp, sizeof rp, n_tok, 1, 1);
-    if (a->gate_sh) swiglu(vb, gs, us, n_tok * n_ff_sh, a->clamp_shexp);
+    if (fold) vk_norm_now(vb, &xn, n_embd, &nw, norm_eps);
+    vk_mm_args sd = {.x = gs,
+                     .out = ys,
+                     .N = n_embd,
+                     .n_cols = n_tok,
+                     .x_col_stride = n_ff_sh,
+                     .out_col_stride = n_embd};
+    /* Decode only (a few tokens): the fold saves a dispatch and a barrier but every workgroup
+     * of the down projection computes the SwiGLU of its column again (N / rows a workgroup
+     * times), which over a prefill's many columns would cost more than the dispatch. */
+    bool fuse = vb->fuse_moe >= 1 && n_tok <= 4;
+    bool sh_fused = false;
+    if (a->gate_sh) {
+        sd.up = us;
+        sd.clamp_v = a->clamp_shexp;
+        sh_fused = fuse && vk_mm_swiglu_fits(vb, a->down_sh, &sd);
+        if (sh_fused) {
+            vk_mm(vb, "moe", a->down_sh, &sd);
+        } else {
+            sd.up = (vk_binding){0};
+            swiglu(vb, gs, us, n_tok * n_ff_sh, a->clamp_shexp);
+        }
+    }
 
     vk_mm_args gu = {.x = x,
                      .out = g,
@@ -310,16 +359,7 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
     vk_mm(vb, "moe", a->gate_exps, &gu);
     gu.out = u;
     vk_mm(vb, "moe", a->up_exps, &gu);
-    if (a->gate_sh) {
-        vk_mm_args sd = {.x = gs,
-                         .out = ys,
-                         .N = n_embd,
-                         .n_cols = n_tok,
-                         .x_col_stride = n_ff_sh,
-                         .out_col_stride = n_embd};
-        vk_mm(vb, "moe", a->down_sh, &sd);
-    }
-    swiglu(vb, g, u, (uint32_t)(pairs * n_ff), a->clamp_exp);
+    if (a->gate_sh && !sh_fused) vk_mm(vb, "moe", a->down_sh, &sd);
     vk_mm_args dn = {.x = g,
                      .out = yr,
                      .sel = sel,
@@ -327,7 +367,23 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
                      .n_cols = (uint32_t)pairs,
                      .x_col_stride = n_ff,
                      .out_col_stride = n_embd,
-                     .n_expert = n_expert};
+                     .n_expert = n_expert,
+                     .up = u,
+                     .clamp_v = a->clamp_exp};
+    if (fuse && vk_mm_swiglu_fits(vb, a->down_exps, &dn)) {
+        vk_mm_args ds = dn;
+        ds.out = vk_bind_tensor(a->out);
+        ds.wts = wts;
+        ds.ys = a->gate_sh ? ys : (vk_binding){0};
+        ds.sum_k = k;
+        if (vb->fuse_moe >= 2 && vk_mm_sum_fits(vb, a->down_exps, &ds)) {
+            vk_mm(vb, "moe", a->down_exps, &ds);
+            return;
+        }
+    } else {
+        dn.up = (vk_binding){0};
+        swiglu(vb, g, u, (uint32_t)(pairs * n_ff), a->clamp_exp);
+    }
     vk_mm(vb, "moe", a->down_exps, &dn);
     vk_binding s[5] = {{0}, yr, a->gate_sh ? ys : yr, wts, vk_bind_tensor(a->out)};
     vk_bound sdb[5] = {{0}};

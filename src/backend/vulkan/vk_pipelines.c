@@ -70,6 +70,9 @@ static const uint32_t spv_matvec_q8[] =
 static const uint32_t spv_matvec_moe[] =
 #include "matvec_moe.spv.h"
     ;
+static const uint32_t spv_norm_rope[] =
+#include "norm_rope.spv.h"
+    ;
 
 static const struct {
     const uint32_t *code;
@@ -98,6 +101,7 @@ static const struct {
     S(VK_K_MATVEC_WIDE, spv_matvec_wide),
     S(VK_K_MATVEC_Q8, spv_matvec_q8),
     S(VK_K_MATVEC_MOE, spv_matvec_moe),
+    S(VK_K_NORM_ROPE, spv_norm_rope),
 #undef S
 };
 

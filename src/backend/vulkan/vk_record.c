@@ -368,6 +368,8 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
             acc[na++] = (vk_access){b[i].buf->buffer, o, o + b[i].bytes, (wmask >> i) & 1u};
         }
     vk_hazard(vb, acc, na);
+    for (uint32_t i = 0; i < na; i++)
+        if (acc[i].write) vk_fwd_written(vb, acc[i].buf, acc[i].off, acc[i].end);
     vb->fn.vkCmdDispatch(vb->cmd, gx, gy, gz);
     vb->n_dispatch++;
     if (vb->profile) {
@@ -422,6 +424,21 @@ static bool copy_joins(const vk_copies *p, const halo_buf *src, uint64_t src_off
     return true;
 }
 
+/* One copy region into the gathered ones (a new command first where it cannot join them). */
+static void gather(vk_backend *vb, halo_buf *src, uint64_t so, halo_buf *dst, uint64_t d,
+                   uint64_t n) {
+    vk_copies *p = &vb->copies;
+    if (p->n && !copy_joins(p, src, so, dst, d, n)) vk_copy_flush(vb);
+    VkBufferCopy *last = p->n ? &p->r[p->n - 1] : NULL;
+    if (last && last->srcOffset + last->size == so && last->dstOffset + last->size == d) {
+        last->size += n; /* the next row of a run: one region */
+    } else {
+        p->src = src;
+        p->dst = dst;
+        p->r[p->n++] = (VkBufferCopy){so, d, n};
+    }
+}
+
 /* dst = src: a buffer copy (through scratch when the two ranges overlap in one buffer).
  * Copies between the same two buffers that do not touch each other's bytes are gathered and
  * recorded as one command with one barrier (vk_copy_flush, before the next dispatch or
@@ -438,20 +455,28 @@ void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
         dst->buf == src->buf && dst->offset < src->offset + n && src->offset < dst->offset + n;
     if (overlap && !vk_scratch_reserve(vb, n, "copy")) return;
     if (!vk_submit_bound(vb, (double)n / 4) || !vk_begin_recording(vb)) return;
+    uint64_t so = src->buf->base + src->offset, d = dst->buf->base + dst->offset;
     if (!overlap) {
-        vk_copies *p = &vb->copies;
-        uint64_t so = src->buf->base + src->offset, d = dst->buf->base + dst->offset;
-        if (p->n && !copy_joins(p, src->buf, so, dst->buf, d, n)) vk_copy_flush(vb);
-        VkBufferCopy *last = p->n ? &p->r[p->n - 1] : NULL;
-        if (last && last->srcOffset + last->size == so && last->dstOffset + last->size == d) {
-            last->size += n; /* the next row of a run: one region */
-        } else {
-            p->src = src->buf;
-            p->dst = dst->buf;
-            p->r[p->n++] = (VkBufferCopy){so, d, n};
+        /* From where the bytes came, if recent copies wrote them (vk_copy_fwd.c); a piece
+         * already in place is skipped, one that would overlap its destination is not taken. */
+        vk_fwd_piece pc[8];
+        uint32_t np = vk_fwd_resolve(vb, src->buf, so, n, pc, 8);
+        for (uint32_t i = 0; i < np; i++) {
+            const vk_fwd_piece *q = &pc[i];
+            if (q->src == dst->buf && q->s != d + q->at && ranges_meet(q->s, q->n, d, n)) np = 0;
+        }
+        if (np == 0) pc[np++] = (vk_fwd_piece){src->buf, so, 0, n};
+        vk_fwd_written(vb, dst->buf->buffer, d, d + n);
+        for (uint32_t i = 0; i < np; i++) {
+            const vk_fwd_piece *q = &pc[i];
+            if (q->src == dst->buf && q->s == d + q->at) continue; /* already there */
+            gather(vb, q->src, q->s, dst->buf, d + q->at, q->n);
+            vk_fwd_add(vb, dst->buf, d + q->at, q->src, q->s, q->n);
         }
         return;
     }
+    vk_fwd_written(vb, dst->buf->buffer, d, d + n);
+    vk_fwd_written(vb, vb->scratch->buffer, 0, n);
     vk_copy_flush(vb);
     vk_barrier_if_pending(vb); /* this path orders its copies by full barriers */
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,

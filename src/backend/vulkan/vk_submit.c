@@ -48,6 +48,8 @@ static double now_s(void) {
 void vk_submit_init(vk_backend *vb) {
     const char *md = getenv("HALO_VK_MAX_DISPATCH");
     vb->max_dispatch = md && atoi(md) > 0 ? (uint32_t)atoi(md) : 256;
+    const char *fd = getenv("HALO_VK_FIRST");
+    vb->first_dispatch = fd && atoi(fd) > 0 ? (uint32_t)atoi(fd) : vb->max_dispatch / 8;
     const char *ms = getenv("HALO_VK_SUBMIT_MS");
     vb->submit_s = ms && *ms ? atof(ms) / 1e3 : 0.5;
     if (vb->submit_s < 0) vb->submit_s = 0;
@@ -241,6 +243,8 @@ static halo_status submit_current(vk_backend *vb, halo_error *err) {
 }
 
 halo_status vk_flush(vk_backend *vb, halo_error *err) {
+    vk_defer_flush(vb);
+    vk_fwd_clear(vb); /* the host may write anything once the queue drains */
     halo_status st = submit_current(vb, err);
     /* Oldest first: the current slot (the ring has moved past the newest), then on. */
     for (uint32_t i = 0; i < VK_RING; i++) {
@@ -298,6 +302,7 @@ static bool submit_or_fail(vk_backend *vb) {
 }
 
 bool vk_op_begin(vk_backend *vb, uint64_t upload_bytes) {
+    vk_defer_flush(vb); /* recorded before the op that comes after it */
     uint64_t need = (upload_bytes + 255) & ~255ull;
     /* The upload buffer is reused only when nothing queued or running reads it (an op split
      * across submissions still reads its uploads): a full one drains the queue. */
@@ -325,9 +330,12 @@ void vk_note_work(vk_backend *vb, double work) {
 bool vk_submit_bound(vk_backend *vb, double work) {
     if (vb->recording && vb->n_dispatch > 0) {
         /* After the queue drained (each decode step ends so) the GPU idles until the first
-         * submission: the first ones go out small (32, 64, 128 dispatches) so it starts early. */
+         * submission: the first ones go out small (HALO_VK_FIRST, default 32, then doubling up
+         * to HALO_VK_MAX_DISPATCH) so it starts early. */
         uint32_t cap = vb->max_dispatch;
-        if (vb->async && vb->since_drain < 3) cap >>= 3 - vb->since_drain;
+        if (vb->async && vb->since_drain < 16 &&
+            (uint64_t)vb->first_dispatch << vb->since_drain < cap)
+            cap = vb->first_dispatch << vb->since_drain;
         if (cap < 1) cap = 1;
         bool full = vb->n_dispatch >= cap || vb->submit_s == 0 ||
                     (vb->rate > 0 ? (vb->queued_work + work) * vb->rate > vb->submit_s

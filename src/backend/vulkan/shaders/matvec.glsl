@@ -14,10 +14,14 @@
 #include "quant.glsl"
 
 layout(constant_id = 0) const uint TYPE = 0u;
-// 1: an RMS norm of x first (matmul_multi, plain columns only): out = r · Σ w·(g·x) with
-// r = 1/sqrt(mean(x²) + eps) over the column's K inputs and g the norm weight; the lanes of a
-// row walk the whole of x anyway, so they sum x² on the way (no norm dispatch, no barrier).
-layout(constant_id = 1) const uint NORM = 0u;
+// Constant 1, the mode's bits. 1: an RMS norm of x first (matmul_multi, plain columns only):
+// out = r · Σ w·(g·x) with r = 1/sqrt(mean(x²) + eps) over the column's K inputs and g the norm
+// weight; the lanes of a row walk the whole of x anyway, so they sum x² on the way (no norm
+// dispatch, no barrier).
+// 2: x is the MoE's gate projection, SwiGLU'd with the up projection on the load (swiglu.glsl).
+// 8: x is the attention output, rotated back on the load (rope_load.glsl).
+layout(constant_id = 1) const uint MODE = 0u;
+const bool NORM = (MODE & 1u) != 0u;
 
 layout(binding = 0) readonly buffer WeightBuf4 { uvec4 d[]; } W4[8]; // quant.glsl's W, 16 B
 layout(binding = 1) readonly buffer X { float d[]; } XB;
@@ -30,7 +34,12 @@ layout(push_constant) uniform PC {
     uint x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
     uint rows_per_wg, col_tile, norm_off;
     float eps;
+    int u_delta4;
+    float clamp_v;
+    uint k_sum, wt_off, ys_off, has_ys, cs_off, rope_hd, rope_nrot;
 } pc;
+#include "swiglu.glsl"
+#include "rope_load.glsl"
 
 // Two words from byte b (b even): Q8_0's blocks are 34 bytes, so half of them start mid-word.
 uvec2 rd64(uint c, uint b) {
@@ -110,24 +119,22 @@ void unit8(uint c, uint row, uint u, out float w[8]) {
 }
 
 // acc + w[0]·x[xi] + ... + w[7]·x[xi + 7], in that order. NORM: x times the norm weight of
-// unit u, and x² added to ssq (x by 16-byte loads: the host asks for NORM only then).
-float dot8(float acc, float w[8], uint xi, bool vec, uint u, inout float ssq) {
-    if (NORM != 0u) {
+// unit u, and x² added to ssq; SWIGLU: x = silu(g)·u (x by 16-byte loads: the host asks for
+// either only then).
+float dot8(float acc, float w[8], uint xi, bool vec, uint u, inout float ssq, uint k, uint col) {
+    if (NORM || SWIGLU || ROPE || vec) {
         vec4 a = XB4.d[xi >> 2], b = XB4.d[(xi >> 2) + 1u];
-        ssq += dot(a, a) + dot(b, b);
-        uint gi = (pc.norm_off >> 2) + 2u * u;
-        a *= G4.d[gi];
-        b *= G4.d[gi + 1u];
-        acc += w[0] * a.x;
-        acc += w[1] * a.y;
-        acc += w[2] * a.z;
-        acc += w[3] * a.w;
-        acc += w[4] * b.x;
-        acc += w[5] * b.y;
-        acc += w[6] * b.z;
-        acc += w[7] * b.w;
-    } else if (vec) {
-        vec4 a = XB4.d[xi >> 2], b = XB4.d[(xi >> 2) + 1u];
+        if (SWIGLU) {
+            a = swiglu4(a, xi >> 2);
+            b = swiglu4(b, (xi >> 2) + 1u);
+        }
+        if (ROPE) rope8(a, b, k, col);
+        if (NORM) {
+            ssq += dot(a, a) + dot(b, b);
+            uint gi = (pc.norm_off >> 2) + 2u * u;
+            a *= G4.d[gi];
+            b *= G4.d[gi + 1u];
+        }
         acc += w[0] * a.x;
         acc += w[1] * a.y;
         acc += w[2] * a.z;
@@ -187,8 +194,10 @@ void main() {
             unit8(c, base, u + ss, w2);
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 if (j >= ncol) break;
-                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec, u, ssq[j]);
-                acc[j] = dot8(acc[j], w2, xb[j] + 8u * (u + ss), vec, u + ss, ssq[j]);
+                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec, u, ssq[j], g * pc.K + 8u * u,
+                              col0 + j);
+                acc[j] = dot8(acc[j], w2, xb[j] + 8u * (u + ss), vec, u + ss, ssq[j],
+                              g * pc.K + 8u * (u + ss), col0 + j);
             }
         }
         if (u < units) {
@@ -196,7 +205,8 @@ void main() {
             unit8(c, base, u, w);
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 if (j >= ncol) break;
-                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec, u, ssq[j]);
+                acc[j] = dot8(acc[j], w, xb[j] + 8u * u, vec, u, ssq[j], g * pc.K + 8u * u,
+                              col0 + j);
             }
         }
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
@@ -204,11 +214,11 @@ void main() {
             uint oi = pc.out_off + (col0 + j) * pc.out_col_stride + o;
 #ifdef MATVEC_WIDE // barriers inside: the whole workgroup is here (rows, ncol uniform)
             float s = wg_sum(acc[j]);
-            if (NORM != 0u) s *= 1.0 / sqrt(wg_sum(ssq[j]) / float(pc.K) + pc.eps);
+            if (NORM) s *= 1.0 / sqrt(wg_sum(ssq[j]) / float(pc.K) + pc.eps);
             if (gl_LocalInvocationID.x == 0u) OUT.d[oi] = s;
 #else
             float s = subgroupAdd(acc[j]);
-            if (NORM != 0u) s *= 1.0 / sqrt(subgroupAdd(ssq[j]) / float(pc.K) + pc.eps);
+            if (NORM) s *= 1.0 / sqrt(subgroupAdd(ssq[j]) / float(pc.K) + pc.eps);
             if (subgroupElect()) OUT.d[oi] = s;
 #endif
         }

@@ -15,6 +15,13 @@
 #include "quant.glsl"
 
 layout(constant_id = 0) const uint TYPE = 16u; // T_IQ2_XXS or T_Q2_K
+// Constant 1, the mode's bits. 2: x is the gate projection, SwiGLU'd with the up projection on
+// the load (swiglu.glsl). 4 (with 2, routed down): the MoE's weighted sum too. A workgroup row
+// is then a token: it walks the token's k expert columns (expert sel, weight wt), adds
+// wt · (W_e · x) over them and the shared expert's output ys, and writes the MoE's output
+// (moe_sum.comp's job: one dispatch and one barrier fewer).
+layout(constant_id = 1) const uint MODE = 0u;
+const bool SUM = (MODE & 4u) != 0u;
 const uint R = 2u;                               // rows per subgroup at once
 const uint PW = TYPE == T_IQ2_XXS ? 32u : 16u;  // weights per piece (per lane per step)
 
@@ -22,11 +29,18 @@ layout(binding = 1) readonly buffer X { float d[]; } XB;
 layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // the same, 16 bytes a load
 layout(binding = 2) writeonly buffer Out { float d[]; } OUT;
 layout(binding = 3) readonly buffer Sel { int d[]; } SEL;
+layout(binding = 6) readonly buffer Wt { float d[]; } WT; // SUM: the routing weights
+layout(binding = 7) readonly buffer YS { float d[]; } YSB; // SUM: the shared expert's output
 layout(push_constant) uniform PC {
     uint K, N, n_cols, groups, type, w_rel, w_chunk_rows, w_row_bytes;
     uint x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
-    uint rows_per_wg, col_tile;
+    uint rows_per_wg, col_tile, norm_off;
+    float eps;
+    int u_delta4;
+    float clamp_v;
+    uint k_sum, wt_off, ys_off, has_ys;
 } pc;
+#include "swiglu.glsl"
 
 shared uint grid_s[TYPE == T_IQ2_XXS ? 512 : 1];
 
@@ -84,48 +98,118 @@ float piece_dot(float acc, uint c, uint row, uint p) {
     return acc;
 }
 
+// SWIGLU: the column's SwiGLU'd input is computed once per workgroup into shared memory (each
+// subgroup computing it on its own loads did it rows_per_wg / R times a workgroup, an exp and
+// a division per input: ~25 M a token at the routed down's shapes). A subgroup then keeps up to
+// MAXG row groups (the host keeps rows_per_wg within MAXG x subgroups x R, and K <= 4096).
+const uint MAXG = 4u;
+shared vec4 xs[SWIGLU ? 1024 : 1];
+
+void main_swiglu(uint wy, uint n_sum, uint wg_row0, uint pieces) {
+    uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
+    float tot[MAXG][R];
+    [[unroll]] for (uint gi = 0u; gi < MAXG; gi++)
+        [[unroll]] for (uint r = 0u; r < R; r++) tot[gi][r] = 0.0;
+    for (uint js = 0u; js < n_sum; js++) {
+        uint col = SUM ? wy * n_sum + js : wy;
+        uint e = 0u;
+        if (pc.sel_mode != 0u) {
+            int s = SEL.d[pc.sel_off + col];
+            e = s >= 0 && uint(s) < pc.n_expert ? uint(s) : 0u;
+        }
+        uint xb4 = (pc.x_off + col * pc.x_col_stride) >> 2; // groups 1, x_col_div 1: the host
+        barrier(); // the previous column's reads are done
+        for (uint i = gl_LocalInvocationID.x; i < pc.K / 4u; i += WG)
+            xs[i] = swiglu4(XB4.d[xb4 + i], xb4 + i);
+        barrier();
+        float wt = SUM ? WT.d[pc.wt_off + col] : 1.0;
+        [[unroll]] for (uint gi = 0u; gi < MAXG; gi++) {
+            uint rg = (gl_SubgroupID + gi * gl_NumSubgroups) * R, row0 = wg_row0 + rg;
+            if (rg >= pc.rows_per_wg || row0 >= pc.N) continue; // uniform in the subgroup
+            uint nr = min(R, min(pc.N - row0, pc.rows_per_wg - rg));
+            uint c[R], base[R];
+            float acc[R];
+            [[unroll]] for (uint r = 0u; r < R; r++) {
+                wrow(e * pc.N + row0 + min(r, nr - 1u), pc.w_rel, pc.w_chunk_rows,
+                     pc.w_row_bytes, c[r], base[r]);
+                acc[r] = 0.0;
+            }
+            for (uint p = lane; p < pieces; p += ss) {
+                [[unroll]] for (uint k = 0u; k < PW / 4u; k++) xv[k] = xs[p * (PW / 4u) + k];
+                [[unroll]] for (uint r = 0u; r < R; r++)
+                    acc[r] = piece_dot(acc[r], c[r], base[r], p);
+            }
+            [[unroll]] for (uint r = 0u; r < R; r++) tot[gi][r] += SUM ? wt * acc[r] : acc[r];
+        }
+    }
+    [[unroll]] for (uint gi = 0u; gi < MAXG; gi++) {
+        uint rg = (gl_SubgroupID + gi * gl_NumSubgroups) * R, row0 = wg_row0 + rg;
+        if (rg >= pc.rows_per_wg || row0 >= pc.N) continue;
+        uint nr = min(R, min(pc.N - row0, pc.rows_per_wg - rg));
+        [[unroll]] for (uint r = 0u; r < R; r++) {
+            float s = subgroupAdd(tot[gi][r]);
+            if (SUM && pc.has_ys != 0u && r < nr) s += YSB.d[pc.ys_off + wy * pc.N + row0 + r];
+            if (r < nr && subgroupElect())
+                OUT.d[pc.out_off + wy * pc.out_col_stride + row0 + r] = s;
+        }
+    }
+}
+
 void main() {
     uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
-    uint col = gl_WorkGroupID.y; // one column per workgroup row (its expert with sel)
-    uint e = 0u;
-    if (pc.sel_mode != 0u) {
-        int s = SEL.d[pc.sel_off + col];
-        e = s >= 0 && uint(s) < pc.n_expert ? uint(s) : 0u;
-    }
+    // one column per workgroup row (its expert with sel); SUM: one token, its k columns
+    uint wy = gl_WorkGroupID.y, n_sum = SUM ? pc.k_sum : 1u;
     if (TYPE == T_IQ2_XXS) {
         for (uint i = gl_LocalInvocationID.x; i < 512u; i += WG) grid_s[i] = GRID.d[i];
         barrier();
     }
     uint wg_row0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * pc.rows_per_wg;
     uint pieces = pc.K / PW;
+    if (SWIGLU) {
+        main_swiglu(wy, n_sum, wg_row0, pieces);
+        return;
+    }
     bool vec = (pc.x_off & 3u) == 0u && (pc.x_col_stride & 3u) == 0u;
     for (uint rg = gl_SubgroupID * R; rg < pc.rows_per_wg; rg += gl_NumSubgroups * R) {
         uint row0 = wg_row0 + rg;
         if (row0 >= pc.N) break;
         uint nr = min(R, min(pc.N - row0, pc.rows_per_wg - rg));
         uint g = row0 / (pc.N / pc.groups); // the host keeps R rows inside one group
-        uint xb = pc.x_off + (col / pc.x_col_div) * pc.x_col_stride + g * pc.K;
-        uint c[R], base[R];
-        float acc[R];
-        [[unroll]] for (uint r = 0u; r < R; r++) {
-            wrow(e * pc.N + row0 + min(r, nr - 1u), pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes,
-                 c[r], base[r]);
-            acc[r] = 0.0;
-        }
-        for (uint p = lane; p < pieces; p += ss) {
-            uint xi = xb + p * PW;
-            [[unroll]] for (uint k = 0u; k < PW / 4u; k++) {
-                uint i = xi + 4u * k;
-                xv[k] = vec ? XB4.d[i >> 2]
-                            : vec4(XB.d[i], XB.d[i + 1u], XB.d[i + 2u], XB.d[i + 3u]);
+        float tot[R];
+        [[unroll]] for (uint r = 0u; r < R; r++) tot[r] = 0.0;
+        for (uint js = 0u; js < n_sum; js++) {
+            uint col = SUM ? wy * n_sum + js : wy;
+            uint e = 0u;
+            if (pc.sel_mode != 0u) {
+                int s = SEL.d[pc.sel_off + col];
+                e = s >= 0 && uint(s) < pc.n_expert ? uint(s) : 0u;
             }
-            [[unroll]] for (uint r = 0u; r < R; r++)
-                acc[r] = piece_dot(acc[r], c[r], base[r], p);
+            uint xb = pc.x_off + (col / pc.x_col_div) * pc.x_col_stride + g * pc.K;
+            uint c[R], base[R];
+            float acc[R];
+            [[unroll]] for (uint r = 0u; r < R; r++) {
+                wrow(e * pc.N + row0 + min(r, nr - 1u), pc.w_rel, pc.w_chunk_rows,
+                     pc.w_row_bytes, c[r], base[r]);
+                acc[r] = 0.0;
+            }
+            for (uint p = lane; p < pieces; p += ss) {
+                uint xi = xb + p * PW;
+                [[unroll]] for (uint k = 0u; k < PW / 4u; k++) {
+                    uint i = xi + 4u * k;
+                    xv[k] = vec ? XB4.d[i >> 2]
+                                : vec4(XB.d[i], XB.d[i + 1u], XB.d[i + 2u], XB.d[i + 3u]);
+                }
+                [[unroll]] for (uint r = 0u; r < R; r++)
+                    acc[r] = piece_dot(acc[r], c[r], base[r], p);
+            }
+            float wt = SUM ? WT.d[pc.wt_off + col] : 1.0;
+            [[unroll]] for (uint r = 0u; r < R; r++) tot[r] += SUM ? wt * acc[r] : acc[r];
         }
         [[unroll]] for (uint r = 0u; r < R; r++) {
-            float s = subgroupAdd(acc[r]);
+            float s = subgroupAdd(tot[r]);
+            if (SUM && pc.has_ys != 0u && r < nr) s += YSB.d[pc.ys_off + wy * pc.N + row0 + r];
             if (r < nr && subgroupElect())
-                OUT.d[pc.out_off + col * pc.out_col_stride + row0 + r] = s;
+                OUT.d[pc.out_off + wy * pc.out_col_stride + row0 + r] = s;
         }
     }
 }

@@ -17,10 +17,14 @@ layout(constant_id = 0) const uint VARIANT = 2u;
 const uint R = VARIANT & 15u;
 const bool WIDE = (VARIANT & 16u) != 0u;
 const bool TWO = (VARIANT & 32u) != 0u;
-// 1: an RMS norm of x first (matmul_multi): out = r · Σ w·(g·x), r = 1/sqrt(mean(x²) + eps)
-// over the column's K inputs, g the norm weight. Each lane group walks the whole of x for its
-// rows anyway, so it sums x² on the way: no norm dispatch and no barrier before this one.
-layout(constant_id = 1) const uint NORM = 0u;
+// Constant 1, the mode's bits. 1: an RMS norm of x first (matmul_multi): out = r · Σ w·(g·x),
+// r = 1/sqrt(mean(x²) + eps) over the column's K inputs, g the norm weight. Each lane group
+// walks the whole of x for its rows anyway, so it sums x² on the way: no norm dispatch and no
+// barrier before this one.
+// 2: x is the MoE's gate projection, SwiGLU'd with the up projection on the load (swiglu.glsl).
+// 8: x is the attention output, rotated back on the load (rope_load.glsl).
+layout(constant_id = 1) const uint MODE = 0u;
+const bool NORM = (MODE & 1u) != 0u;
 
 layout(binding = 1) readonly buffer X { float d[]; } XB;
 layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // the same, 16 bytes a load
@@ -31,7 +35,12 @@ layout(push_constant) uniform PC {
     uint x_off, x_col_stride, x_col_div, out_off, out_col_stride, sel_mode, sel_off, n_expert;
     uint rows_per_wg, col_tile, norm_off;
     float eps;
+    int u_delta4;
+    float clamp_v;
+    uint k_sum, wt_off, ys_off, has_ys, cs_off, rope_hd, rope_nrot;
 } pc;
+#include "swiglu.glsl"
+#include "rope_load.glsl"
 
 // The subgroups' partial sums (WIDE): up to 16 outputs (4 rows x 4 columns) each, then (NORM)
 // the 4 columns' sums of squares.
@@ -64,7 +73,7 @@ float unit_dot(float acc, uint c, uint row, uint u, vec4 xa, vec4 xb) {
 }
 
 // The invocation's rows (chunk and byte offset), columns and sums.
-uint c[4], base[4], xb[4], ncol;
+uint c[4], base[4], xb[4], ncol, col0, g_k;
 bool vec;
 float acc[16], ssq[4];
 
@@ -81,7 +90,12 @@ void unit_step(uint u) {
             xa = vec4(XB.d[xi], XB.d[xi + 1u], XB.d[xi + 2u], XB.d[xi + 3u]);
             xc = vec4(XB.d[xi + 4u], XB.d[xi + 5u], XB.d[xi + 6u], XB.d[xi + 7u]);
         }
-        if (NORM != 0u) {
+        if (SWIGLU) { // vec: the host asks for SWIGLU only then
+            xa = swiglu4(xa, xi >> 2);
+            xc = swiglu4(xc, (xi >> 2) + 1u);
+        }
+        if (ROPE) rope8(xa, xc, g_k + 8u * u, col0 + j);
+        if (NORM) {
             ssq[j] += dot(xa, xa) + dot(xc, xc);
             uint gi = (pc.norm_off >> 2) + 2u * u;
             xa *= G4.d[gi];
@@ -96,7 +110,7 @@ void main() {
     uint lane = WIDE ? gl_LocalInvocationID.x : gl_SubgroupInvocationID;
     uint ss = WIDE ? uint(WG) : gl_SubgroupSize;
     uint grp = WIDE ? 0u : gl_SubgroupID;
-    uint col0 = gl_WorkGroupID.y * pc.col_tile;
+    col0 = gl_WorkGroupID.y * pc.col_tile;
     ncol = min(pc.col_tile, pc.n_cols - col0);
     uint row0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * pc.rows_per_wg +
                 grp * R;
@@ -104,6 +118,7 @@ void main() {
     if (!WIDE && nr == 0u) return; // no barriers below in this variant
     // The host keeps a group's rows inside one input group (R divides N / groups).
     uint g = row0 / (pc.N / pc.groups);
+    g_k = g * pc.K; // the group's first input (ROPE: its index in the flattened heads)
     [[unroll]] for (uint r = 0u; r < 4u; r++) {
         uint o = row0 + min(r, max(nr, 1u) - 1u); // rows past the end repeat the last one
         wrow(o, pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c[r], base[r]);
@@ -133,10 +148,11 @@ void main() {
             float s = subgroupAdd(acc[i]);
             if (subgroupElect() && gl_SubgroupID < 32u) part[i * 32u + gl_SubgroupID] = s;
         }
-        if (NORM != 0u) {
+        if (NORM) {
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 float s = subgroupAdd(ssq[j]);
-                if (subgroupElect() && gl_SubgroupID < 32u) part[(16u + j) * 32u + gl_SubgroupID] = s;
+                if (subgroupElect() && gl_SubgroupID < 32u)
+                    part[(16u + j) * 32u + gl_SubgroupID] = s;
             }
         }
         barrier();
@@ -144,7 +160,7 @@ void main() {
         if (r < nr && j < ncol) {
             float s = 0.0;
             for (uint k = 0u; k < min(ns, 32u); k++) s += part[i * 32u + k];
-            if (NORM != 0u) {
+            if (NORM) {
                 float q = 0.0;
                 for (uint k = 0u; k < min(ns, 32u); k++) q += part[(16u + j) * 32u + k];
                 s *= 1.0 / sqrt(q / float(pc.K) + pc.eps);
@@ -153,7 +169,7 @@ void main() {
         }
     } else {
         float rs[4] = float[4](1.0, 1.0, 1.0, 1.0);
-        if (NORM != 0u) {
+        if (NORM) {
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 if (j >= ncol) break;
                 rs[j] = 1.0 / sqrt(subgroupAdd(ssq[j]) / float(pc.K) + pc.eps);

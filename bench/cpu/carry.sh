@@ -23,6 +23,7 @@ cd "$(dirname "$0")/../.."
 build=${1:-build}
 llama_bench=${LLAMA_BENCH_STATIC:-/tmp/halo-bench/llama-bench-xeon}
 [ -x "$llama_bench" ] || { echo "carry.sh: no static llama-bench at $llama_bench" >&2; exit 1; }
+[ -f "$build/CMakeCache.txt" ] || { make -s deps >/dev/null && cmake -S . -B "$build" >/dev/null; }
 cmake --build "$build" -j2 --target bench_cpu bench_membw bench_make_medium bench_matvec >/dev/null
 tmp=$(mktemp -d)
 mkdir -p "$tmp/bin" "$tmp/lib" .carry/cpu

@@ -61,7 +61,7 @@ typedef enum halo_q8_row1_mode {
 halo_q8_row1_mode halo_quant_q8_row1_mode(void);
 /* Bytes ahead of the data being read that the one-token kernels prefetch (0: none): Q8_0
  * rows (HALO_Q8_PREFETCH overrides), and IQ2_XXS and Q2_K rows (HALO_ROW_PREFETCH). 2048 on
- * Intel CPUs, 0 on others (quant.c says why). */
+ * Intel CPUs, 8192 on AMD family 0x1A (Zen 5), 0 on others (quant.c says why). */
 int halo_quant_q8_prefetch(void);
 int halo_quant_row_prefetch(void);
 /* Benchmarks only (bench/cpu/bench_matvec alternates settings within one process): sets the
@@ -129,7 +129,6 @@ HALO_DECLARE_GEMM(f16);
 bool halo_iq2_xxs_vbmi_init(void);
 void halo_gemm_iq2_xxs_vbmi(int64_t n, const void *w, size_t w_stride, int64_t nr,
                             const void *const *act, int nt, float *const *y);
-
 /* quantize_avx512.c: bit-identical to halo_quantize_q8_0 / _q8_K (finite inputs) */
 void halo_quantize_q8_0_avx512(const float *x, void *dst, int64_t n);
 void halo_quantize_q8_K_avx512(const float *x, void *dst, int64_t n);

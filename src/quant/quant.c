@@ -127,18 +127,16 @@ static int prefetch_env(const char *name, int dflt) {
     return n < 0 ? 0 : n / 64 * 64;
 }
 
+#ifdef HALO_HAVE_X86
 /* The CPU's display family (base family, plus the extended family when the base is 15): 0x19
  * for AMD Zen 3/4, 0x1A for Zen 5. */
 static unsigned cpu_family(void) {
-#ifdef HALO_HAVE_X86
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
     unsigned base = (a >> 8) & 0xf;
     return base == 0xf ? base + ((a >> 20) & 0xff) : base;
-#else
-    return 0;
-#endif
 }
+#endif
 
 /* The one-token kernels' choices. A thread streaming Q8_0 rows through the one-token kernel
  * keeps fewer lines in flight than a plain read of the same bytes (more instructions a line),

@@ -13,6 +13,7 @@
 #include "halo/quant.h"
 #include "halo/types.h"
 #include "quant/gemm.h"
+#include "quant/kernels.h"
 
 enum { ROWS = 64, REPS = 200, BEST_OF = 7 };
 
@@ -50,6 +51,31 @@ static unsigned char *random_rows(uint32_t type, int64_t n, uint64_t *row_bytes)
     return w;
 }
 
+typedef void (*gemm_fn)(int64_t, const void *, size_t, int64_t, const void *const *, int,
+                        float *const *);
+
+/* GEMM_AB=1: IQ2_XXS's two AVX-512 kernels (with and without VBMI) alternated within this
+ * process, best of BEST_OF rounds each: processes on this VM run at one of two speeds (the
+ * same kernel 98-108 or 131-160 ns a row), so only an A/B within one process compares them. */
+static void iq2_ab(int64_t n, const unsigned char *w, uint64_t rb, const void *const *act,
+                   float *const *y) {
+    gemm_fn fn[2] = {halo_gemm_iq2_xxs_vbmi, halo_gemm_iq2_xxs_avx512};
+    static const char *const name[2] = {"vbmi", "plain"};
+    for (int nt = 1; nt <= HALO_GEMM_MAX_TOK; nt++) {
+        double best[2] = {1e30, 1e30};
+        for (int b = 0; b < BEST_OF; b++)
+            for (int k = 0; k < 2; k++) {
+                double t0 = cpu_now();
+                for (int r = 0; r < REPS; r++)
+                    fn[k](n, w, rb, ROWS, act, nt, y);
+                double dt = (cpu_now() - t0) / REPS;
+                best[k] = dt < best[k] ? dt : best[k];
+            }
+        printf("| iq2_xxs A/B | %d | %s %.1f | %s %.1f |\n", nt, name[0], best[0] * 1e9 / ROWS / nt,
+               name[1], best[1] * 1e9 / ROWS / nt);
+    }
+}
+
 int main(int argc, char **argv) {
     int64_t n = argc > 1 ? atoll(argv[1]) : 4096;
     if (n <= 0 || n % 256 != 0) {
@@ -77,7 +103,12 @@ int main(int argc, char **argv) {
             act[j] = acts + j * ab;
             y[j] = out[j];
         }
-        for (int nt = 1; nt <= HALO_GEMM_MAX_TOK; nt *= HALO_GEMM_MAX_TOK) {
+        const char *ab_env = getenv("GEMM_AB");
+        if (ab_env && *ab_env == '1' && type == HALO_TYPE_IQ2_XXS && halo_quant_vbmi())
+            iq2_ab(n, w, rb, act, y);
+        const char *all_env = getenv("GEMM_ALL_T"); /* every token count, not just 1 and 8 */
+        int all_t = all_env && *all_env == '1';
+        for (int nt = 1; nt <= HALO_GEMM_MAX_TOK; nt = all_t ? nt + 1 : nt * HALO_GEMM_MAX_TOK) {
             double best = 1e30;
             for (int b = 0; b < BEST_OF; b++) {
                 double t0 = cpu_now();

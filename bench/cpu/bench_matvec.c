@@ -7,7 +7,8 @@
  * numbers do not.
  *   usage: bench_matvec [THREADS (default 2)] [ROWS (129280)] [N (4096)] [PASSES (9)]
  *                       [ROWS_PER_TASK (16; the backend takes up to 64 for one token)]
- * HALO_Q8_ROW1 / HALO_Q8_PREFETCH pick the one-token kernel (src/quant/kernels.h).
+ * HALO_Q8_ROW1 / HALO_Q8_PREFETCH pick the one-token kernel (src/quant/kernels.h);
+ * MATVEC_VARIANTS="row256:0,row256:4096" alternates several (kernel:prefetch bytes) per pass.
  * Prints the median and best GB/s of each and the ratio of the medians to the plain read's. */
 #include <immintrin.h>
 #include <stdint.h>
@@ -84,6 +85,27 @@ __attribute__((target("avx2"))) static void read2_task(void *p, int64_t i) {
     c->sums[i] = _mm256_xor_si256(a, b);
 }
 
+/* Each row's blocks read as the one-token kernel reads them (32 quant bytes at 34k + 2 and the
+ * 2-byte scale), no arithmetic: the Q8_0 layout's access pattern alone. */
+__attribute__((target("avx2"))) static void read_blocks_task(void *p, int64_t i) {
+    ctx *c = p;
+    int64_t r0 = i * rows_per_task,
+            nr = c->rows - r0 < rows_per_task ? c->rows - r0 : rows_per_task;
+    __m256i a = _mm256_setzero_si256(), b = a;
+    uint32_t d = 0;
+    int64_t nb = (int64_t)nr * (c->n / 32);
+    const unsigned char *x = c->w + (uint64_t)r0 * c->row_bytes;
+    for (int64_t k = 0; k + 1 < nb; k += 2) {
+        uint16_t d0, d1;
+        memcpy(&d0, x + 34 * k, 2);
+        memcpy(&d1, x + 34 * k + 34, 2);
+        d ^= d0 ^ d1;
+        a = _mm256_xor_si256(a, _mm256_loadu_si256((const __m256i *)(x + 34 * k + 2)));
+        b = _mm256_xor_si256(b, _mm256_loadu_si256((const __m256i *)(x + 34 * k + 36)));
+    }
+    c->sums[i] = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_set1_epi32((int)d));
+}
+
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -131,27 +153,53 @@ int main(int argc, char **argv) {
     ctx c = {w, rb, n, rows, act, y, sums};
     /* Per pass: a plain read, the same bytes read as two rows side by side (the 2-row
      * tile's access pattern, no arithmetic), the matvec. */
-    static const char *const names[3] = {"read, one stream", "read, rows in pairs", "q8_0 matvec"};
-    halo_task_fn fns[3] = {read_task, read2_task, gemm_task};
-    double gbs[3][MAX_PASSES];
+    /* Kernel variants to alternate (MATVEC_VARIANTS="row256:0,row256:4096,row512:2048": the
+     * one-token kernel and its Q8_0 prefetch distance); default: the process's setting. */
+    enum { NREAD = 3, MAXV = 8 };
+    static const char *const modes[] = {"row256", "row512", "tile2"};
+    halo_q8_row1_mode vmode[MAXV];
+    int vpf[MAXV], nv = 0;
+    const char *vs = getenv("MATVEC_VARIANTS");
+    for (const char *q = vs; q && *q && nv < MAXV;) {
+        int m = !strncmp(q, "row512", 6) ? 1 : !strncmp(q, "tile2", 5) ? 2 : 0;
+        const char *colon = strchr(q, ':');
+        vmode[nv] = (halo_q8_row1_mode)m;
+        vpf[nv++] = colon ? atoi(colon + 1) : 0;
+        q = strchr(q, ',');
+        q = q ? q + 1 : NULL;
+    }
+    if (nv == 0) {
+        vmode[0] = halo_quant_q8_row1_mode();
+        vpf[0] = halo_quant_q8_prefetch();
+        nv = 1;
+    }
+    int rpf = halo_quant_row_prefetch();
+    static const char *const names[NREAD] = {"read, one stream", "read, rows in pairs",
+                                             "read, q8_0 blocks"};
+    halo_task_fn fns[NREAD] = {read_task, read2_task, read_blocks_task};
+    double gbs[NREAD + MAXV][MAX_PASSES];
     halo_threadpool_run(pool, tasks, gemm_task, &c); /* warm up */
     for (int p = 0; p < passes; p++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < NREAD + nv; k++) {
+            if (k >= NREAD) halo_quant_set_one_token(vmode[k - NREAD], vpf[k - NREAD], rpf);
             double t0 = now();
-            halo_threadpool_run(pool, tasks, fns[k], &c);
+            halo_threadpool_run(pool, tasks, k < NREAD ? fns[k] : gemm_task, &c);
             gbs[k][p] = (double)total / (now() - t0) / 1e9;
         }
-    static const char *const modes[] = {"row256", "row512", "tile2"};
-    printf("q8_0 matvec, %lld rows x %lld, %.0f MB, %u threads, %lld rows a task, level %s, "
-           "one-token kernel %s, prefetch %d\n",
+    printf("q8_0 matvec, %lld rows x %lld, %.0f MB, %u threads, %lld rows a task, level %s\n",
            (long long)rows, (long long)n, (double)total / 1e6, threads, (long long)rows_per_task,
-           halo_quant_level_name(halo_quant_level_best()), modes[halo_quant_q8_row1_mode()],
-           halo_quant_q8_prefetch());
-    double med[3];
-    for (int k = 0; k < 3; k++) {
+           halo_quant_level_name(halo_quant_level_best()));
+    double med[NREAD + MAXV];
+    for (int k = 0; k < NREAD + nv; k++) {
         qsort(gbs[k], (size_t)passes, sizeof gbs[k][0], cmp);
         med[k] = gbs[k][passes / 2];
-        printf("%-20s GB/s median %5.1f best %5.1f  (%.2f of the plain read)\n", names[k], med[k],
+        char name[64];
+        if (k < NREAD)
+            snprintf(name, sizeof name, "%s", names[k]);
+        else
+            snprintf(name, sizeof name, "q8_0 matvec %s pf %d", modes[vmode[k - NREAD]],
+                     vpf[k - NREAD]);
+        printf("%-26s GB/s median %5.1f best %5.1f  (%.2f of the plain read)\n", name, med[k],
                gbs[k][passes - 1], med[k] / med[0]);
     }
     halo_threadpool_free(pool);

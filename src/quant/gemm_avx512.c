@@ -2,10 +2,11 @@
  * (simd_avx512.c, or simd_avx2.c where AVX-512 has none), the weight decoding and scales are
  * shared between the tokens of a tile.
  *
- * Q8_0 takes 2 rows x 4 tokens per tile and multiplies unsigned bytes: w + 128 (the sign bit
- * flipped) times the activation, with the accumulator started at -128 * (sum of the lane's four
- * activation bytes), gives the lane's exact sum of w * a in one vpdpbusd per pair; the
- * single-row kernel's sign trick (|w| times a with w's sign) needs two instructions per pair.
+ * Q8_0 takes 4 rows x 2 tokens per tile (2 x 4 unprepared) and multiplies unsigned bytes:
+ * w + 128 (the sign bit flipped) times the activation, with the accumulator started at -128 *
+ * (sum of the lane's four activation bytes), gives the lane's exact sum of w * a in one
+ * vpdpbusd per pair; the single-row kernel's sign trick (|w| times a with w's sign) needs two
+ * instructions per pair.
  * The k/i-quants (Q2_K, Q4_K, IQ2_XXS) and MXFP4 decode a row's block once (levels, signs,
  * scales) into registers and dot it with up to 8 tokens. */
 #include "quant/blocks.h"
@@ -61,7 +62,7 @@ INLINE float hsum256_ps(__m256 v) {
  * and 4k+2, 4k+3), its reduction and its AVX2 tail. */
 INLINE void q8_0_tile(const int R, const int T, int64_t nb, const block_q8_0 *const *x,
                       const block_q8_0 *const *a, float *res) {
-    __m512 acc[2][2][4];
+    __m512 acc[2][4][4];
     for (int h = 0; h < 2; h++)
         for (int r = 0; r < R; r++)
             for (int t = 0; t < T; t++)
@@ -72,8 +73,8 @@ INLINE void q8_0_tile(const int R, const int T, int64_t nb, const block_q8_0 *co
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             int64_t b = i + 2 * h;
-            __m512i wu[2];
-            __m512 wd[2];
+            __m512i wu[4];
+            __m512 wd[4];
             for (int r = 0; r < R; r++) {
                 wu[r] = _mm512_xor_si512(load2x32(x[r][b].qs, x[r][b + 1].qs), bias);
                 wd[r] = scale2(f16(x[r][b].d), f16(x[r][b + 1].d));
@@ -116,35 +117,71 @@ AVX512 static void q8_0_prepare(int64_t nb, const block_q8_0 *a, q8_0_prep *p) {
     }
 }
 
+/* The f16 scales of 16 blocks as f32 (16 loads and one conversion). */
+INLINE __m512 wscales16(const block_q8_0 *x) {
+    __m256i h = _mm256_set_epi16((short)x[15].d, (short)x[14].d, (short)x[13].d, (short)x[12].d,
+                                 (short)x[11].d, (short)x[10].d, (short)x[9].d, (short)x[8].d,
+                                 (short)x[7].d, (short)x[6].d, (short)x[5].d, (short)x[4].d,
+                                 (short)x[3].d, (short)x[2].d, (short)x[1].d, (short)x[0].d);
+    return _mm512_cvtph_ps(h);
+}
+
+/* One step of q8_0_tile_prep: blocks b, b + 1 of R rows (bytes wu, scales wd as scale2 gives
+ * them) against T prepared tokens. */
+INLINE void q8_0_prep_step(const int R, const int T, int64_t b, const __m512i *wu, const __m512 *wd,
+                           const q8_0_prep *const *pt, int h, __m512 acc[2][4][4]) {
+    for (int t = 0; t < T; t++) {
+        const q8_0_prep *p = pt[t] + b / 2;
+        for (int r = 0; r < R; r++) {
+            __m512i d = _mm512_dpbusd_epi32(p->neg, wu[r], p->av);
+            acc[h][r][t] =
+                _mm512_fmadd_ps(_mm512_mul_ps(wd[r], p->ad), _mm512_cvtepi32_ps(d), acc[h][r][t]);
+        }
+    }
+}
+
 /* q8_0_tile with the tokens' side prepared once per call (q8_0_prepare) and shared by every
- * pair of rows: the same values, so the same results. */
+ * group of rows: the same values, so the same results. The rows' scales are converted 16 blocks
+ * at a time and each pair's spread to its two halves by one permute (the per-pair conversions
+ * and broadcasts were most of a row's share of the work). */
 INLINE void q8_0_tile_prep(const int R, const int T, int64_t nb, const block_q8_0 *const *x,
                            const block_q8_0 *const *a, const q8_0_prep *const *pt, float *res) {
-    __m512 acc[2][2][4];
+    __m512 acc[2][4][4];
     for (int h = 0; h < 2; h++)
         for (int r = 0; r < R; r++)
             for (int t = 0; t < T; t++)
                 acc[h][r][t] = _mm512_setzero_ps();
     const __m512i bias = _mm512_set1_epi8((char)0x80);
-    int64_t i = 0, c = 0;
-    for (; i + 4 <= nb; i += 4, c += 2) {
+    int64_t i = 0, main = nb / 4 * 4;
+    for (; i + 16 <= main; i += 16) {
+        __m512 ws[4];
+        for (int r = 0; r < R; r++)
+            ws[r] = wscales16(x[r] + i);
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) { /* blocks i + 2k, i + 2k + 1 */
+            int64_t b = i + 2 * k;
+            __m512i idx =
+                _mm512_inserti64x4(_mm512_set1_epi32(2 * k), _mm256_set1_epi32(2 * k + 1), 1);
+            __m512i wu[4];
+            __m512 wd[4];
+            for (int r = 0; r < R; r++) {
+                wu[r] = _mm512_xor_si512(load2x32(x[r][b].qs, x[r][b + 1].qs), bias);
+                wd[r] = _mm512_permutexvar_ps(idx, ws[r]);
+            }
+            q8_0_prep_step(R, T, b, wu, wd, pt, k & 1, acc);
+        }
+    }
+    for (; i < main; i += 4) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             int64_t b = i + 2 * h;
-            __m512i wu[2];
-            __m512 wd[2];
+            __m512i wu[4];
+            __m512 wd[4];
             for (int r = 0; r < R; r++) {
                 wu[r] = _mm512_xor_si512(load2x32(x[r][b].qs, x[r][b + 1].qs), bias);
                 wd[r] = scale2(f16(x[r][b].d), f16(x[r][b + 1].d));
             }
-            for (int t = 0; t < T; t++) {
-                const q8_0_prep *p = pt[t] + c + h;
-                for (int r = 0; r < R; r++) {
-                    __m512i d = _mm512_dpbusd_epi32(p->neg, wu[r], p->av);
-                    acc[h][r][t] = _mm512_fmadd_ps(_mm512_mul_ps(wd[r], p->ad),
-                                                   _mm512_cvtepi32_ps(d), acc[h][r][t]);
-                }
-            }
+            q8_0_prep_step(R, T, b, wu, wd, pt, h, acc);
         }
     }
     for (int r = 0; r < R; r++)
@@ -172,12 +209,19 @@ Q8_0_TILE(2, 1)
 Q8_0_TILE(2, 2)
 Q8_0_TILE(2, 3)
 Q8_0_TILE(2, 4)
+Q8_0_TILE(3, 1)
+Q8_0_TILE(3, 2)
+Q8_0_TILE(4, 1)
+Q8_0_TILE(4, 2)
 
 typedef void (*q8_0_tile_fn)(int64_t, const block_q8_0 *const *, const block_q8_0 *const *,
                              const q8_0_prep *const *, float *);
-static const q8_0_tile_fn q8_0_tiles[2][4] = {
+/* [R - 1][T - 1]; the prepared path's 4 x 2 tiles and their edges (R x T <= 8). */
+static const q8_0_tile_fn q8_0_tiles[4][4] = {
     {q8_0_tile_1_1, q8_0_tile_1_2, q8_0_tile_1_3, q8_0_tile_1_4},
     {q8_0_tile_2_1, q8_0_tile_2_2, q8_0_tile_2_3, q8_0_tile_2_4},
+    {q8_0_tile_3_1, q8_0_tile_3_2, NULL, NULL},
+    {q8_0_tile_4_1, q8_0_tile_4_2, NULL, NULL},
 };
 
 /* Rows up to this length prepare the tokens' side on the stack (8 tokens: 192 KiB). */
@@ -340,17 +384,20 @@ AVX512 void halo_gemm_q8_0_avx512(int64_t n, const void *w, size_t w_stride, int
     /* One token takes one row at a time: a single sequential stream per thread. Two rows read
      * side by side are two streams 4 KiB apart, and on the 2-core Zen 4 VM a 563 MB matvec
      * from DRAM fell to half the read bandwidth that way (10 GB/s against 28 for a plain read;
-     * one row at a time 19; bench/cpu/bench_matvec). With several tokens the tile is
-     * compute-bound and sharing each token's loads between two rows pays. */
-    int rstep = nt == 1 && mode != HALO_Q8_TILE2 ? 1 : 2;
-    for (int t0 = 0; t0 < nt; t0 += 4) {
-        int T = nt - t0 < 4 ? nt - t0 : 4;
+     * one row at a time 19; bench/cpu/bench_matvec). With several tokens the tile is bound by
+     * the loads of the tokens' prepared side (2.8x the bytes of their Q8_0 blocks: 24 KiB a
+     * 4096-wide token, beyond L1 for 8 tokens), so prepared tiles are 4 rows x 2 tokens: each
+     * prepared chunk feeds 4 rows instead of 2 (2 rows x 4 tokens: 42-44 ns a 4096-wide
+     * (row, token) pair on the Zen 5 VM, bench_gemm). Unprepared tiles stay 2 x 4. */
+    int rstep = nt == 1 ? (mode != HALO_Q8_TILE2 ? 1 : 2) : prep ? 4 : 2, tstep = prep ? 2 : 4;
+    for (int t0 = 0; t0 < nt; t0 += tstep) {
+        int T = nt - t0 < tstep ? nt - t0 : tstep;
         const block_q8_0 *a[4];
         for (int t = 0; t < T; t++)
             a[t] = act[t0 + t];
         for (int64_t r0 = 0; r0 < nr; r0 += rstep) {
             int R = nr - r0 < rstep ? (int)(nr - r0) : rstep;
-            const block_q8_0 *x[2];
+            const block_q8_0 *x[4];
             for (int r = 0; r < R; r++)
                 x[r] = (const block_q8_0 *)((const unsigned char *)w + (size_t)(r0 + r) * w_stride);
             float res[8];
@@ -736,14 +783,25 @@ F16_TILE(2)
 F16_TILE(3)
 F16_TILE(4)
 
+/* Tokens per tile, and tiles outside the loop over rows: a tile's f32 activation rows are
+ * read once per weight row, so they should stay in L1 (48 KiB on Zen 4/5 and on the H200
+ * machine's Xeon) while the rows go by (from L2, reread once per tile). At 4096-wide rows, 4
+ * tokens' 64 KiB took 98-103 ns a (row, token) pair and 2 tokens' 32 KiB 58 on the Zen 5 VM
+ * (bench_gemm GEMM_ALL_T=1, before this order). */
+static int f16_tokens(int64_t n) {
+    int64_t t = (32 * 1024) / (n * (int64_t)sizeof(float));
+    return t < 1 ? 1 : t > 4 ? 4 : (int)t;
+}
+
 AVX512 void halo_gemm_f16_avx512(int64_t n, const void *w, size_t w_stride, int64_t nr,
                                  const void *const *act, int nt, float *const *y) {
     static void (*const tile[4])(int64_t, const uint16_t *, const float *const *,
                                  float *) = {f16_tile_1, f16_tile_2, f16_tile_3, f16_tile_4};
-    for (int64_t r = 0; r < nr; r++) {
-        const uint16_t *x = (const uint16_t *)((const unsigned char *)w + (size_t)r * w_stride);
-        for (int t0 = 0; t0 < nt; t0 += 4) {
-            int T = nt - t0 < 4 ? nt - t0 : 4;
+    int tstep = f16_tokens(n);
+    for (int t0 = 0; t0 < nt; t0 += tstep) {
+        int T = nt - t0 < tstep ? nt - t0 : tstep;
+        for (int64_t r = 0; r < nr; r++) {
+            const uint16_t *x = (const uint16_t *)((const unsigned char *)w + (size_t)r * w_stride);
             float res[4];
             tile[T - 1](n, x, (const float *const *)act + t0, res);
             for (int t = 0; t < T; t++)

@@ -61,9 +61,12 @@ typedef enum halo_q8_row1_mode {
 halo_q8_row1_mode halo_quant_q8_row1_mode(void);
 /* Bytes ahead of the data being read that the one-token kernels prefetch (0: none): Q8_0
  * rows (HALO_Q8_PREFETCH overrides), and IQ2_XXS and Q2_K rows (HALO_ROW_PREFETCH). 2048 on
- * Intel CPUs, 0 on others (quant.c says why). */
+ * Intel CPUs, 8192 on AMD family 0x1A (Zen 5), 0 on others (quant.c says why). */
 int halo_quant_q8_prefetch(void);
 int halo_quant_row_prefetch(void);
+/* Benchmarks only (bench/cpu/bench_matvec alternates settings within one process): sets the
+ * one-token kernel and the two prefetch distances (bytes, 0 = none) until the next call. */
+void halo_quant_set_one_token(halo_q8_row1_mode mode, int q8_prefetch, int row_prefetch);
 /* Prefetches the bytes [p, p + n) (whole lines; no fault past a mapping's end). */
 static inline void halo_prefetch_span(const void *p, size_t n) {
     for (size_t k = 0; k < n; k += 64)

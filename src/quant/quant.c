@@ -127,24 +127,45 @@ static int prefetch_env(const char *name, int dflt) {
     return n < 0 ? 0 : n / 64 * 64;
 }
 
-/* The one-token kernels' choices. On the H200 machine's 16-core Xeon (Emerald Rapids class,
- * bench/cpu/RESULTS.md 2026-12-01 04:53) each thread's stream of Q8_0 rows read at 0.81 of a
- * plain read with the hardware prefetchers alone and at 1.03 with lines requested 2-4 KiB
- * ahead (tg32 at 16 threads +8-13 %); on the Zen 4 VM the same prefetch did not help (0.86-0.91
- * against 0.91-0.92 without), so it is Intel's default only. The 512-bit one-row kernel was
- * slower than the 256-bit one on both (in cache on the Xeon 201 against 169 ns a row). */
+#ifdef HALO_HAVE_X86
+/* The CPU's display family (base family, plus the extended family when the base is 15): 0x19
+ * for AMD Zen 3/4, 0x1A for Zen 5. */
+static unsigned cpu_family(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    unsigned base = (a >> 8) & 0xf;
+    return base == 0xf ? base + ((a >> 20) & 0xff) : base;
+}
+#endif
+
+/* The one-token kernels' choices. A thread streaming Q8_0 rows through the one-token kernel
+ * keeps fewer lines in flight than a plain read of the same bytes (more instructions a line),
+ * and the hardware prefetchers alone do not make up for it. On the H200 machine's 16-core Xeon
+ * (Emerald Rapids class, bench/cpu/RESULTS.md 2026-12-01 04:53) the head's product read at
+ * 0.81 of a plain read without software prefetch and at 1.03 with lines requested 2-4 KiB
+ * ahead (tg32 at 16 threads +8-13 %). On the 2-core AMD VM (family 0x1A, Zen 5; RESULTS.md
+ * 2026-12-01 evening) 2 KiB ahead barely helps and 8 KiB ahead brings one thread from 0.78 to
+ * 0.99 of a plain read (decode in one process alternating the settings: 12.4-14.1 -> 15.6-17.7
+ * tokens/s on a busy machine, 24-27 -> 30 quiet), and IQ2_XXS/Q2_K rows 8 KiB ahead add ~3 %
+ * (28.5 -> 29.4 tokens/s, 4 of 4 cycles); 12 and 16 KiB were no better. Other AMD families
+ * were not measured with this kernel (an earlier VM lost with 0.25-8 KiB ahead), so they do
+ * without. */
 static void init_row1(void) {
     const char *m = getenv("HALO_Q8_ROW1");
     if (m && !strcmp(m, "row512"))
         q8_row1 = HALO_Q8_ROW512;
     else if (m && !strcmp(m, "tile2"))
         q8_row1 = HALO_Q8_TILE2;
-    int dflt = 0;
+    int dflt = 0, dflt_row = 0;
 #ifdef HALO_HAVE_X86
-    dflt = __builtin_cpu_is("intel") ? 2048 : 0;
+    if (__builtin_cpu_is("intel")) {
+        dflt = dflt_row = 2048;
+    } else if (__builtin_cpu_is("amd") && cpu_family() >= 0x1a) {
+        dflt = dflt_row = 8192;
+    }
 #endif
     q8_prefetch = prefetch_env("HALO_Q8_PREFETCH", dflt);
-    row_prefetch = prefetch_env("HALO_ROW_PREFETCH", dflt);
+    row_prefetch = prefetch_env("HALO_ROW_PREFETCH", dflt_row);
 }
 
 static void init_level(void) {
@@ -172,6 +193,13 @@ int halo_quant_q8_prefetch(void) {
 int halo_quant_row_prefetch(void) {
     pthread_once(&level_once, init_level);
     return row_prefetch;
+}
+
+void halo_quant_set_one_token(halo_q8_row1_mode mode, int q8, int row) {
+    pthread_once(&level_once, init_level);
+    q8_row1 = mode;
+    q8_prefetch = q8 < 0 ? 0 : q8 / 64 * 64;
+    row_prefetch = row < 0 ? 0 : row / 64 * 64;
 }
 
 bool halo_quant_vbmi(void) {

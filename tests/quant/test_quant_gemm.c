@@ -4,10 +4,12 @@
  * cover rows whose block count is a multiple of the kernels' 4-block step and rows that leave
  * the AVX-512 kernels' AVX2 tail. */
 #include "check.h"
+#include "quant/fp.h"
 #include "quant/gemm.h"
 #include "quant_testutil.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 enum { ROWS = 5, MAXT = HALO_GEMM_MAX_TOK };
 
@@ -59,40 +61,92 @@ static void gemm_pairs_match_the_single_row_dot_bitwise(void) {
     }
 }
 
-/* One token against Q8_0 rows takes its own kernel (16 blocks' scales converted together, the
- * main loop's 4-block steps in 16-block groups, then single blocks, then the AVX2 tail): every
- * row bitwise equal to the row dot at lengths that end in each of those parts, and at one too
- * long for the prepared token (the tile then). */
-static void gemm_q8_0_one_token_matches_the_row_dot_at_every_length(void) {
-    enum { NR = 8 };
+/* Q8_0 rows take their own kernels by token count: one token its one-row kernel (16 blocks'
+ * scales converted together, the main loop's 4-block steps in 16-block groups, then single
+ * blocks, then the AVX2 tail), several tokens prepared 4-row x 2-token tiles (16 blocks'
+ * scales at a time, then 4-block steps, then the tail) or, for fewer than 4 rows or rows too
+ * long to prepare, unprepared 2 x 4 tiles. Every (row, token) pair bitwise equal to the row
+ * dot at lengths that end in each of those parts, for row and token counts that leave every
+ * kind of remainder tile. */
+static void gemm_q8_0_matches_the_row_dot_at_every_length(void) {
+    enum { NR = 8, NT = 5 };
     static const int64_t blocks[] = {1, 4, 8, 12, 16, 17, 20, 36, 100, 128, 129, 131, 256, 260};
+    static const int nts[] = {1, 2, 3, 5}, nrs[] = {NR, 7, 5, 3};
     int mismatches = 0;
     for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++) {
         int64_t n = 32 * blocks[k];
         uint64_t rb = (uint64_t)blocks[k] * 34; /* a Q8_0 block: f16 scale, 32 int8 */
-        uint8_t *w = malloc(rb * NR), *a = malloc(rb);
-        float *x = malloc((size_t)n * 4), out[NR];
+        uint8_t *w = malloc(rb * NR), *a = malloc(rb * NT);
+        float *x = malloc((size_t)n * 4), out[NT][NR];
         for (int r = 0; r < NR; r++)
             for (int64_t b = 0; b < blocks[k]; b++)
                 random_block(HALO_TYPE_Q8_0, w + r * rb + b * 34,
                              (r + b) % 5 ? SCALE_TYPICAL
                              : b % 2     ? SCALE_SUBNORMAL
                                          : SCALE_ZERO);
-        for (int64_t i = 0; i < n; i++)
-            x[i] = rng_normal() * 10.0f;
-        halo_error err = {0};
-        CHECK_INT(halo_quant_quantize_row(HALO_TYPE_Q8_0, x, a, n, &err), HALO_OK);
-        const void *act[1] = {a};
-        float *y[1] = {out};
-        halo_quant_gemm(HALO_TYPE_Q8_0, n, w, rb, NR, act, 1, y);
-        for (int r = 0; r < NR; r++) {
-            float want = halo_quant_vec_dot(HALO_TYPE_Q8_0, n, w + r * rb, a);
-            if (memcmp(&want, &out[r], 4) != 0 && mismatches++ < 3)
-                fprintf(stderr, "q8_0 %lld blocks: row %d: %.9g, dot %.9g\n", (long long)blocks[k],
-                        r, out[r], want);
+        const void *act[NT];
+        float *y[NT];
+        for (int j = 0; j < NT; j++) {
+            for (int64_t i = 0; i < n; i++)
+                x[i] = rng_normal() * 10.0f;
+            halo_error err = {0};
+            CHECK_INT(halo_quant_quantize_row(HALO_TYPE_Q8_0, x, a + j * rb, n, &err), HALO_OK);
+            act[j] = a + j * rb;
+            y[j] = out[j];
         }
+        for (size_t ti = 0; ti < sizeof nts / sizeof nts[0]; ti++)
+            for (size_t ri = 0; ri < sizeof nrs / sizeof nrs[0]; ri++) {
+                int nt = nts[ti], nr = nrs[ri];
+                halo_quant_gemm(HALO_TYPE_Q8_0, n, w, rb, nr, act, nt, y);
+                for (int j = 0; j < nt; j++)
+                    for (int r = 0; r < nr; r++) {
+                        float want = halo_quant_vec_dot(HALO_TYPE_Q8_0, n, w + r * rb, act[j]);
+                        if (memcmp(&want, &out[j][r], 4) != 0 && mismatches++ < 3)
+                            fprintf(stderr,
+                                    "q8_0 %lld blocks, %d rows, %d tokens: row %d token "
+                                    "%d: %.9g, dot %.9g\n",
+                                    (long long)blocks[k], nr, nt, r, j, out[j][r], want);
+                    }
+            }
         free(w);
         free(a);
+        free(x);
+    }
+    CHECK_INT(mismatches, 0);
+}
+
+/* F16 rows take tiles of as many tokens as keep their f32 activations within 32 KiB (4 up to
+ * 2048-wide rows, 2 up to 4096, then 1): lengths on each side of those steps, every token count,
+ * bitwise equal to the row dot. */
+static void gemm_f16_matches_the_row_dot_for_every_tile_width(void) {
+    enum { NR = 3, NT = HALO_GEMM_MAX_TOK };
+    static const int64_t lengths[] = {2048, 2050, 4096, 4100, 8192, 9000};
+    int mismatches = 0;
+    for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) {
+        int64_t n = lengths[k];
+        uint16_t *w = malloc((size_t)(n * NR) * 2);
+        float *x = malloc((size_t)(n * NT) * 4), out[NT][NR];
+        for (int64_t i = 0; i < n * NR; i++)
+            w[i] = halo_f32_to_f16(rng_normal());
+        const void *act[NT];
+        float *y[NT];
+        for (int j = 0; j < NT; j++) {
+            for (int64_t i = 0; i < n; i++)
+                x[j * n + i] = rng_normal();
+            act[j] = x + j * n;
+            y[j] = out[j];
+        }
+        for (int nt = 1; nt <= NT; nt++) {
+            halo_quant_gemm(HALO_TYPE_F16, n, w, (size_t)n * 2, NR, act, nt, y);
+            for (int j = 0; j < nt; j++)
+                for (int r = 0; r < NR; r++) {
+                    float want = halo_quant_vec_dot(HALO_TYPE_F16, n, w + r * n, act[j]);
+                    if (memcmp(&want, &out[j][r], 4) != 0 && mismatches++ < 3)
+                        fprintf(stderr, "f16 %lld wide, %d tokens: row %d token %d: %.9g, %.9g\n",
+                                (long long)n, nt, r, j, out[j][r], want);
+                }
+        }
+        free(w);
         free(x);
     }
     CHECK_INT(mismatches, 0);
@@ -113,7 +167,8 @@ static void gemm_has_tiled_kernels_for_the_dsv4_mixes(void) {
 
 int main(void) {
     RUN(gemm_pairs_match_the_single_row_dot_bitwise);
-    RUN(gemm_q8_0_one_token_matches_the_row_dot_at_every_length);
+    RUN(gemm_q8_0_matches_the_row_dot_at_every_length);
+    RUN(gemm_f16_matches_the_row_dot_for_every_tile_width);
     RUN(gemm_has_tiled_kernels_for_the_dsv4_mixes);
     return check_report();
 }

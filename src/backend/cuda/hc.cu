@@ -149,14 +149,13 @@ __global__ void __launch_bounds__(1024) hc_mix_kernel(hc_mix_args a) {
 enum { HC1_SLICE = 256, HC1_ROWS = 4 /* mixing rows per warp */, HC2_BLOCKS = 16 };
 enum { HC1_WARPS = 8, HC1_MAX_MIX = HC1_WARPS * HC1_ROWS };
 
-__global__ void __launch_bounds__(HC1_WARPS *WARP)
-    hc1_kernel(const float *xs, const char *fn, uint32_t fn_type, int64_t width, uint32_t n_mix,
-               float *part) {
-    cu_pdl_entry();
-    const int64_t i = (int64_t)blockIdx.x * HC1_SLICE + 8 * (threadIdx.x % WARP);
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-    const float4 xa = *(const float4 *)(xs + i), xb = *(const float4 *)(xs + i + 4);
-    const float x[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+/* A block's part of one token's hc_pre mix: its slice (x, 8 values a lane at stream offset i)
+ * of every mixing row's dot, and of the sum of squares, written to the block's partials (the
+ * tail hc1_kernel and hcpost1_kernel share). */
+static __device__ __forceinline__ void hc1_slice_sums(const float (&x)[8], int64_t i,
+                                                      const char *fn, uint32_t fn_type,
+                                                      int64_t width, uint32_t n_mix, float *part,
+                                                      int warp, int lane) {
     float *out = part + (int64_t)blockIdx.x * (n_mix + 1);
     float w[HC1_ROWS][8];
 #pragma unroll
@@ -196,6 +195,17 @@ __global__ void __launch_bounds__(HC1_WARPS *WARP)
         ss = warp_sum(ss);
         if (lane == 0) out[n_mix] = ss;
     }
+}
+
+__global__ void __launch_bounds__(HC1_WARPS *WARP)
+    hc1_kernel(const float *xs, const char *fn, uint32_t fn_type, int64_t width, uint32_t n_mix,
+               float *part) {
+    cu_pdl_entry();
+    const int64_t i = (int64_t)blockIdx.x * HC1_SLICE + 8 * (threadIdx.x % WARP);
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const float4 xa = *(const float4 *)(xs + i), xb = *(const float4 *)(xs + i + 4);
+    const float x[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+    hc1_slice_sums(x, i, fn, fn_type, width, n_mix, part, warp, lane);
 }
 
 /* hc_post of the sublayer before, then hc1 over the new streams, in one kernel (hc = 4): block b
@@ -264,45 +274,7 @@ __global__ void __launch_bounds__(HC1_WARPS *WARP)
         *(float4 *)(xs + i0) = make_float4(x[0], x[1], x[2], x[3]);
         *(float4 *)(xs + i0 + 4) = make_float4(x[4], x[5], x[6], x[7]);
     }
-    float *out = part + (int64_t)blockIdx.x * (n_mix + 1);
-    float w[HC1_ROWS][8];
-#pragma unroll
-    for (int q = 0; q < HC1_ROWS; q++) { /* every row's loads first, then the sums */
-        const uint32_t r = (uint32_t)(warp + HC1_WARPS * q);
-        if (r >= n_mix) continue;
-        if (fn_type == HALO_TYPE_F16) {
-            const uint4 v = *(const uint4 *)(fn + ((int64_t)r * width + i0) * 2);
-            const uint32_t h[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                w[q][2 * j] = f16_to_f32((uint16_t)h[j]);
-                w[q][2 * j + 1] = f16_to_f32((uint16_t)(h[j] >> 16));
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                w[q][j] = load_float(fn_type, fn, (int64_t)r * width + i0 + j);
-        }
-    }
-#pragma unroll
-    for (int q = 0; q < HC1_ROWS; q++) {
-        const uint32_t r = (uint32_t)(warp + HC1_WARPS * q);
-        if (r >= n_mix) continue;
-        float s = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            s += w[q][j] * x[j];
-        s = warp_sum(s);
-        if (lane == 0) out[r] = s;
-    }
-    if (warp == HC1_WARPS - 1) {
-        float ss = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            ss += x[j] * x[j];
-        ss = warp_sum(ss);
-        if (lane == 0) out[n_mix] = ss;
-    }
+    hc1_slice_sums(x, i0, fn, fn_type, width, n_mix, part, warp, lane);
 }
 
 /* n_coll: the blocks that collapse (the first n_coll). The lead block, which also writes post

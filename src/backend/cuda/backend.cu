@@ -729,6 +729,7 @@ static halo_status sync(halo_backend *hbe, halo_error *err) {
     /* A kernel that faulted reports here, after the op that launched it returned. */
     cu_check(be, "a queued kernel", "cudaStreamSynchronize", cudaStreamSynchronize(be->stream));
     cu_graph_step_done(be);
+    cu_trace_step(be);
     be->ring_used = 0; /* the stream has read every staged input */
     prof_collect(be->prof);
     return report(be, err);
@@ -752,6 +753,7 @@ static void destroy(halo_backend *hbe) {
     cu_graph_break(be);
     (void)cudaStreamSynchronize(be->stream);
     cu_graph_free(be);
+    cu_trace_free(be);
     if (be->prof) {
         prof_collect(be->prof);
         prof_print(be->prof);
@@ -899,6 +901,10 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->hold = !(ho && strcmp(ho, "0") == 0);
     const char *ea = getenv("HALO_CUDA_EARLY");
     be->early = !(ea && strcmp(ea, "0") == 0);
+    /* HALO_CUDA_EARLY=N (N > 1): N bytes of each warp's rows (rounded to 128), for measuring */
+    be->early_bytes = 8192;
+    if (ea && atol(ea) > 1) be->early_bytes = (uint32_t)((atol(ea) + 127) / 128 * 128);
+    be->pdl_first = be->pdl && !env_off("HALO_CUDA_PDLFIRST");
     const char *at1 = getenv("HALO_CUDA_ATT1");
     be->att1 = !be->naive && !(at1 && strcmp(at1, "0") == 0);
     be->hclead = !be->naive && !env_off("HALO_CUDA_HCLEAD");
@@ -915,6 +921,16 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     if (qc && sscanf(qc, "%lf,%lf,%lf", &q0, &q1, &q2) == 3 && q0 > 0 && q1 > 0 && q2 > 0)
         be->qcost[0] = q0, be->qcost[1] = q1, be->qcost[2] = q2;
     cu_graph_init(be); /* after naive and prof, which run eagerly */
+    /* The kernels' flags (cuda.cuh), with the trace when HALO_CUDA_TRACE=1. */
+    if (!cu_trace_init(be)) {
+        (void)cudaGetLastError();
+        cu_graph_free(be);
+        (void)cudaFree(full->grids);
+        (void)cudaStreamDestroy(be->stream);
+        free(full);
+        return halo_fail(err, HALO_E_UNSUPPORTED,
+                         GPU_RUNTIME " device %d: cannot set the kernels' flags", device);
+    }
     /* Without the ring (no pinned memory) uploads go from pageable memory, as before. */
     be->ring_cap = 8u << 20;
     if (be->naive ||

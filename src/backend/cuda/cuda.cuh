@@ -136,6 +136,9 @@ typedef struct cu_backend {
     bool hold;     /* expert gate/up activations in registers (moe.cu; HALO_CUDA_HOLD=0: off) */
     bool two;      /* ... and two rows at a time (mvq.cuh's TWO; HALO_CUDA_TWO=0: one) */
     bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
+    uint32_t early_bytes; /* ... this many of a warp's rows towards L2 (HALO_CUDA_EARLY=N, 8192) */
+    bool pdl_first; /* kernels trigger the next launch before their wait (HALO_CUDA_PDLFIRST) */
+    struct cu_trace *trace; /* HALO_CUDA_TRACE=1: per-kernel times inside graph steps (trace.cu) */
     cu_hc_pending hcp;
     cu_norm_pending np;
     cu_sum_pending sp;
@@ -151,12 +154,24 @@ static inline cu_backend *cu_of(halo_backend *be) {
     return (cu_backend *)be;
 }
 
+/* HALO_CUDA_TRACE (trace.cu): the name of each kernel launched, to pair with its record. */
+void cu_trace_note_(cu_backend *be, const char *kernel);
+static inline void cu_trace_note(cu_backend *be, const char *kernel) {
+    if (be->trace) cu_trace_note_(be, kernel);
+}
+/* Starts the trace (HALO_CUDA_TRACE=1), sets the kernels' flags; at sync: reads the step's
+ * records back; at destroy: prints the table and frees it. */
+bool cu_trace_init(cu_backend *be);
+void cu_trace_step(cu_backend *be);
+void cu_trace_free(cu_backend *be);
+
 /* Records a failed call (the first since the last sync); returns whether `e` is a success. */
 bool cu_check(cu_backend *be, const char *op, const char *call, cudaError_t e);
 #define CU_OK(be, op, call) cu_check((be), (op), #call, (call))
 /* Checks the launch just made. */
 #define CU_LAUNCHED(be, op, kernel)                                                                \
-    ((be)->n_launch++, cu_check((be), (op), "launch " kernel, cudaGetLastError()))
+    ((be)->n_launch++, cu_trace_note((be), kernel),                                               \
+     cu_check((be), (op), "launch " kernel, cudaGetLastError()))
 
 /* Scratch of at least `bytes` for one op (grown between ops when needed), or NULL after
  * recording the failure. */
@@ -208,30 +223,94 @@ void cu_matmul_launch(cu_backend *be, uint32_t type, const char *w, int64_t n_in
 bool cu_mvq_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, int64_t n_out,
                    uint32_t groups, const float *x, float *out, const char *op);
 
+/* Flags every kernel reads at its entry, one copy per translation unit (a __constant__ of
+ * internal linkage: kernels of several .cu files share no device symbol without relocatable
+ * device code). Each file registers its setter at load time (cu_devf_register) and the backend
+ * sets them all when it starts (cu_devf_set_all), before it launches anything; they are the
+ * process's, so the last backend started decides (tests and the bench run one at a time). */
+typedef struct cu_devflags {
+    int pdl_first;             /* kernels let the next kernel launch before they wait
+                                  (HALO_CUDA_PDLFIRST=0: after, as before) */
+    unsigned long long *trace; /* HALO_CUDA_TRACE=1: a record a kernel (trace.cu), else NULL */
+    unsigned *trace_n;
+    unsigned trace_cap;
+} cu_devflags;
+#ifndef HALO_HIP
+typedef bool (*cu_devf_setter)(const cu_devflags *f);
+int cu_devf_register(cu_devf_setter set);
+bool cu_devf_set_all(const cu_devflags *f);
+static __constant__ cu_devflags cu_devf;
+static bool cu_devf_set_here(const cu_devflags *f) {
+    return cudaMemcpyToSymbol(cu_devf, f, sizeof *f) == cudaSuccess;
+}
+__attribute__((used)) static const int cu_devf_reg = cu_devf_register(cu_devf_set_here);
+#endif
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP)
+static __device__ __forceinline__ unsigned long long cu_gtime() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+/* The first thread of the first block records (its time before the wait t0, after it, the grid
+ * and block sizes): block 0 passes the wait only after the kernel before it has finished, so
+ * the records are in stream order, one a kernel, and the gap from one kernel's release to the
+ * next one's is the first kernel's share of the step (trace.cu pairs them with the names). */
+static __device__ __forceinline__ bool cu_trace_me() {
+    return cu_devf.trace && (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y |
+                             blockIdx.z) == 0;
+}
+static __device__ __noinline__ void cu_trace_put(unsigned long long t0) {
+    const unsigned long long t1 = cu_gtime();
+    const unsigned i = atomicAdd(cu_devf.trace_n, 1u);
+    if (i < cu_devf.trace_cap) {
+        unsigned long long *r = cu_devf.trace + 3 * (uint64_t)i;
+        r[0] = t0;
+        r[1] = t1;
+        r[2] = (unsigned long long)(gridDim.x * gridDim.y * gridDim.z) << 16 | blockDim.x;
+    }
+}
+#endif
+
 /* Programmatic dependent launch (sm_90+). A kernel launched by cu_launch may start while the
  * kernel before it on the stream is still running: its blocks are placed on the multiprocessors
  * and wait in cu_pdl_entry until that kernel has finished and its writes are visible, so the
  * launch latency (~1-2 us a kernel boundary, also inside graphs) overlaps the previous kernel
  * instead of following it. Every kernel launched by cu_launch must call cu_pdl_entry before it
  * touches global memory; it also lets the next kernel launch as soon as every block of this one
- * has started. On a kernel launched plainly both instructions do nothing. */
+ * has started. On a kernel launched plainly both instructions do nothing.
+ * With cu_devf.pdl_first a kernel lets the next one launch before it waits itself, so the next
+ * kernel's blocks can be placed while this one still waits for its predecessor (one kernel more
+ * of lead: the chain of small kernels between two projections is then launched ahead). Safe:
+ * the next kernel's wait is for this kernel's completion, which follows this kernel's wait, so
+ * everything before this kernel has finished and is visible by then. */
 static __device__ __forceinline__ void cu_pdl_entry() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP)
+    const bool tr = cu_trace_me();
+    const unsigned long long t0 = tr ? cu_gtime() : 0;
+    if (cu_devf.pdl_first) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    if (tr) cu_trace_put(t0);
 #endif
 }
 /* The two halves, for a kernel that reads memory no kernel of the step writes (weights) before
  * it waits: cu_pdl_trigger at its entry, cu_pdl_wait before it reads anything else or writes.
- * Every thread that touches such memory must have waited (waiting twice is harmless). */
+ * Every thread that touches such memory must have waited (waiting twice is harmless). `record`:
+ * this wait is the kernel's first (its trace record; false where cu_pdl_entry came first). */
 static __device__ __forceinline__ void cu_pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP)
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
-static __device__ __forceinline__ void cu_pdl_wait() {
+static __device__ __forceinline__ void cu_pdl_wait(bool record = true) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP)
+    const bool tr = record && cu_trace_me();
+    const unsigned long long t0 = tr ? cu_gtime() : 0;
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    if (tr) cu_trace_put(t0);
+#else
+    (void)record;
 #endif
 }
 

@@ -4,8 +4,7 @@
 #include "backend/cuda/mvq.cuh"
 
 #ifndef HALO_HIP
-/* MVQ_EARLY: bytes of its rows a warp asks L2 for before the PDL wait (3168 warps: ~25 MB). */
-enum { MVQ_WARPS = 8, MVQ_EARLY = 8192 };
+enum { MVQ_WARPS = 8 };
 
 typedef struct mvq_args {
     const char *w;
@@ -14,7 +13,9 @@ typedef struct mvq_args {
     const float *x; /* the token's input: groups x n_in values */
     float *out;
     cu_grids g;
-    bool early; /* weights fetched before the PDL wait (they are no kernel's output) */
+    /* Bytes of its rows a warp asks L2 for before the PDL wait (they are no kernel's output):
+     * HALO_CUDA_EARLY, 8192 by default (3168 warps: ~25 MB), 0 none. */
+    uint32_t early;
 } mvq_args;
 
 /* The rows of output group blockIdx.y, the activation quantized in shared memory. */
@@ -28,7 +29,7 @@ template <int T> struct mvq_dense_rows {
         return a.n_in;
     }
     __device__ void prepare() const {
-        cu_pdl_wait(); /* x is the previous kernel's output */
+        cu_pdl_wait(a.early != 0); /* x is the previous kernel's output */
         if constexpr (T == HALO_TYPE_IQ2_XXS) mvq_tabs_load(tab, a.g);
         mvq_quant_block<mvq_k(T)>(a.x + (o0 / a.out_per_group) * a.n_in, a.n_in, xq);
         __syncthreads();
@@ -53,10 +54,10 @@ __global__ void __launch_bounds__(MVQ_WARPS *WARP, 3)
     const int warp = threadIdx.x / WARP;
     if (a.early) {
         cu_pdl_trigger();
-        /* The warp's rows towards L2, MVQ_EARLY bytes at most (a 562 MB head would thrash L2);
+        /* The warp's rows towards L2, a.early bytes at most (a 562 MB head would thrash L2);
          * mvq_stream's first chunks come on top by cp.async. */
         const int64_t o0 = (int64_t)blockIdx.y * a.out_per_group;
-        uint64_t left = MVQ_EARLY;
+        uint64_t left = a.early;
         for (int64_t i = (int64_t)blockIdx.x * MVQ_WARPS + warp; i < a.out_per_group && left;
              i += (int64_t)gridDim.x * MVQ_WARPS) {
             const uint64_t n = a.row_bytes < left ? a.row_bytes : left;
@@ -109,7 +110,8 @@ bool cu_mvq_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, i
     if (!be->intdot || be->naive || !mvq_type((int)type) || n_in % 256 || n_in > 16384 ||
         n_out % groups || ((uintptr_t)x & 15) || !mv_shape_ok(type, w, row_bytes, n_in))
         return false;
-    mvq_args a = {w, row_bytes, n_in, n_out / groups, x, out, cu_grids_get(&be->base), be->early};
+    mvq_args a = {w, row_bytes, n_in, n_out / groups, x, out, cu_grids_get(&be->base),
+                 be->early ? be->early_bytes : 0};
     switch (type) {
     case HALO_TYPE_Q8_0:
         mvq_launch_t<HALO_TYPE_Q8_0>(be, a, groups, op);
@@ -157,7 +159,7 @@ typedef struct multi_args {
     int64_t n_in;
     multi_part q, f; /* blocks [0, q.blocks) the int8 part, then the float part */
     cu_grids g;
-    bool early; /* weights fetched before the PDL wait, as mvq_dense_kernel */
+    uint32_t early; /* bytes fetched before the PDL wait, as mvq_dense_kernel */
     bool two;   /* one-chunk int8 rows (q_b's 1024 inputs) two at a time, x held (HALO_CUDA_TWO) */
 } multi_args;
 
@@ -203,7 +205,7 @@ template <int T> struct multi_q_rows {
         return a.n_in;
     }
     __device__ void prepare() const {
-        cu_pdl_wait();
+        cu_pdl_wait(a.early != 0);
         const float r = a.norm ? multi_rscale(a, red) : 1.0f;
         const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
         for (int64_t c = warp; c < a.n_in / 256; c += nw) {
@@ -284,7 +286,7 @@ __global__ void __launch_bounds__(MVQ_WARPS *WARP, 3)
         cu_pdl_trigger();
         const multi_part &p = in_q ? a.q : a.f;
         const int64_t b = in_q ? blockIdx.x : (int64_t)blockIdx.x - a.q.blocks;
-        uint64_t left = MVQ_EARLY;
+        uint64_t left = a.early;
         for (int64_t i = b * MVQ_WARPS + warp; i < p.rows && left; i += p.blocks * MVQ_WARPS) {
             const int j = multi_seg(p, i);
             const uint64_t n = p.row_bytes < left ? p.row_bytes : left;
@@ -312,7 +314,7 @@ __global__ void __launch_bounds__(MVQ_WARPS *WARP, 3)
     if constexpr (TF >= 0) {
         float *xs = (float *)multi_dyn;
         const int64_t b = (int64_t)blockIdx.x - (TQ >= 0 ? a.q.blocks : 0);
-        cu_pdl_wait();
+        cu_pdl_wait(a.early != 0);
         const float r = a.norm ? multi_rscale(a, red) : 1.0f;
         for (int64_t i4 = threadIdx.x; i4 < a.n_in / 4; i4 += blockDim.x)
             ((float4 *)xs)[i4] = multi_normed4(a, i4, r);
@@ -374,7 +376,7 @@ static void multi_fused(cu_backend *be, const halo_tensor *x, const halo_tensor 
     a.eps = eps;
     a.n_in = n_in;
     a.g = cu_grids_get(&be->base);
-    a.early = be->early;
+    a.early = be->early ? be->early_bytes : 0;
     a.two = be->two;
     const uint32_t tq = HALO_TYPE_Q8_0; /* the int8 part's type, in fast mode */
     int tf = -1;                        /* the float part's type */

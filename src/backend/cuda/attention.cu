@@ -21,6 +21,10 @@ typedef struct attn_params {
     float scale;
     float *out;
     cu_ints pos_small; /* pos by value when NULL */
+    /* Decode split over gridDim.z > 1 blocks a (token, head): each block's (m, l, acc) here
+     * (head_dim + 2 floats), merged by the last one to finish (its counter in ctr). */
+    float *part;
+    unsigned *ctr;
 } attn_params;
 
 __global__ void attention_kernel(attn_params a) {
@@ -256,6 +260,68 @@ __global__ void __launch_bounds__(AP_HEADS *WARP) attention_prefill_kernel(attn_
  * values are loaded into registers while the previous row is summed. NJ = head_dim / 32. */
 enum { AD_WARPS = 16 };
 
+/* The split decode's tail (S = gridDim.z blocks a head, ATT_SPLIT_MAX at most): the block's
+ * warps folded into one (m, l, acc) without the sink, written to a.part; the last block of the
+ * head to finish (a counter, reset by it so graphs replay) folds the S partials in block order
+ * with the sink and writes the output. Deterministic: the same sums in the same order whichever
+ * block ends last; not bitwise the one-block kernel's (the warps are grouped differently). */
+enum { ATT_SPLIT_MAX = 4 };
+
+template <int NJ>
+static __device__ void attention_decode_merge(const attn_params &a, int64_t t, int64_t h,
+                                              const float *sm_acc, const float *sm_m,
+                                              const float *sm_l) {
+    __shared__ bool last;
+    const int S = (int)gridDim.z, z = (int)blockIdx.z;
+    constexpr int HD = NJ * WARP;
+    float mb = -INFINITY;
+    for (int k = 0; k < AD_WARPS; k++)
+        mb = fmaxf(mb, sm_m[k]);
+    float lb = 0.0f, f[AD_WARPS];
+#pragma unroll
+    for (int k = 0; k < AD_WARPS; k++) {
+        f[k] = sm_l[k] > 0.0f ? expf(sm_m[k] - mb) : 0.0f;
+        lb += sm_l[k] * f[k];
+    }
+    const int64_t th = t * a.n_head + h;
+    float *pp = a.part + (th * S + z) * (HD + 2);
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) {
+        float o = 0.0f;
+#pragma unroll
+        for (int k = 0; k < AD_WARPS; k++)
+            o += sm_acc[k * HD + d] * f[k];
+        pp[2 + d] = o;
+    }
+    if (threadIdx.x == 0) pp[0] = mb, pp[1] = lb;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(a.ctr + th, 1u) == (unsigned)S - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const float *p0 = a.part + th * S * (HD + 2);
+    const float sink = load_float(a.sinks_type, a.sinks, h);
+    float mx = sink, g[ATT_SPLIT_MAX];
+    for (int k = 0; k < S; k++)
+        mx = fmaxf(mx, __ldcg(p0 + k * (HD + 2)));
+    float sum = expf(sink - mx);
+#pragma unroll
+    for (int k = 0; k < ATT_SPLIT_MAX; k++) {
+        const float lk = k < S ? __ldcg(p0 + k * (HD + 2) + 1) : 0.0f;
+        g[k] = lk > 0.0f ? expf(__ldcg(p0 + k * (HD + 2)) - mx) : 0.0f;
+        sum += lk * g[k];
+    }
+    float *out = a.out + th * HD;
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) {
+        float o = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ATT_SPLIT_MAX; k++)
+            if (k < S) o += __ldcg(p0 + k * (HD + 2) + 2 + d) * g[k];
+        out[d] = o / sum;
+    }
+    if (threadIdx.x == 0) a.ctr[th] = 0;
+}
+
 template <int NJ, bool AHEAD2>
 __global__ void __launch_bounds__(AD_WARPS *WARP) attention_decode_kernel(attn_params a) {
     cu_pdl_entry();
@@ -275,9 +341,12 @@ __global__ void __launch_bounds__(AD_WARPS *WARP) attention_decode_kernel(attn_p
     int64_t visible = a.comp ? (pos + 1) / a.ratio : 0;
     if (visible > a.n_comp) visible = a.n_comp;
     const int64_t n_all = a.n_win + (a.comp ? (a.select ? a.k_sel : visible) : 0);
-    for (int64_t i0 = w; i0 < n_all; i0 += (int64_t)AD_WARPS * WARP) {
+    /* With S = gridDim.z blocks a head, block z's warps are warps z·AD_WARPS .. of S·AD_WARPS
+     * (S = 1: as before, the same rows in the same order). */
+    const int64_t nw = (int64_t)AD_WARPS * gridDim.z;
+    for (int64_t i0 = w + (int64_t)AD_WARPS * blockIdx.z; i0 < n_all; i0 += nw * WARP) {
         /* lane j resolves the batch's j-th candidate of this warp */
-        const int64_t i = i0 + (int64_t)AD_WARPS * lane;
+        const int64_t i = i0 + nw * lane;
         const float *rp = NULL;
         if (i < a.n_win) {
             const int64_t kp = a.win_pos0 + i;
@@ -363,6 +432,10 @@ __global__ void __launch_bounds__(AD_WARPS *WARP) attention_decode_kernel(attn_p
     for (int j = 0; j < NJ; j++)
         sm_acc[w * NJ * WARP + lane + WARP * j] = acc[j];
     __syncthreads();
+    if (gridDim.z > 1) {
+        attention_decode_merge<NJ>(a, t, h, sm_acc, sm_m, sm_l);
+        return;
+    }
     const float sink = load_float(a.sinks_type, a.sinks, h);
     float mx = sink;
     for (int k = 0; k < AD_WARPS; k++)
@@ -383,12 +456,35 @@ __global__ void __launch_bounds__(AD_WARPS *WARP) attention_decode_kernel(attn_p
     }
 }
 
+/* Blocks a head for the decode kernel: one more per be->att_split valid rows (window rows
+ * and visible compressed or selected ones, the most of any token), ATT_SPLIT_MAX at most. At
+ * depth 24,576 a ratio-4 layer has 640 (64 heads: 64 blocks on 132 multiprocessors, 40 rows a
+ * warp walked one after another), at depth 0 ~100. */
+static int attention_splits(const cu_backend *be, const halo_attn_args *a, int64_t n_tok) {
+    const int64_t n_head = a->q->ne[1];
+    if (be->att_split <= 0 || !be->att1 || n_tok * n_head > CU_ATT_CTRS || !a->pos) return 1;
+    int64_t most = 0;
+    for (int64_t t = 0; t < n_tok; t++) {
+        const int64_t pos = a->pos[t];
+        int64_t rows = pos + 1 < (int64_t)a->sliding_window ? pos + 1 : a->sliding_window;
+        if (a->comp && a->comp->ne[1] > 0) {
+            int64_t vis = (pos + 1) / (a->ratio ? a->ratio : 1);
+            if (vis > a->comp->ne[1]) vis = a->comp->ne[1];
+            if (a->select && vis > a->select->ne[0]) vis = a->select->ne[0];
+            rows += vis;
+        }
+        if (rows > most) most = rows;
+    }
+    const int64_t s = most / be->att_split;
+    return s < 1 ? 1 : s > ATT_SPLIT_MAX ? ATT_SPLIT_MAX : (int)s;
+}
+
 /* The decode kernel for head_dim 128 or 512 (HALO_CUDA_ATT1=0: the general kernel). */
-static bool attention_decode(cu_backend *be, const attn_params &p, int64_t n_tok) {
+static bool attention_decode(cu_backend *be, const attn_params &p, int64_t n_tok, int splits) {
     if (!be->att1 || (p.head_dim != 128 && p.head_dim != 512) || n_tok > 65535 || p.n_head > 65535)
         return false;
     const int smem = (AD_WARPS * (int)p.head_dim + 2 * AD_WARPS) * (int)sizeof(float);
-    dim3 grid((unsigned)n_tok, (unsigned)p.n_head);
+    dim3 grid((unsigned)n_tok, (unsigned)p.n_head, p.part ? (unsigned)splits : 1u);
     if (p.head_dim == 128 && be->ahead2)
         cu_launch(be, attention_decode_kernel<4, true>, grid, AD_WARPS * WARP, smem, p);
     else if (p.head_dim == 128)
@@ -436,7 +532,17 @@ void cu_attention(halo_backend *hbe, const halo_attn_args *a) {
                  cudaErrorInvalidValue);
         return;
     }
-    int32_t *spos = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "attention");
+    /* Decode at depth: blocks a head by the valid rows (the host has the positions). */
+#ifndef HALO_HIP
+    const int splits = attention_splits(be, a, n_tok);
+#else
+    const int splits = 1;
+#endif
+    const uint64_t pos_bytes = ((uint64_t)n_tok * sizeof(int32_t) + 255) & ~(uint64_t)255;
+    const uint64_t part_bytes =
+        splits > 1 ? (uint64_t)(n_tok * n_head * splits * (hd + 2)) * sizeof(float) : 0;
+    char *scr = cu_scratch(be, pos_bytes + part_bytes, "attention");
+    int32_t *spos = (int32_t *)scr;
     cu_ints ps;
     const int32_t *dpos = NULL;
     if (!spos || !cu_ints_pass(be, spos, a->pos, n_tok, &ps, &dpos, "attention")) return;
@@ -457,7 +563,9 @@ void cu_attention(halo_backend *hbe, const halo_attn_args *a) {
                      a->ratio ? a->ratio : 1,
                      a->scale,
                      cu_f32(a->out),
-                     ps};
+                     ps,
+                     splits > 1 ? (float *)(scr + pos_bytes) : NULL,
+                     be->counters + CU_CTR_ATT};
     if (a->comp && a->comp->ne[1] == 0) p.comp = NULL;
 #ifndef HALO_HIP
     const cu_attn_mma_args am = {p.q,      p.window, p.comp,       p.pos,      p.pos_small,
@@ -466,7 +574,7 @@ void cu_attention(halo_backend *hbe, const halo_attn_args *a) {
                                  p.ratio,  p.scale,  p.out};
     if (cu_attention_mma(be, &am, n_tok)) return; /* fast mode: tensor cores */
     if (attention_prefill(be, p, n_tok)) return;
-    if (attention_decode(be, p, n_tok)) return;
+    if (attention_decode(be, p, n_tok, splits)) return;
 #endif
     dim3 grid((unsigned)n_tok, (unsigned)n_head);
     cu_launch(be, attention_kernel, grid, ATT_WARPS * WARP, 0, p);

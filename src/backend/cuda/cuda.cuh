@@ -77,7 +77,12 @@ typedef struct cu_norm_pending {
 
 /* Device counters of kernels whose last block does the rest (it resets the counter, so a
  * graph replays them). */
-enum { CU_CTR_ROUTE = 0, CU_COUNTERS = 64 };
+enum {
+    CU_CTR_ROUTE = 0,
+    CU_CTR_ATT = 64, /* decode attention split over blocks: one a (token, head), 256 at most */
+    CU_ATT_CTRS = 256,
+    CU_COUNTERS = CU_CTR_ATT + CU_ATT_CTRS
+};
 
 typedef struct cu_prof cu_prof;
 typedef struct cu_graph cu_graph;
@@ -137,6 +142,10 @@ typedef struct cu_backend {
     bool two;      /* ... and two rows at a time (mvq.cuh's TWO; HALO_CUDA_TWO=0: one) */
     bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
     uint32_t early_bytes; /* ... this many of a warp's rows towards L2 (HALO_CUDA_EARLY=N, 8192) */
+    int att_split; /* decode attention: a block more a head per this many valid rows, up to 4
+                      (attention.cu; HALO_CUDA_ATTSPLIT=N, 160 by default; 0: one block a head) */
+    int mvq_sm;     /* int8 / multi projections' blocks a multiprocessor, at most (HALO_CUDA_MVQSM=1
+                       or 2, for measuring; 0: as many as stay resident, three) */
     bool pdl_first; /* kernels trigger the next launch before their wait (HALO_CUDA_PDLFIRST) */
     struct cu_trace *trace; /* HALO_CUDA_TRACE=1: per-kernel times inside graph steps (trace.cu) */
     cu_hc_pending hcp;
@@ -260,7 +269,7 @@ static __device__ __forceinline__ bool cu_trace_me() {
     return cu_devf.trace && (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y |
                              blockIdx.z) == 0;
 }
-static __device__ __noinline__ void cu_trace_put(unsigned long long t0) {
+static __device__ __forceinline__ void cu_trace_put(unsigned long long t0) {
     const unsigned long long t1 = cu_gtime();
     const unsigned i = atomicAdd(cu_devf.trace_n, 1u);
     if (i < cu_devf.trace_cap) {

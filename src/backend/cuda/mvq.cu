@@ -88,7 +88,9 @@ static void mvq_launch_t(cu_backend *be, const mvq_args &a, uint32_t groups, con
      * copies), shared by the groups: rounded down, so no block waits for a second wave (out_a's
      * 8 groups took 8 x 50 = 400 blocks against 396 resident). Each row is one warp's, so the
      * sums do not change. */
-    const int64_t resident = cu_resident(be, mvq_dense_kernel<T>, MVQ_WARPS * WARP, smem);
+    int64_t resident = cu_resident(be, mvq_dense_kernel<T>, MVQ_WARPS * WARP, smem);
+    if (be->mvq_sm > 0 && be->mvq_sm * (int64_t)be->sm_count < resident)
+        resident = be->mvq_sm * (int64_t)be->sm_count;
     int64_t per = resident / groups > 0 ? resident / groups : 1;
     const int64_t need = (a.out_per_group + MVQ_WARPS - 1) / MVQ_WARPS;
     if (per > need) per = need;
@@ -399,7 +401,8 @@ static void multi_fused(cu_backend *be, const halo_tensor *x, const halo_tensor 
     a.f.row_bytes = a.f.n ? cu_row_bytes((uint32_t)tf, n_in) : 0;
     /* As many blocks as stay resident (three a multiprocessor), split by bytes, each part at
      * least one and at most a row a warp. */
-    const int64_t resident = (int64_t)(be->sm_count > 0 ? be->sm_count : 132) * 3;
+    const int64_t resident = (int64_t)(be->sm_count > 0 ? be->sm_count : 132) *
+                             (be->mvq_sm > 0 && be->mvq_sm < 3 ? be->mvq_sm : 3);
     const double qb = (double)a.q.rows * (double)a.q.row_bytes;
     const double fb = (double)a.f.rows * (double)a.f.row_bytes;
     int64_t nq = a.q.n ? (int64_t)((double)resident * qb / (qb + fb) + 0.5) : 0;

@@ -1,6 +1,7 @@
 # budget_s: 180
 # cuda-decode-1 (session 7): build, GPU tests, 4-layer graph-step A/B of the session's switches
-# (HALO_CUDA_PDLFIRST, HALO_CUDA_ATTSPLIT, HALO_CUDA_EARLY, HALO_CUDA_MVQSM), the in-graph
+# (HALO_CUDA_PDLFIRST, HALO_CUDA_ATTSPLIT, opt-in HALO_CUDA_AHEAD=1, HALO_CUDA_EARLY,
+# HALO_CUDA_MVQSM), the in-graph
 # kernel trace (HALO_CUDA_TRACE=1) at depth 0 and 8192, then one 43-layer tg64 with the
 # defaults if time is left. Logs under $OUT; summary on stdout.
 set -u; out=${OUT:-/tmp/halo-out}; mkdir -p $out
@@ -14,8 +15,8 @@ source build-gpu/env.sh; el built
 grep -E "tests passed|Failed|Passed|\*\*\*|differ" $out/gpu-tests.log | tail -12; el tests
 H=build-gpu/src/cli/halo
 B4="--synthetic dsv4-flash-q2:4 --backend cuda --weights device -p 0"
-for v in X=1 HALO_CUDA_PDLFIRST=0 HALO_CUDA_ATTSPLIT=0 HALO_CUDA_EARLY=0 HALO_CUDA_MVQSM=2 \
-         "HALO_CUDA_PDLFIRST=0 HALO_CUDA_ATTSPLIT=0"; do
+for v in X=1 HALO_CUDA_PDLFIRST=0 HALO_CUDA_ATTSPLIT=0 HALO_CUDA_AHEAD=1 HALO_CUDA_EARLY=0 \
+         HALO_CUDA_MVQSM=2; do
   echo "== $v" >> $out/ab4.md
   env $v HALO_CUDA_GRAPH_STATS=1 timeout 8 $H bench $B4 -n 64 -d 0,8192 -r 3 -o md >> $out/ab4.md 2>&1
   echo "$v: $(grep -E '^\| deep' $out/ab4.md | tail -2 | awk -F'|' '{printf "%s ", $(NF-3)}')"

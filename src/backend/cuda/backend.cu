@@ -415,6 +415,7 @@ void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t e
 #define OP_BEGIN(hbe, op, embed_tokens)                                                            \
     cu_backend *be_ = cu_of(hbe);                                                                  \
     cu_graph_op(be_, prof_names[op], (embed_tokens));                                              \
+    cu_ahead_op(be_);                                                                              \
     if ((op) != P_HCPRE) cu_hc_flush(be_); /* hc_pre may run it itself */                          \
     if ((op) != P_HCPRE && (op) != P_HCPOST) cu_sum_flush(be_); /* or hc_post take it on */        \
     if ((op) != P_ROPE && (op) != P_MOE) cu_norm_flush(be_); /* they may run it themselves */      \
@@ -437,6 +438,22 @@ static void op_embed(halo_backend *hbe, const halo_tensor *table, const int32_t 
     cu_embed(hbe, table, tokens, out);
     OP_END(P_EMBED);
 }
+/* A decode projection of device-resident weights as a node of the L2 lookahead (ahead.cu):
+ * 4 MiB of weights or more; the router and the indexer's small ones are not. */
+static void ahead_weights(cu_backend *be, const halo_tensor *x, uint32_t n,
+                          const halo_tensor *const *w) {
+    if (!be->ahead || x->ne[1] != 1 || n == 0 || n > 8) return;
+    const char *p[8];
+    uint64_t b[8], total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (w[i]->buf->kind != CU_DEVICE) return;
+        p[i] = cu_ptr(w[i]);
+        b[i] = halo_tensor_nbytes(w[i]);
+        total += b[i];
+    }
+    if (total >= (4u << 20)) cu_ahead_node_(be, p[0], (int)n, p, b);
+}
+
 static void op_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor *x,
                       uint32_t groups, halo_tensor *out) {
     OP_BEGIN(hbe, P_MATMUL, -1);
@@ -444,6 +461,7 @@ static void op_matmul(halo_backend *hbe, const halo_tensor *w, const halo_tensor
     cudaEvent_t ev2 = NULL;
     if (be_->prof) prof_begin(be_, mark2, &ev2);
     cu_matmul(hbe, w, x, groups, out);
+    ahead_weights(be_, x, 1, &w);
     if (be_->prof) {
         int part = w->ne[1] > 65536            ? CU_PROF_MM_HEAD
                    : w->type == HALO_TYPE_Q8_0 ? CU_PROF_MM_Q8
@@ -458,6 +476,7 @@ static void op_matmul_multi(halo_backend *hbe, const halo_tensor *x, const halo_
                             halo_tensor *const *out) {
     OP_BEGIN(hbe, P_MATMUL, -1);
     cu_matmul_multi(hbe, x, norm, eps, n, w, out);
+    ahead_weights(be_, x, n, w);
     OP_END(P_MATMUL);
 }
 static void op_rms_norm(halo_backend *hbe, halo_tensor *x, uint32_t width,
@@ -501,6 +520,9 @@ static void op_topk(halo_backend *hbe, const halo_topk_args *a) {
 static void op_moe(halo_backend *hbe, const halo_moe_args *a) {
     OP_BEGIN(hbe, P_MOE, -1);
     cu_moe(hbe, a);
+    /* A node of the lookahead's chain (the next layer's projections follow it); its experts
+     * are the routing's, so nothing is prefetched for it. */
+    if (be_->ahead && a->x->ne[1] == 1) cu_ahead_node_(be_, cu_ptr(a->gate_inp), 0, NULL, NULL);
     OP_END(P_MOE);
 }
 static void op_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
@@ -730,6 +752,7 @@ static halo_status sync(halo_backend *hbe, halo_error *err) {
     cu_check(be, "a queued kernel", "cudaStreamSynchronize", cudaStreamSynchronize(be->stream));
     cu_graph_step_done(be);
     cu_trace_step(be);
+    cu_ahead_sync(be);
     be->ring_used = 0; /* the stream has read every staged input */
     prof_collect(be->prof);
     return report(be, err);
@@ -753,6 +776,7 @@ static void destroy(halo_backend *hbe) {
     cu_graph_break(be);
     (void)cudaStreamSynchronize(be->stream);
     cu_graph_free(be);
+    cu_ahead_free(be);
     cu_trace_free(be);
     if (be->prof) {
         prof_collect(be->prof);
@@ -927,7 +951,7 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
         be->qcost[0] = q0, be->qcost[1] = q1, be->qcost[2] = q2;
     cu_graph_init(be); /* after naive and prof, which run eagerly */
     /* The kernels' flags (cuda.cuh), with the trace when HALO_CUDA_TRACE=1. */
-    if (!cu_trace_init(be)) {
+    if (!cu_trace_init(be) || !cu_ahead_init(be)) {
         (void)cudaGetLastError();
         cu_graph_free(be);
         (void)cudaFree(full->grids);

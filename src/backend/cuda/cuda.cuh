@@ -147,6 +147,7 @@ typedef struct cu_backend {
     int mvq_sm;     /* int8 / multi projections' blocks a multiprocessor, at most (HALO_CUDA_MVQSM=1
                        or 2, for measuring; 0: as many as stay resident, three) */
     bool pdl_first; /* kernels trigger the next launch before their wait (HALO_CUDA_PDLFIRST) */
+    struct cu_ahead *ahead; /* HALO_CUDA_AHEAD=1: L2 lookahead for decode (ahead.cu) */
     struct cu_trace *trace; /* HALO_CUDA_TRACE=1: per-kernel times inside graph steps (trace.cu) */
     cu_hc_pending hcp;
     cu_norm_pending np;
@@ -173,6 +174,23 @@ static inline void cu_trace_note(cu_backend *be, const char *kernel) {
 bool cu_trace_init(cu_backend *be);
 void cu_trace_step(cu_backend *be);
 void cu_trace_free(cu_backend *be);
+
+/* HALO_CUDA_AHEAD (ahead.cu): ops counted (OP_BEGIN), reset at sync; after a large op's
+ * launches its weights (key: the first), which also prefetches the next large op's; the side
+ * stream joined before a capture ends. */
+bool cu_ahead_init(cu_backend *be);
+void cu_ahead_free(cu_backend *be);
+void cu_ahead_op_(cu_backend *be);
+void cu_ahead_sync_(cu_backend *be);
+void cu_ahead_node_(cu_backend *be, const char *key, int parts, const char *const *p,
+                    const uint64_t *n);
+void cu_ahead_join(cu_backend *be);
+static inline void cu_ahead_op(cu_backend *be) {
+    if (be->ahead) cu_ahead_op_(be);
+}
+static inline void cu_ahead_sync(cu_backend *be) {
+    if (be->ahead) cu_ahead_sync_(be);
+}
 
 /* Records a failed call (the first since the last sync); returns whether `e` is a success. */
 bool cu_check(cu_backend *be, const char *op, const char *call, cudaError_t e);

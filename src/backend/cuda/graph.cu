@@ -143,6 +143,7 @@ static bool graph_sig(cu_backend *be, cudaGraph_t graph, const char *what, size_
 static void launch_captured(cu_backend *be) {
     cu_graph *g = be->graph;
     cudaGraph_t graph = NULL;
+    cu_ahead_join(be); /* the lookahead's side stream back into the capture (ahead.cu) */
     cudaError_t e = cudaStreamEndCapture(be->stream, &graph);
     be->capturing = false;
     const int piece = g->piece++;

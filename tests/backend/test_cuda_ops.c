@@ -570,8 +570,8 @@ static void hc_sites_of_one_token_match_the_cpu(void) {
     compare("1 token: hc_pre comb", &comb, 1e-5);
     for (int g = 0; g < 2; g++) {
         halo_backend *be = g ? gpu : cpu;
-        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y1.g : &y1.c,
-                         g ? &post.g : &post.c, g ? &comb.g : &comb.c);
+        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y1.g : &y1.c, g ? &post.g : &post.c,
+                         g ? &comb.g : &comb.c);
     }
     hc_pre_both(&streams, &fn, &base, &scale, &col, &post, &comb);
     compare("1 token: post, then pre: collapsed", &col, 1e-5);
@@ -580,8 +580,8 @@ static void hc_sites_of_one_token_match_the_cpu(void) {
     compare("1 token: post, then pre: streams", &streams, 1e-5);
     for (int g = 0; g < 2; g++) {
         halo_backend *be = g ? gpu : cpu;
-        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y2.g : &y2.c,
-                         g ? &post.g : &post.c, g ? &comb.g : &comb.c);
+        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y2.g : &y2.c, g ? &post.g : &post.c,
+                         g ? &comb.g : &comb.c);
     }
     hc_pre_both(&streams, &fn_head, &base, &scale, &col, NULL, NULL);
     compare("1 token: post, then the head's pre", &col, 1e-5);
@@ -589,8 +589,8 @@ static void hc_sites_of_one_token_match_the_cpu(void) {
     /* A post followed by a read, no pre: it runs at the read. */
     for (int g = 0; g < 2; g++) {
         halo_backend *be = g ? gpu : cpu;
-        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y1.g : &y1.c,
-                         g ? &post.g : &post.c, g ? &comb.g : &comb.c);
+        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y1.g : &y1.c, g ? &post.g : &post.c,
+                         g ? &comb.g : &comb.c);
     }
     compare("1 token: a post alone", &streams, 1e-5);
     both *all[] = {&streams, &fn, &fn_head, &base, &scale, &col, &post, &comb, &y1, &y2};
@@ -863,6 +863,54 @@ static void topk_selects_the_best_rows(void) {
         drop(all[k]);
 }
 
+/* The decode score kernel with head_dim fixed at compile time (the default) and the general
+ * one (HALO_CUDA_SCORENJ=0, a second backend) on the same inputs: the same sums in the same
+ * order, so the same rows in the same order (checked against double scores above). */
+static void topk_score_kernels_choose_the_same_rows(void) {
+    halo_backend *gen = NULL;
+    halo_error err = {0};
+    setenv("HALO_CUDA_SCORENJ", "0", 1);
+    CHECK_INT(halo_backend_cuda_create(0, &gen, &err), HALO_OK);
+    unsetenv("HALO_CUDA_SCORENJ");
+    if (!gen) return;
+    const int64_t HD = 128, H = 64, T = 4, ROWS = 3000, K = 512;
+    int32_t pos[4] = {1000, 2047, 2051, 11999};
+    float *q = randf(HD * H * T, 1.0f), *w = randf(H * T, 1.0f), *keys = randf(HD * ROWS, 1.0f);
+    int32_t *sel[2] = {NULL, NULL};
+    for (int b = 0; b < 2; b++) {
+        halo_backend *keep = gpu;
+        gpu = b ? gen : keep;
+        both tq = make(HALO_TYPE_F32, HD, H, T, q), tw = make(HALO_TYPE_F32, H, T, 1, w);
+        both tk = make(HALO_TYPE_F32, HD, ROWS, 1, keys), out = make(HALO_TYPE_I32, K, T, 1, NULL);
+        halo_topk_args ag = {.q = &tq.g,
+                             .w = &tw.g,
+                             .keys = &tk.g,
+                             .pos = pos,
+                             .ratio = 4,
+                             .top_k = K,
+                             .out = &out.g};
+        gpu->ops->topk(gpu, &ag);
+        sel[b] = fetch(gpu, &out.g);
+        both *all[] = {&tq, &tw, &tk, &out};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+            drop(all[k]);
+        gpu = keep;
+    }
+    int differ = 0;
+    for (int64_t i = 0; sel[0] && sel[1] && i < K * T; i++)
+        differ += sel[0][i] != sel[1][i];
+    printf("  topk score kernels (fixed head_dim vs general): %d of %lld entries differ\n", differ,
+           (long long)(K * T));
+    CHECK(sel[0] && sel[1]);
+    CHECK_INT(differ, 0);
+    free(sel[0]);
+    free(sel[1]);
+    free(q);
+    free(w);
+    free(keys);
+    gen->ops->destroy(gen);
+}
+
 /* Indexer top-k for a prefill batch of 24 tokens at 0 to 3000 visible rows, against double
  * scores: every chosen row is visible and distinct, the count is min(visible, 512), and no
  * unchosen row beats the weakest chosen one by more than the mode's bound of the scores'
@@ -1091,8 +1139,8 @@ static void moe_then_hc_sites_match_the_cpu(void) {
     compare("moe, then hc_post + hc_pre: comb", &comb, 2e-5);
     compare("moe, then hc_post + hc_pre: streams", &streams, 2e-5);
     compare("moe, then hc_post + hc_pre: the moe's output", &out, 1e-5);
-    both *all[] = {&streams, &fn, &base, &scale, &col, &post, &comb, &x, &router, &bias,
-                   &out, &gate, &up, &down, &gs, &us, &ds};
+    both *all[] = {&streams, &fn,  &base, &scale, &col,  &post, &comb, &x, &router,
+                   &bias,    &out, &gate, &up,    &down, &gs,   &us,   &ds};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         drop(all[i]);
 }
@@ -1109,8 +1157,8 @@ static void moe_with_the_norm_in_the_router_matches_the_cpu(void) {
     if (!fused) return;
     gpu = fused;
     moe_norm_first = true;
-    moe_once("norm + router + routing fused, iq2_xxs/q2_K", 4096, 256, 2048, 6,
-             HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 1);
+    moe_once("norm + router + routing fused, iq2_xxs/q2_K", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false, 1);
     moe_once("norm + router + routing fused, hash-routed", 4096, 256, 2048, 6, HALO_TYPE_IQ2_XXS,
              HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, true, 1);
     moe_norm_first = false;
@@ -1342,6 +1390,7 @@ int main(void) {
     RUN(attention_split_matches_the_cpu);
     RUN(pool_matches_the_cpu);
     RUN(topk_selects_the_best_rows);
+    RUN(topk_score_kernels_choose_the_same_rows);
     RUN(topk_of_a_prefill_batch_selects_the_best_rows);
     RUN(moe_matches_the_cpu);
     RUN(moe_with_the_norm_in_the_router_matches_the_cpu);

@@ -45,7 +45,7 @@ struct cu_ahead {
     cudaStream_t side;
     cudaEvent_t fork, join;
     bool pending; /* side work forked into the capture in progress, not yet joined */
-    int64_t op;      /* ops since the last sync */
+    int64_t op;   /* ops since the last sync */
     const char *last_key;
     int64_t last_op;
     ahead_entry map[AHEAD_MAP];

@@ -928,12 +928,16 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     /* HALO_CUDA_EARLY=N (N > 1): N bytes of each warp's rows (rounded to 128), for measuring */
     be->early_bytes = 8192;
     if (ea && atol(ea) > 1) be->early_bytes = (uint32_t)((atol(ea) + 127) / 128 * 128);
+    be->score_nj = !env_off("HALO_CUDA_SCORENJ");
     const char *asp = getenv("HALO_CUDA_ATTSPLIT");
     be->att_split = asp && *asp ? atoi(asp) : 160;
     if (be->att_split < 0 || be->naive) be->att_split = 0;
     const char *msm = getenv("HALO_CUDA_MVQSM");
     be->mvq_sm = msm && atoi(msm) > 0 ? atoi(msm) : 0;
-    be->pdl_first = be->pdl && !env_off("HALO_CUDA_PDLFIRST");
+    /* Opt-in (HALO_CUDA_PDLFIRST=1): request cuda-decode-1 measured no gain (4L tg64 753 with
+     * it against 768 without, in a run disturbed by a test still on the GPU). */
+    const char *pf = getenv("HALO_CUDA_PDLFIRST");
+    be->pdl_first = be->pdl && pf && strcmp(pf, "1") == 0;
     const char *at1 = getenv("HALO_CUDA_ATT1");
     be->att1 = !be->naive && !(at1 && strcmp(at1, "0") == 0);
     be->hclead = !be->naive && !env_off("HALO_CUDA_HCLEAD");

@@ -142,11 +142,14 @@ typedef struct cu_backend {
     bool two;      /* ... and two rows at a time (mvq.cuh's TWO; HALO_CUDA_TWO=0: one) */
     bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
     uint32_t early_bytes; /* ... this many of a warp's rows towards L2 (HALO_CUDA_EARLY=N, 8192) */
+    bool score_nj; /* the indexer's scores with head_dim known when compiling (topk.cu;
+                      HALO_CUDA_SCORENJ=0: score_kernel) */
     int att_split; /* decode attention: a block more a head per this many valid rows, up to 4
                       (attention.cu; HALO_CUDA_ATTSPLIT=N, 160 by default; 0: one block a head) */
     int mvq_sm;     /* int8 / multi projections' blocks a multiprocessor, at most (HALO_CUDA_MVQSM=1
                        or 2, for measuring; 0: as many as stay resident, three) */
-    bool pdl_first; /* kernels trigger the next launch before their wait (HALO_CUDA_PDLFIRST) */
+    bool pdl_first; /* kernels trigger the next launch before their wait (HALO_CUDA_PDLFIRST=1,
+                       opt-in) */
     struct cu_ahead *ahead; /* HALO_CUDA_AHEAD=1: L2 lookahead for decode (ahead.cu) */
     struct cu_trace *trace; /* HALO_CUDA_TRACE=1: per-kernel times inside graph steps (trace.cu) */
     cu_hc_pending hcp;
@@ -197,7 +200,7 @@ bool cu_check(cu_backend *be, const char *op, const char *call, cudaError_t e);
 #define CU_OK(be, op, call) cu_check((be), (op), #call, (call))
 /* Checks the launch just made. */
 #define CU_LAUNCHED(be, op, kernel)                                                                \
-    ((be)->n_launch++, cu_trace_note((be), kernel),                                               \
+    ((be)->n_launch++, cu_trace_note((be), kernel),                                                \
      cu_check((be), (op), "launch " kernel, cudaGetLastError()))
 
 /* Scratch of at least `bytes` for one op (grown between ops when needed), or NULL after
@@ -257,7 +260,7 @@ bool cu_mvq_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, i
  * process's, so the last backend started decides (tests and the bench run one at a time). */
 typedef struct cu_devflags {
     int pdl_first;             /* kernels let the next kernel launch before they wait
-                                  (HALO_CUDA_PDLFIRST=0: after, as before) */
+                                  (HALO_CUDA_PDLFIRST=1; by default after, as before) */
     unsigned long long *trace; /* HALO_CUDA_TRACE=1: a record a kernel (trace.cu), else NULL */
     unsigned *trace_n;
     unsigned trace_cap;
@@ -284,8 +287,8 @@ static __device__ __forceinline__ unsigned long long cu_gtime() {
  * the records are in stream order, one a kernel, and the gap from one kernel's release to the
  * next one's is the first kernel's share of the step (trace.cu pairs them with the names). */
 static __device__ __forceinline__ bool cu_trace_me() {
-    return cu_devf.trace && (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y |
-                             blockIdx.z) == 0;
+    return cu_devf.trace &&
+           (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y | blockIdx.z) == 0;
 }
 static __device__ __forceinline__ void cu_trace_put(unsigned long long t0) {
     const unsigned long long t1 = cu_gtime();

@@ -112,8 +112,14 @@ bool cu_mvq_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, i
     if (!be->intdot || be->naive || !mvq_type((int)type) || n_in % 256 || n_in > 16384 ||
         n_out % groups || ((uintptr_t)x & 15) || !mv_shape_ok(type, w, row_bytes, n_in))
         return false;
-    mvq_args a = {w, row_bytes, n_in, n_out / groups, x, out, cu_grids_get(&be->base),
-                 be->early ? be->early_bytes : 0};
+    mvq_args a = {w,
+                  row_bytes,
+                  n_in,
+                  n_out / groups,
+                  x,
+                  out,
+                  cu_grids_get(&be->base),
+                  be->early ? be->early_bytes : 0};
     switch (type) {
     case HALO_TYPE_Q8_0:
         mvq_launch_t<HALO_TYPE_Q8_0>(be, a, groups, op);
@@ -162,7 +168,7 @@ typedef struct multi_args {
     multi_part q, f; /* blocks [0, q.blocks) the int8 part, then the float part */
     cu_grids g;
     uint32_t early; /* bytes fetched before the PDL wait, as mvq_dense_kernel */
-    bool two;   /* one-chunk int8 rows (q_b's 1024 inputs) two at a time, x held (HALO_CUDA_TWO) */
+    bool two; /* one-chunk int8 rows (q_b's 1024 inputs) two at a time, x held (HALO_CUDA_TWO) */
 } multi_args;
 
 /* Projection j and row r of concatenated row i of a part. */

@@ -61,6 +61,56 @@ __global__ void score_kernel(const float *q, const float *w, const float *keys, 
     if (lane == 0) score[t * n_rows + s] = acc;
 }
 
+/* The same scores with head_dim = 32·NJ known when compiling and heads in groups of SC_HG:
+ * a group's q values (SC_HG·NJ a lane) and head weights are loaded into registers before the
+ * first is used, so a row costs n_head / SC_HG dependent L2 round trips. score_kernel's guards
+ * (`if (j < nj)`, a head past n_head) put every load in a basic block of its own right before
+ * the multiply that uses it, so a warp waited for each of its 256 loads in turn: ~60 us a call
+ * inside graphs whatever the depth (H200 request cuda-decode-1, HALO_CUDA_TRACE: a ratio-4
+ * layer's score kernel 64 us at depth 0, 61 us at 8192 rows; ~1.2 ms of a 43-layer token).
+ * Each head's dot and the sum over heads are added in score_kernel's order: the same bits. */
+enum { SC_HG = 16 };
+template <int NJ>
+__global__ void score_nj_kernel(const float *q, const float *w, const float *keys, int64_t n_head,
+                                int64_t n_rows, const int32_t *pos, cu_ints pos_small,
+                                uint32_t ratio, float *score) {
+    cu_pdl_entry();
+    constexpr int HD = NJ * WARP;
+    const int64_t t = blockIdx.y;
+    const int64_t s = (int64_t)blockIdx.x * SCORE_WARPS + threadIdx.x / WARP;
+    int64_t visible = (cu_int_at(pos, pos_small, t) + 1) / ratio;
+    if (visible > n_rows) visible = n_rows;
+    if (s >= visible) return;
+    const int lane = threadIdx.x % WARP;
+    const float qs = 1.0f / sqrtf((float)HD), ws = 1.0f / sqrtf((float)n_head);
+    const float *qt = q + t * n_head * HD, *wt = w + t * n_head, *k = keys + s * HD;
+    float kv[NJ];
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+        kv[j] = k[lane + WARP * j];
+    float acc = 0.0f;
+    for (int64_t h0 = 0; h0 < n_head; h0 += SC_HG) {
+        float qv[SC_HG][NJ], wv[SC_HG];
+#pragma unroll
+        for (int u = 0; u < SC_HG; u++) {
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+                qv[u][j] = qt[(h0 + u) * HD + lane + WARP * j];
+            wv[u] = wt[h0 + u];
+        }
+#pragma unroll
+        for (int u = 0; u < SC_HG; u++) {
+            float part = 0.0f;
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+                part += qv[u][j] * kv[j];
+            const float dd = warp_sum(part);
+            acc += (dd > 0 ? dd * qs : 0) * (wv[u] * ws);
+        }
+    }
+    if (lane == 0) score[t * n_rows + s] = acc;
+}
+
 /* Orders floats as unsigned integers (larger float, larger key); -0 counts as +0. */
 static __device__ __forceinline__ uint32_t fkey(float f) {
     uint32_t u = __float_as_uint(f == 0.0f ? 0.0f : f);
@@ -213,10 +263,23 @@ void cu_topk(halo_backend *hbe, const halo_topk_args *a) {
         for (int64_t t0 = 0; t0 < n_tok; t0 += per) {
             const int64_t nt = n_tok - t0 < per ? n_tok - t0 : per;
             dim3 grid(cu_blocks(n_rows, SCORE_WARPS), (unsigned)nt);
-            cu_launch(be, score_kernel, grid, SCORE_WARPS * WARP, 0, cu_f32(a->q) + t0 * nh * hd,
-                      cu_f32(a->w) + t0 * nh, cu_f32(a->keys), hd, nh, n_rows,
-                      dpos ? dpos + t0 : dpos, ps, a->ratio, score + t0 * n_rows);
-            if (!CU_LAUNCHED(be, "topk", "score_kernel")) return;
+            const float *qp = cu_f32(a->q) + t0 * nh * hd, *wp = cu_f32(a->w) + t0 * nh;
+            const int32_t *pp = dpos ? dpos + t0 : dpos;
+            float *sp = score + t0 * n_rows;
+            const bool nj = be->score_nj && nh % SC_HG == 0 && (hd == 64 || hd == 128);
+            if (nj && hd == 128) {
+                cu_launch(be, score_nj_kernel<4>, grid, SCORE_WARPS * WARP, 0, qp, wp,
+                          cu_f32(a->keys), nh, n_rows, pp, ps, a->ratio, sp);
+                if (!CU_LAUNCHED(be, "topk", "score_nj_kernel")) return;
+            } else if (nj) {
+                cu_launch(be, score_nj_kernel<2>, grid, SCORE_WARPS * WARP, 0, qp, wp,
+                          cu_f32(a->keys), nh, n_rows, pp, ps, a->ratio, sp);
+                if (!CU_LAUNCHED(be, "topk", "score_nj_kernel")) return;
+            } else {
+                cu_launch(be, score_kernel, grid, SCORE_WARPS * WARP, 0, qp, wp, cu_f32(a->keys),
+                          hd, nh, n_rows, pp, ps, a->ratio, sp);
+                if (!CU_LAUNCHED(be, "topk", "score_kernel")) return;
+            }
         }
     }
     cu_launch(be, select_kernel, (unsigned)n_tok, SELECT_THREADS, 0, score, n_rows, dpos, ps,

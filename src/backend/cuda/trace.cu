@@ -58,8 +58,8 @@ struct cu_trace {
     trace_name tab[TRACE_NAMES];
     int n_tab;
     uint64_t steps, matched, skipped, eager, graph_steps;
-    double step_us;       /* first release to last release, matched steps */
-    char *line;           /* the timeline of one step (the 8th matched one) */
+    double step_us; /* first release to last release, matched steps */
+    char *line;     /* the timeline of one step (the 8th matched one) */
     size_t line_len;
 };
 
@@ -139,9 +139,9 @@ void cu_trace_step(cu_backend *be) {
         trace_name *s = trace_slot(t, t->names[i]);
         if (s) s->us += us, s->lead_us += lead, s->n++;
         if (t->matched == 8 && i < TRACE_LINE)
-            t->line_len += (size_t)snprintf(
-                t->line + t->line_len, 96, "  %5u %8.2f %6.2f %6llu x %4llu  %s\n", i, us, lead,
-                r[2] >> 16, r[2] & 0xffff, t->names[i]);
+            t->line_len +=
+                (size_t)snprintf(t->line + t->line_len, 96, "  %5u %8.2f %6.2f %6llu x %4llu  %s\n",
+                                 i, us, lead, r[2] >> 16, r[2] & 0xffff, t->names[i]);
     }
 reset:
     (void)cudaGetLastError();
@@ -168,8 +168,7 @@ void cu_trace_free(cu_backend *be) {
             "  kernel                                    launches/step   us/step   us/launch  "
             "lead us\n",
             (unsigned long long)t->steps, (unsigned long long)t->eager,
-            (unsigned long long)t->matched,
-            (unsigned long long)t->skipped, t->step_us / m);
+            (unsigned long long)t->matched, (unsigned long long)t->skipped, t->step_us / m);
     qsort(t->tab, (size_t)t->n_tab, sizeof t->tab[0], trace_cmp);
     for (int i = 0; i < t->n_tab; i++) {
         const trace_name *s = &t->tab[i];
@@ -178,8 +177,9 @@ void cu_trace_free(cu_backend *be) {
                 s->n ? s->lead_us / (double)s->n : 0.0);
     }
     if (t->line_len)
-        fprintf(stderr, "cuda trace: the 8th paired step (index, us to the next release, lead us, "
-                        "grid x block, kernel)\n%s",
+        fprintf(stderr,
+                "cuda trace: the 8th paired step (index, us to the next release, lead us, "
+                "grid x block, kernel)\n%s",
                 t->line);
     (void)cudaFree(t->dev);
     (void)cudaFree(t->dev_n);

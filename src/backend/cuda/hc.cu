@@ -281,22 +281,63 @@ __global__ void __launch_bounds__(HC1_WARPS *WARP)
  * and comb, is block n_coll when the grid has one more (it then collapses nothing: the chain of
  * the Sinkhorn steps, ~2-4 us, runs beside the collapse instead of before block 0's part of it),
  * else block 0. */
+/* hc2's loads issued at once (issue): a warp's HC2_V values of HC2_B slices a lane, and the
+ * one embedding column each thread collapses (hc = 4), right after the wait, so the kernel
+ * waits for L2 once instead of once a value and again for the collapse (cuda-decode-1's trace:
+ * hc2 ~7 us a call, two a layer). The same sums in the same order. */
+enum { HC2_V = 4, HC2_B = 2 };
+
 __global__ void __launch_bounds__(256)
-    hc2_kernel(hc_mix_args a, const float *part, int64_t n_part, unsigned n_coll) {
+    hc2_kernel(hc_mix_args a, const float *part, int64_t n_part, unsigned n_coll, bool issue) {
     cu_pdl_entry();
     __shared__ float mix[HC1_MAX_MIX + 1];
     __shared__ float pre[HC_MAX];
     __shared__ float comb_s[HC_MAX * HC_MAX];
     const uint32_t hc = a.hc, n_mix = a.n_mix;
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    /* Value v (a mixing logit, or the sum of squares at n_mix) summed over the slices by a warp:
-     * lane l takes slices l, l + 32, ... in order, then the warp's fixed butterfly. */
-    for (uint32_t v = (uint32_t)warp; v <= n_mix; v += (uint32_t)nw) {
-        float s = 0.0f;
-        for (int64_t b = lane; b < n_part; b += WARP)
-            s += part[b * (n_mix + 1) + v];
-        s = warp_sum(s);
-        if (lane == 0) mix[v] = s;
+    const int64_t per = (a.n_embd + n_coll - 1) / n_coll, d0 = blockIdx.x * per;
+    const int64_t d1 = d0 + per < a.n_embd ? d0 + per : a.n_embd;
+    issue = issue && n_part <= HC2_B * WARP && n_mix + 1 <= (uint32_t)(HC2_V * nw) && hc == 4 &&
+            per <= (int64_t)blockDim.x;
+    float sv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (issue) {
+        float pv[HC2_V][HC2_B];
+#pragma unroll
+        for (int i = 0; i < HC2_V; i++) {
+            const uint32_t v = (uint32_t)(warp + nw * i);
+#pragma unroll
+            for (int b = 0; b < HC2_B; b++) {
+                const int64_t bi = lane + WARP * b;
+                pv[i][b] = v <= n_mix && bi < n_part ? part[bi * (n_mix + 1) + v] : 0.0f;
+            }
+        }
+        const int64_t d = d0 + threadIdx.x;
+        if (blockIdx.x < n_coll && d < d1) {
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                sv[k] = a.streams[k * a.n_embd + d];
+        }
+#pragma unroll
+        for (int i = 0; i < HC2_V; i++) {
+            const uint32_t v = (uint32_t)(warp + nw * i);
+            if (v > n_mix) break; /* uniform across the warp */
+            float s = 0.0f;
+#pragma unroll
+            for (int b = 0; b < HC2_B; b++)
+                if (lane + WARP * b < n_part) s += pv[i][b];
+            s = warp_sum(s);
+            if (lane == 0) mix[v] = s;
+        }
+    } else {
+        /* Value v (a mixing logit, or the sum of squares at n_mix) summed over the slices by a
+         * warp: lane l takes slices l, l + 32, ... in order, then the warp's fixed butterfly. */
+        for (uint32_t v = (uint32_t)warp; v <= n_mix; v += (uint32_t)nw) {
+            float s = 0.0f;
+            for (int64_t b = lane; b < n_part; b += WARP)
+                s += part[b * (n_mix + 1) + v];
+            s = warp_sum(s);
+            if (lane == 0) mix[v] = s;
+        }
     }
     __syncthreads();
     const float r = 1.0f / sqrtf(mix[n_mix] / (float)((int64_t)hc * a.n_embd) + a.norm_eps);
@@ -325,8 +366,17 @@ __global__ void __launch_bounds__(256)
         }
     }
     if (blockIdx.x >= n_coll) return;
-    const int64_t per = (a.n_embd + n_coll - 1) / n_coll, d0 = blockIdx.x * per;
-    const int64_t d1 = d0 + per < a.n_embd ? d0 + per : a.n_embd;
+    if (issue) {
+        const int64_t d = d0 + threadIdx.x;
+        if (d < d1) {
+            float s = 0;
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                s += pre[k] * sv[k];
+            a.collapsed[d] = s;
+        }
+        return;
+    }
     for (int64_t d = d0 + threadIdx.x; d < d1; d += blockDim.x) {
         float s = 0;
         for (uint32_t k = 0; k < hc; k++)
@@ -375,7 +425,8 @@ static bool hc_pre_one(cu_backend *be, const halo_hc_args *a, const hc_mix_args 
         if (!CU_LAUNCHED(be, "hc_pre", "hc1_kernel")) return true;
     }
     const unsigned n2 = HC2_BLOCKS + (m.post && be->hclead ? 1 : 0);
-    cu_launch(be, hc2_kernel, n2, 256, 0, m, (const float *)part, n_part, (unsigned)HC2_BLOCKS);
+    cu_launch(be, hc2_kernel, n2, 256, 0, m, (const float *)part, n_part, (unsigned)HC2_BLOCKS,
+              be->hc2issue);
     CU_LAUNCHED(be, "hc_pre", "hc2_kernel");
     return true;
 }

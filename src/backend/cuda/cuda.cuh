@@ -142,6 +142,7 @@ typedef struct cu_backend {
     bool two;      /* ... and two rows at a time (mvq.cuh's TWO; HALO_CUDA_TWO=0: one) */
     bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
     uint32_t early_bytes; /* ... this many of a warp's rows towards L2 (HALO_CUDA_EARLY=N, 8192) */
+    bool qbatch;   /* int8 projections load x's pieces 4 at a time (mvq.cuh; HALO_CUDA_QBATCH=0) */
     bool hc2issue; /* hc2's loads issued at once (hc.cu; HALO_CUDA_HC2ISSUE=0: one by one) */
     bool score_nj; /* the indexer's scores with head_dim known when compiling (topk.cu;
                       HALO_CUDA_SCORENJ=0: score_kernel) */

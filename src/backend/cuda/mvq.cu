@@ -16,6 +16,7 @@ typedef struct mvq_args {
     /* Bytes of its rows a warp asks L2 for before the PDL wait (they are no kernel's output):
      * HALO_CUDA_EARLY, 8192 by default (3168 warps: ~25 MB), 0 none. */
     uint32_t early;
+    bool qbatch; /* x's pieces loaded MVQ_QB at a time (mvq.cuh; HALO_CUDA_QBATCH=0: one) */
 } mvq_args;
 
 /* The rows of output group blockIdx.y, the activation quantized in shared memory. */
@@ -31,7 +32,7 @@ template <int T> struct mvq_dense_rows {
     __device__ void prepare() const {
         cu_pdl_wait(a.early != 0); /* x is the previous kernel's output */
         if constexpr (T == HALO_TYPE_IQ2_XXS) mvq_tabs_load(tab, a.g);
-        mvq_quant_block<mvq_k(T)>(a.x + (o0 / a.out_per_group) * a.n_in, a.n_in, xq);
+        mvq_quant_block<mvq_k(T)>(a.x + (o0 / a.out_per_group) * a.n_in, a.n_in, xq, a.qbatch);
         __syncthreads();
     }
     __device__ int64_t begin(int64_t) const {
@@ -119,7 +120,8 @@ bool cu_mvq_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, i
                   x,
                   out,
                   cu_grids_get(&be->base),
-                  be->early ? be->early_bytes : 0};
+                  be->early ? be->early_bytes : 0,
+                  be->qbatch};
     switch (type) {
     case HALO_TYPE_Q8_0:
         mvq_launch_t<HALO_TYPE_Q8_0>(be, a, groups, op);
@@ -168,7 +170,8 @@ typedef struct multi_args {
     multi_part q, f; /* blocks [0, q.blocks) the int8 part, then the float part */
     cu_grids g;
     uint32_t early; /* bytes fetched before the PDL wait, as mvq_dense_kernel */
-    bool two; /* one-chunk int8 rows (q_b's 1024 inputs) two at a time, x held (HALO_CUDA_TWO) */
+    bool two;    /* one-chunk int8 rows (q_b's 1024 inputs) two at a time, x held (HALO_CUDA_TWO) */
+    bool qbatch; /* the normed x's pieces loaded MVQ_QB at a time (HALO_CUDA_QBATCH=0: one) */
 } multi_args;
 
 /* Projection j and row r of concatenated row i of a part. */
@@ -216,11 +219,23 @@ template <int T> struct multi_q_rows {
         cu_pdl_wait(a.early != 0);
         const float r = a.norm ? multi_rscale(a, red) : 1.0f;
         const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
-        for (int64_t c = warp; c < a.n_in / 256; c += nw) {
-            const int64_t i4 = (256 * c + 8 * lane) / 4;
-            const float4 p = multi_normed4(a, i4, r), q = multi_normed4(a, i4 + 1, r);
-            const float v[8] = {p.x, p.y, p.z, p.w, q.x, q.y, q.z, q.w};
-            mvq_quant256<mvq_k(T)>(v, 256 * c, xq, a.n_in);
+        /* MVQ_QB pieces' loads at once, as mvq_quant_block (HALO_CUDA_QBATCH=0: one) */
+        const int qb = a.qbatch ? MVQ_QB : 1;
+        for (int64_t c0 = warp; c0 < a.n_in / 256; c0 += (int64_t)qb * nw) {
+            float4 p[MVQ_QB], q[MVQ_QB];
+#pragma unroll
+            for (int u = 0; u < MVQ_QB; u++) {
+                const int64_t c = c0 + (int64_t)u * nw, i4 = (256 * c + 8 * lane) / 4;
+                if (u < qb && c < a.n_in / 256)
+                    p[u] = multi_normed4(a, i4, r), q[u] = multi_normed4(a, i4 + 1, r);
+            }
+#pragma unroll
+            for (int u = 0; u < MVQ_QB; u++) {
+                const int64_t c = c0 + (int64_t)u * nw;
+                if (u >= qb || c >= a.n_in / 256) break; /* uniform across the warp */
+                const float v[8] = {p[u].x, p[u].y, p[u].z, p[u].w, q[u].x, q[u].y, q[u].z, q[u].w};
+                mvq_quant256<mvq_k(T)>(v, 256 * c, xq, a.n_in);
+            }
         }
         __syncthreads();
     }
@@ -386,6 +401,7 @@ static void multi_fused(cu_backend *be, const halo_tensor *x, const halo_tensor 
     a.g = cu_grids_get(&be->base);
     a.early = be->early ? be->early_bytes : 0;
     a.two = be->two;
+    a.qbatch = be->qbatch;
     const uint32_t tq = HALO_TYPE_Q8_0; /* the int8 part's type, in fast mode */
     int tf = -1;                        /* the float part's type */
     for (uint32_t i = 0; i < n; i++) {

@@ -115,15 +115,43 @@ static __device__ __forceinline__ void mvq_quant256(const float v[8], int64_t e0
 }
 
 /* The whole block quantizes x[0 .. n) (16-byte aligned, n % 256 == 0) into base; the caller
- * synchronizes the block before reading it. */
+ * synchronizes the block before reading it. A warp loads MVQ_QB of its 256-value pieces before
+ * quantizing the first (x is the previous kernel's output, in L2): one piece at a time, each
+ * piece's loads waited for after the previous piece's shuffles and stores, so out_b's 8,192
+ * inputs (4 pieces a warp) cost four L2 round trips before any row. Same values, same order.
+ * batch false (the default, the experts' kernels: more registers would cost them blocks): one
+ * piece at a time. */
+enum { MVQ_QB = 4 };
 template <bool K>
-static __device__ __forceinline__ void mvq_quant_block(const float *x, int64_t n, uint8_t *base) {
+static __device__ __forceinline__ void mvq_quant_block(const float *x, int64_t n, uint8_t *base,
+                                                       bool batch = false) {
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    for (int64_t c = warp; c < n / 256; c += nw) {
-        const float4 *p = (const float4 *)(x + 256 * c + 8 * lane);
-        const float4 a = p[0], b = p[1];
-        const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-        mvq_quant256<K>(v, 256 * c, base, n);
+    if (!batch) { /* a piece at a time, as before (HALO_CUDA_QBATCH=0) */
+        for (int64_t c = warp; c < n / 256; c += nw) {
+            const float4 *p = (const float4 *)(x + 256 * c + 8 * lane);
+            const float4 a = p[0], b = p[1];
+            const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+            mvq_quant256<K>(v, 256 * c, base, n);
+        }
+        return;
+    }
+    for (int64_t c0 = warp; c0 < n / 256; c0 += (int64_t)MVQ_QB * nw) {
+        float4 a[MVQ_QB], b[MVQ_QB];
+#pragma unroll
+        for (int u = 0; u < MVQ_QB; u++) {
+            const int64_t c = c0 + (int64_t)u * nw;
+            if (c < n / 256) {
+                const float4 *p = (const float4 *)(x + 256 * c + 8 * lane);
+                a[u] = p[0], b[u] = p[1];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < MVQ_QB; u++) {
+            const int64_t c = c0 + (int64_t)u * nw;
+            if (c >= n / 256) break; /* uniform across the warp */
+            const float v[8] = {a[u].x, a[u].y, a[u].z, a[u].w, b[u].x, b[u].y, b[u].z, b[u].w};
+            mvq_quant256<K>(v, 256 * c, base, n);
+        }
     }
 }
 

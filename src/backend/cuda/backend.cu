@@ -930,6 +930,7 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     if (ea && atol(ea) > 1) be->early_bytes = (uint32_t)((atol(ea) + 127) / 128 * 128);
     be->score_nj = !env_off("HALO_CUDA_SCORENJ");
     be->hc2issue = !env_off("HALO_CUDA_HC2ISSUE");
+    be->pool_issue = !env_off("HALO_CUDA_POOLISSUE");
     be->qbatch = !env_off("HALO_CUDA_QBATCH");
     const char *asp = getenv("HALO_CUDA_ATTSPLIT");
     be->att_split = asp && *asp ? atoi(asp) : 160;

@@ -143,6 +143,8 @@ typedef struct cu_backend {
     bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
     uint32_t early_bytes; /* ... this many of a warp's rows towards L2 (HALO_CUDA_EARLY=N, 8192) */
     bool qbatch;   /* int8 projections load x's pieces 4 at a time (mvq.cuh; HALO_CUDA_QBATCH=0) */
+    bool pool_issue; /* ratio-4 pooling loads a channel's slots first (pool.cu;
+                        HALO_CUDA_POOLISSUE=0: slot by slot) */
     bool hc2issue; /* hc2's loads issued at once (hc.cu; HALO_CUDA_HC2ISSUE=0: one by one) */
     bool score_nj; /* the indexer's scores with head_dim known when compiling (topk.cu;
                       HALO_CUDA_SCORENJ=0: score_kernel) */

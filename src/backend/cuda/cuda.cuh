@@ -264,7 +264,7 @@ bool cu_mvq_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, i
  * process's, so the last backend started decides (tests and the bench run one at a time). */
 typedef struct cu_devflags {
     int pdl_first;             /* kernels let the next kernel launch before they wait
-                                  (HALO_CUDA_PDLFIRST=1; by default after, as before) */
+                                  (HALO_CUDA_PDLFIRST=1, trace builds only; else after) */
     unsigned long long *trace; /* HALO_CUDA_TRACE=1: a record a kernel (trace.cu), else NULL */
     unsigned *trace_n;
     unsigned trace_cap;
@@ -272,7 +272,9 @@ typedef struct cu_devflags {
 #ifndef HALO_HIP
 typedef bool (*cu_devf_setter)(const cu_devflags *f);
 int cu_devf_register(cu_devf_setter set);
-bool cu_devf_set_all(const cu_devflags *f);
+bool cu_devf_set_all(const cu_devflags *f); /* true without setters (other builds) */
+#endif
+#if !defined(HALO_HIP) && defined(HALO_CUDA_TRACE_KERNELS)
 static __constant__ cu_devflags cu_devf;
 static bool cu_devf_set_here(const cu_devflags *f) {
     return cudaMemcpyToSymbol(cu_devf, f, sizeof *f) == cudaSuccess;
@@ -280,7 +282,12 @@ static bool cu_devf_set_here(const cu_devflags *f) {
 __attribute__((used)) static const int cu_devf_reg = cu_devf_register(cu_devf_set_here);
 #endif
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP)
+/* The kernels read the flags only in builds configured with HALO_CUDA_TRACE_KERNELS=ON: the
+ * reads sit at every kernel's entry, and a kernel placed only once its predecessor has finished
+ * (no room earlier) would wait for them; other builds run the entry as it was. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP) &&                       \
+    defined(HALO_CUDA_TRACE_KERNELS)
+#define CU_DEVF_READ 1
 static __device__ __forceinline__ unsigned long long cu_gtime() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -319,13 +326,16 @@ static __device__ __forceinline__ void cu_trace_put(unsigned long long t0) {
  * the next kernel's wait is for this kernel's completion, which follows this kernel's wait, so
  * everything before this kernel has finished and is visible by then. */
 static __device__ __forceinline__ void cu_pdl_entry() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP)
+#if defined(CU_DEVF_READ)
     const bool tr = cu_trace_me();
     const unsigned long long t0 = tr ? cu_gtime() : 0;
     if (cu_devf.pdl_first) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     if (tr) cu_trace_put(t0);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP)
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
 /* The two halves, for a kernel that reads memory no kernel of the step writes (weights) before
@@ -338,11 +348,14 @@ static __device__ __forceinline__ void cu_pdl_trigger() {
 #endif
 }
 static __device__ __forceinline__ void cu_pdl_wait(bool record = true) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP)
+#if defined(CU_DEVF_READ)
     const bool tr = record && cu_trace_me();
     const unsigned long long t0 = tr ? cu_gtime() : 0;
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     if (tr) cu_trace_put(t0);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(HALO_HIP)
+    (void)record;
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #else
     (void)record;
 #endif

@@ -72,6 +72,14 @@ void cu_trace_note_(cu_backend *be, const char *kernel) {
 bool cu_trace_init(cu_backend *be) {
     cu_devflags f = {be->pdl_first ? 1 : 0, NULL, NULL, 0};
     const char *env = getenv("HALO_CUDA_TRACE");
+#ifndef HALO_CUDA_TRACE_KERNELS
+    if (env && strcmp(env, "1") == 0)
+        fprintf(stderr, "cuda trace: this build's kernels do not record (configure with "
+                        "-DHALO_CUDA_TRACE_KERNELS=ON); running untraced\n");
+    if (be->pdl_first)
+        fprintf(stderr, "cuda: HALO_CUDA_PDLFIRST needs a -DHALO_CUDA_TRACE_KERNELS=ON build\n");
+    env = NULL;
+#endif
     if (env && strcmp(env, "1") == 0 && be->pdl) {
         cu_trace *t = (cu_trace *)calloc(1, sizeof *t);
         if (t) {

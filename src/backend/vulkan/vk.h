@@ -247,6 +247,10 @@ typedef struct vk_backend {
                            * two units in flight) */
     bool fuse_norm;       /* matmul_multi folds its norm into the matvecs (HALO_VK_FUSE_NORM=0:
                            * a norm dispatch first) */
+    uint32_t cvt;         /* 1: decode shaders turn weight bytes into floats through the
+                           * exponent (2^23 + b), not by a conversion instruction (HALO_VK_CVT) */
+    uint32_t moe_unroll;  /* matvec_moe.comp: pieces a lane loads at once, 1..4 (default 2,
+                           * HALO_VK_MOE_UNROLL) */
     uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 8;
                            * HALO_VK_MVMOE=N sets it, 0: matvec.comp takes them) */
     uint32_t fuse_moe;    /* HALO_VK_FUSE_MOE: 2 (default) SwiGLU folded into the down

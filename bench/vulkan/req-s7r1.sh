@@ -16,7 +16,7 @@ exec > >(tee "$final/summary.txt") 2>&1
 t0=$(date +%s)
 el() { echo "[+$(($(date +%s) - t0))s] $*"; }
 HALO_VK_TEST_ONLY=decodes,moe,q8_0 CTEST_REGEX="vulkan_(golden|ops|hazard|intdot)" OUT=$out \
-    timeout 55 scripts/device-vulkan.sh .carry/vulkan/debs >"$out/tests.log" 2>&1
+    timeout 60 scripts/device-vulkan.sh .carry/vulkan/debs >"$out/tests.log" 2>&1
 echo "tests rc=$?"
 grep -E "tests passed|tests failed|\(Failed\)|Passed +[0-9.]+ sec|built in" "$out/tests.log" |
     tail -8
@@ -36,7 +36,7 @@ export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d
 halo=build-vk-dev/src/cli/halo
 [ -x $halo ] || { echo "no halo binary"; exit 1; }
 old=HALO_VK_CVT=0,HALO_VK_MOE_UNROLL=1
-timeout 30 build-vk-dev/bench/bench_vk_matvec 100 - $old HALO_VK_CVT=0 HALO_VK_MOE_UNROLL=1 \
+timeout 30 stdbuf -oL build-vk-dev/bench/bench_vk_matvec 100 - $old HALO_VK_CVT=0 HALO_VK_MOE_UNROLL=1 \
     HALO_VK_MOE_UNROLL=4 >"$final/ops.md" 2>"$out/ops.err"
 echo "bench_vk_matvec rc=$?"
 grep -E "moe|iq2|q2_K|attn_q_b|output " "$final/ops.md" | cut -c1-150 | head -24
@@ -59,4 +59,9 @@ L=24 REPS=2
 left() { echo $((147 - ($(date +%s) - t0))); }
 [ "$(left)" -gt 20 ] && run new24 $(( $(left) < 32 ? $(left) : 32 )) HALO_VK_PROFILE=2
 [ "$(left)" -gt 20 ] && run old24 $(left) HALO_VK_PROFILE=2 HALO_VK_CVT=0 HALO_VK_MOE_UNROLL=1
+if [ "$(left)" -gt 8 ]; then # the per-op profile with the new kernels, 4 layers, tg16
+    HALO_VK_PROFILE=1 timeout $(left) $halo bench --synthetic dsv4-flash-q2:4 --backend vulkan \
+        --weights device -p 0 -n 16 -r 1 >/dev/null 2>"$out/prof.err"
+    grep "vulkan profile" -A 40 "$out/prof.err" | head -45 >"$final/prof4.txt"
+fi
 el "all done"

@@ -162,9 +162,9 @@ static bool wanted(const char *name) {
         if (strstr(name, t)) return true;
     return false;
 }
-#define RUN_SOME(test)                                                                           \
-    do {                                                                                         \
-        if (wanted(#test)) RUN(test);                                                            \
+#define RUN_SOME(test)                                                                             \
+    do {                                                                                           \
+        if (wanted(#test)) RUN(test);                                                              \
     } while (0)
 
 static void matmul_decodes_every_weight_type(void) {
@@ -868,17 +868,21 @@ int main(void) {
     /* The decode shaders' other variants: weight bytes by conversion instructions
      * (HALO_VK_CVT=0; the default puts them under a float's exponent, cvt.glsl) in
      * matvec_moe.comp and matvec_q8.comp, and matvec_moe's pieces loaded one (the old kernel)
-     * or three at a time (HALO_VK_MOE_UNROLL; 3 leaves a partial last step). */
-    static const char *const cvt_vars[][2] = {{"0", "1"}, {"1", "3"}};
+     * or three at a time (HALO_VK_MOE_UNROLL; 3 leaves a partial last step), two or four rows
+     * a subgroup (HALO_VK_MOE_R). */
+    static const char *const cvt_vars[][3] = {{"0", "1", "2"}, {"1", "3", "4"}};
     for (int i = 0; i < 2; i++) {
         setenv("HALO_VK_CVT", cvt_vars[i][0], 1);
         setenv("HALO_VK_MOE_UNROLL", cvt_vars[i][1], 1);
+        setenv("HALO_VK_MOE_R", cvt_vars[i][2], 1);
         setenv("HALO_VK_MVQ8", "2u", 1);
         CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
         unsetenv("HALO_VK_CVT");
         unsetenv("HALO_VK_MOE_UNROLL");
+        unsetenv("HALO_VK_MOE_R");
         unsetenv("HALO_VK_MVQ8");
-        printf("cvt=%s moe_unroll=%s mvq8=2u:\n", cvt_vars[i][0], cvt_vars[i][1]);
+        printf("cvt=%s moe_unroll=%s moe_r=%s mvq8=2u:\n", cvt_vars[i][0], cvt_vars[i][1],
+               cvt_vars[i][2]);
         RUN_SOME(matmul_decodes_every_weight_type);
         RUN_SOME(moe_routes_and_mixes_like_the_cpu); /* the fused down (SwiGLU, sum) included */
         vk->ops->destroy(vk);

@@ -251,6 +251,8 @@ typedef struct vk_backend {
                            * exponent (2^23 + b), not by a conversion instruction (HALO_VK_CVT) */
     uint32_t moe_unroll;  /* matvec_moe.comp: pieces a lane loads at once, 1..4 (default 2,
                            * HALO_VK_MOE_UNROLL) */
+    uint32_t moe_r;       /* matvec_moe.comp: rows a subgroup takes at once, 2 or 4
+                           * (HALO_VK_MOE_R) */
     uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 8;
                            * HALO_VK_MVMOE=N sets it, 0: matvec.comp takes them) */
     uint32_t fuse_moe;    /* HALO_VK_FUSE_MOE: 2 (default) SwiGLU folded into the down

@@ -432,6 +432,8 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     vb->cvt = !(cvt && !strcmp(cvt, "0"));
     const char *unr = getenv("HALO_VK_MOE_UNROLL");
     vb->moe_unroll = unr && atoi(unr) >= 1 && atoi(unr) <= 4 ? (uint32_t)atoi(unr) : 2;
+    const char *mr = getenv("HALO_VK_MOE_R");
+    vb->moe_r = mr && atoi(mr) == 4 ? 4 : 2;
     vb->fuse_moe = getenv("HALO_VK_FUSE_MOE") ? (uint32_t)atoi(getenv("HALO_VK_FUSE_MOE")) : 2;
     const char *defer = getenv("HALO_VK_DEFER_NORM");
     vb->defer_norm = !(defer && !strcmp(defer, "0"));

@@ -5,7 +5,7 @@
 // exponent of 2^23 (uintBitsToFloat(0x4B000000 | b) = 2^23 + b, exact for b < 2^23) and the
 // offset subtracted: one integer op and one add, both full rate, and the same value.
 // HALO_VK_CVT=0 (bit 0 of constant 2 clear) keeps the conversions. Bits 4-6 of constant 2:
-// HALO_VK_MOE_UNROLL (matvec_moe.comp).
+// HALO_VK_MOE_UNROLL, bits 8-10 HALO_VK_MOE_R (matvec_moe.comp).
 layout(constant_id = 2) const uint CVT_MODE = 1u;
 const bool CVT = (CVT_MODE & 1u) != 0u;
 const float CVT_2P23 = 8388608.0;

@@ -23,7 +23,10 @@ layout(constant_id = 0) const uint TYPE = 16u; // T_IQ2_XXS or T_Q2_K
 // (moe_sum.comp's job: one dispatch and one barrier fewer).
 layout(constant_id = 1) const uint MODE = 0u;
 const bool SUM = (MODE & 4u) != 0u;
-const uint R = 2u;                               // rows per subgroup at once
+// rows per subgroup at once: 2, or 4 with HALO_VK_MOE_R=4 (bits 8-10 of constant 2, cvt.glsl;
+// the host then gives a workgroup twice the rows)
+const uint R = ((CVT_MODE >> 8) & 7u) == 4u ? 4u : 2u;
+const uint RMAX = 4u; // the arrays' size (R is a specialisation constant)
 const uint PW = TYPE == T_IQ2_XXS ? 32u : 16u;  // weights per piece (per lane per step)
 const uint UNR_ = CVT_MODE >> 4; // pieces a lane loads at once, 1..4 (cvt.glsl)
 const uint UNR = UNR_ == 0u ? 1u : UNR_ > 4u ? 4u : UNR_;
@@ -173,7 +176,7 @@ shared vec4 xs[SWIGLU ? 1024 : 1];
 
 void main_swiglu(uint wy, uint n_sum, uint wg_row0, uint pieces) {
     uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
-    float tot[MAXG][R];
+    float tot[MAXG][RMAX];
     [[unroll]] for (uint gi = 0u; gi < MAXG; gi++)
         [[unroll]] for (uint r = 0u; r < R; r++) tot[gi][r] = 0.0;
     for (uint js = 0u; js < n_sum; js++) {
@@ -193,15 +196,15 @@ void main_swiglu(uint wy, uint n_sum, uint wg_row0, uint pieces) {
             uint rg = (gl_SubgroupID + gi * gl_NumSubgroups) * R, row0 = wg_row0 + rg;
             if (rg >= pc.rows_per_wg || row0 >= pc.N) continue; // uniform in the subgroup
             uint nr = min(R, min(pc.N - row0, pc.rows_per_wg - rg));
-            uint c[R], base[R];
-            float acc[R];
+            uint c[RMAX], base[RMAX];
+            float acc[RMAX];
             [[unroll]] for (uint r = 0u; r < R; r++) {
                 wrow(e * pc.N + row0 + min(r, nr - 1u), pc.w_rel, pc.w_chunk_rows,
                      pc.w_row_bytes, c[r], base[r]);
                 acc[r] = 0.0;
             }
             for (uint p0 = lane; p0 < pieces; p0 += UNR * ss) {
-                Raw raw[4][R];
+                Raw raw[4][RMAX];
                 [[unroll]] for (uint u = 0u; u < UNR; u++) {
                     uint p = min(p0 + u * ss, pieces - 1u); // past the end: loaded, not used
                     [[unroll]] for (uint r = 0u; r < R; r++)
@@ -254,7 +257,7 @@ void main() {
         if (row0 >= pc.N) break;
         uint nr = min(R, min(pc.N - row0, pc.rows_per_wg - rg));
         uint g = row0 / (pc.N / pc.groups); // the host keeps R rows inside one group
-        float tot[R];
+        float tot[RMAX];
         [[unroll]] for (uint r = 0u; r < R; r++) tot[r] = 0.0;
         for (uint js = 0u; js < n_sum; js++) {
             uint col = SUM ? wy * n_sum + js : wy;
@@ -264,15 +267,15 @@ void main() {
                 e = s >= 0 && uint(s) < pc.n_expert ? uint(s) : 0u;
             }
             uint xb = pc.x_off + (col / pc.x_col_div) * pc.x_col_stride + g * pc.K;
-            uint c[R], base[R];
-            float acc[R];
+            uint c[RMAX], base[RMAX];
+            float acc[RMAX];
             [[unroll]] for (uint r = 0u; r < R; r++) {
                 wrow(e * pc.N + row0 + min(r, nr - 1u), pc.w_rel, pc.w_chunk_rows,
                      pc.w_row_bytes, c[r], base[r]);
                 acc[r] = 0.0;
             }
             for (uint p0 = lane; p0 < pieces; p0 += UNR * ss) {
-                Raw raw[4][R];
+                Raw raw[4][RMAX];
                 [[unroll]] for (uint u = 0u; u < UNR; u++) {
                     uint p = min(p0 + u * ss, pieces - 1u); // past the end: loaded, not used
                     [[unroll]] for (uint r = 0u; r < R; r++)

@@ -7,7 +7,8 @@
 # these shaders on the H200 (golden: the whole forward of the q2 mix; ops filtered to the
 # decode kernels' tests, at real shapes against the CPU; hazard, intdot), then
 # bench_vk_matvec (each projection alone, against the CPU) in seven configurations (the last:
-# the MoE's weighted sum not folded into the routed down), then halo alone on the 4- and 24-layer synthetic q2 models made in place, tg64, new and old, and
+# the MoE's weighted sum not folded into the routed down), then halo alone on the 4- and
+# 24-layer synthetic q2 models made in place, tg64, new and old, and
 # a 4-layer per-op profile if time is left.
 # $OUT gets summary.txt (this stdout), tests.log, ops.md; the rest stays in a work folder.
 set -u
@@ -39,7 +40,8 @@ halo=build-vk-dev/src/cli/halo
 [ -x $halo ] || { echo "no halo binary"; exit 1; }
 old=HALO_VK_CVT=0,HALO_VK_MOE_UNROLL=1
 timeout 34 stdbuf -oL build-vk-dev/bench/bench_vk_matvec 100 - $old HALO_VK_CVT=0 \
-    HALO_VK_MOE_UNROLL=1 HALO_VK_MOE_UNROLL=4 HALO_VK_MOE_R=4 HALO_VK_FUSE_MOE=1 >"$final/ops.md" 2>"$out/ops.err"
+    HALO_VK_MOE_UNROLL=1 HALO_VK_MOE_UNROLL=4 HALO_VK_MOE_R=4 HALO_VK_FUSE_MOE=1 \
+    >"$final/ops.md" 2>"$out/ops.err"
 echo "bench_vk_matvec rc=$?"
 grep -E "moe|iq2|q2_K|attn_q_b|output " "$final/ops.md" | cut -c1-150 | head -24
 el "ops done"

@@ -342,6 +342,8 @@ typedef struct vk_backend {
     vk_access access[VK_MAX_ACCESS];
     uint32_t n_access;
     bool barrier_all;
+    bool barrier_host; /* HALO_VK_BARRIER_HOST=1: every barrier names the host (vk_hazard.c) */
+    bool host_pending; /* a barrier without the host since the last one with it */
     uint64_t n_barriers;
     vk_upload upload;
     halo_buf *scratch; /* grown on demand; ops are serialised by barriers, so it is shared */
@@ -433,6 +435,7 @@ int32_t vk_mvq8_parse(const char *v);
 /* Records a barrier (everything before it done and visible to everything after). */
 void vk_barrier(vk_backend *vb);
 void vk_barrier_if_pending(vk_backend *vb);
+void vk_barrier_end(vk_backend *vb); /* before a submission ends: the host's reads */
 /* Before recording a command with these accesses: a barrier where one meets pending work. */
 void vk_hazard(vk_backend *vb, const vk_access *acc, uint32_t n);
 

@@ -345,6 +345,7 @@ typedef struct vk_backend {
     bool barrier_host; /* HALO_VK_BARRIER_HOST=1: every barrier names the host (vk_hazard.c) */
     bool host_pending; /* a barrier without the host since the last one with it */
     uint64_t n_barriers;
+    uint64_t n_host_barriers; /* those naming the host (counted in n_barriers or not) */
     vk_upload upload;
     halo_buf *scratch; /* grown on demand; ops are serialised by barriers, so it is shared */
     halo_buf *grid;    /* IQ2_XXS codebook */

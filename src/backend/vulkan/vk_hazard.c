@@ -69,6 +69,7 @@ static void record_barrier(vk_backend *vb, bool host) {
     vb->fn.vkCmdPipelineBarrier(vb->cmd, stages, stages | (host ? VK_PIPELINE_STAGE_HOST_BIT : 0),
                                 0, 1, &mb, 0, NULL, 0, NULL);
     vb->host_pending = !host;
+    vb->n_host_barriers += host;
 }
 
 void vk_barrier(vk_backend *vb) {
@@ -109,4 +110,8 @@ void vk_hazard(vk_backend *vb, const vk_access *acc, uint32_t n) {
 
 uint64_t halo_backend_vulkan_barriers(const halo_backend *be) {
     return ((const vk_backend *)be)->n_barriers;
+}
+
+uint64_t halo_backend_vulkan_host_barriers(const halo_backend *be) {
+    return ((const vk_backend *)be)->n_host_barriers;
 }

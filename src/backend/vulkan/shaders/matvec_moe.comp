@@ -9,7 +9,8 @@
 // sub-block, 16 bytes of quants in four loads, one scale byte, one word of d and dmin), a
 // subgroup takes R rows at once (one x load serves them all), and a workgroup walks
 // rows_per_wg rows after one codebook fill. Weights decode to the same f32 values as
-// matvec.glsl's unit8 (the same expressions), f32 accumulation.
+// matvec.glsl's unit8, f32 accumulation (with CVT, cvt.glsl, each piece's scale multiplies
+// its sum once: another order of the same products).
 #define WG 128
 #include "common.glsl"
 #include "quant.glsl"

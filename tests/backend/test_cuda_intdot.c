@@ -350,6 +350,40 @@ static void two_rows_at_a_time_give_the_same_sums(void) {
     one->ops->destroy(one);
 }
 
+/* The experts' SwiGLU and h's quantization inside the gate/up kernel (the default, moe_gu.cuh)
+ * and in a kernel of their own (HALO_CUDA_GUFUSE=0, a second backend), on the same inputs:
+ * bitwise the same outputs (the same row sums, the same SwiGLU expression, the same 256 values
+ * a quantized chunk on the same lanes), scored and hash-routed. The fused kernel's chunk
+ * counters must be back at zero after each launch: every moe_once before this one ran it on the
+ * same backend, and a counter left over would have a later launch quantize a chunk before it
+ * is whole (far outside the CPU's 2e-3 there). The Q8_0-throughout case runs it too
+ * (one_token_experts_match_the_cpus_integer_mode). */
+static void swiglu_in_the_gate_up_kernel_gives_the_same_sums(void) {
+    halo_backend *keep = gpu, *apart = NULL;
+    halo_error err = {0};
+    setenv("HALO_CUDA_GUFUSE", "0", 1);
+    CHECK_INT(halo_backend_cuda_create(0, &apart, &err), HALO_OK);
+    unsetenv("HALO_CUDA_GUFUSE");
+    if (!apart) return;
+    for (int round = 0; round < 2; round++) {
+        float *fused = NULL, *sep = NULL;
+        const uint64_t seed = rng;
+        const bool hash = round == 1;
+        moe_keep = &fused;
+        moe_once("moe iq2_xxs/q2_K, SwiGLU in gate/up", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
+                 HALO_TYPE_Q8_0, hash);
+        rng = seed;
+        gpu = apart;
+        moe_keep = &sep;
+        moe_once("moe iq2_xxs/q2_K, SwiGLU apart", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
+                 HALO_TYPE_Q8_0, hash);
+        gpu = keep;
+        moe_keep = NULL;
+        same_bits("moe, SwiGLU in gate/up vs apart", fused, sep, 4096);
+    }
+    apart->ops->destroy(apart);
+}
+
 int main(void) {
     halo_error err = {0};
     setenv("HALO_CUDA_INTDOT", "1", 1);
@@ -366,6 +400,7 @@ int main(void) {
     RUN(several_projections_of_a_normed_token_in_one_launch);
     RUN(one_token_experts_match_the_cpus_integer_mode);
     RUN(two_rows_at_a_time_give_the_same_sums);
+    RUN(swiglu_in_the_gate_up_kernel_gives_the_same_sums);
     gpu->ops->destroy(gpu);
     cpu_fast->ops->destroy(cpu_fast);
     cpu_precise->ops->destroy(cpu_precise);

@@ -1,0 +1,171 @@
+/* One token's experts, int8 path (moe.cu's moeq_*): gate/up, the clamped SwiGLU and h's
+ * quantization for the down projections in one launch (HALO_CUDA_GUFUSE=0: moeq_up_stream, then
+ * moeq_swiglu_kernel). Included by moe.cu (CUDA only), after the moeq kernels.
+ *
+ * The rows are the moeq_up_stream's, relabelled so that a warp takes the gate row and the up row
+ * of the same (pair, r) one after the other: its k-th item is logical row L = w + stride (k / 2)
+ * (w its warp in the part's stride), gate for even k, up for odd; with mvq_stream's TWO both go
+ * in one unrolled body. The up row's end then has both sums and writes h = silu(min(g, c)) ·
+ * clamp(u, ±c) as moeq_swiglu_kernel computes it.
+ *
+ * Quantizing h needs each 256-value chunk whole (Q8_K's scale is the chunk's largest value), and
+ * its rows come from many warps of many blocks: each chunk has a device counter (CU_CTR_MOEQ),
+ * a warp adds one per row it wrote, after a fence, and the warp whose add completes a chunk
+ * quantizes it (mvq_quant256, the same lanes and values as moeq_swiglu_kernel, so the same bits)
+ * and sets the counter back to zero, so a graph replays the kernel. The adds are deferred: a
+ * lane keeps the chunk of one of the warp's rows and the warp adds for up to 32 rows at once
+ * (at the stream's end, or when 32 are pending), so no row waits for an atomic's round trip.
+ * Saves moeq_swiglu_kernel's launch (ncu, session 6 base: 4.4 us a layer cold) and the up sums'
+ * store and reload. */
+
+template <int T> struct moeq_gu_rows {
+    struct at {
+        int64_t e, r;
+        int32_t p0;
+        int mat;
+        bool ok;
+    };
+    const expert_mats &m;
+    const float *x; /* the token's input */
+    uint8_t *xq;    /* the block's quantized x (shared memory) */
+    mvq_tabs *tab;
+    float *h;        /* h[pair, r], f32 (kept as moeq_swiglu_kernel keeps it in hg) */
+    uint8_t *hq;     /* every pair's quantized h, mvq_act_bytes(n_h) a pair */
+    unsigned *ctr;   /* n_pairs * n_h / 256 zeroed counters */
+    int32_t y0;      /* the part's first work item */
+    uint32_t n_rows; /* the part's logical rows: its items times n_h */
+    uint32_t stride; /* the part's warps */
+    bool K;          /* the part's down activation is Q8_K (else Q8_0) */
+    float gate;      /* the gate row's sum, until its up row ends */
+    int pending;     /* rows written since the last count (the same on every lane) */
+    int chunk;       /* this lane's pending row's chunk */
+    at cur;
+    /* 32-bit arithmetic, as moe_up_rows (the bound is checked on the host). */
+    __device__ at locate(int64_t i) const {
+        at t;
+        const uint32_t ui = (uint32_t)i, k = ui / stride;
+        const uint32_t L = ui % stride + stride * (k >> 1);
+        t.mat = (int)(k & 1);
+        t.ok = L < n_rows;
+        const uint32_t Lc = t.ok ? L : 0, nh = (uint32_t)m.n_h;
+        t.r = Lc % nh;
+        const int32_t *item = m.act + 1 + 3 * (y0 + (int32_t)(Lc / nh));
+        t.e = item[0];
+        t.p0 = item[1];
+        return t;
+    }
+    __device__ int64_t width(const at &t) const {
+        const int64_t rows = t.e == m.n_expert ? m.n_ff_sh : m.n_ff;
+        return t.ok && t.r < rows ? m.n_embd : 0;
+    }
+    __device__ int64_t row(int64_t i, const char **r) const {
+        const at t = locate(i);
+        if (t.e == m.n_expert)
+            *r = t.mat ? m.up_sh + t.r * m.urb_sh : m.gate_sh + t.r * m.grb_sh;
+        else
+            *r = t.mat ? m.up + ((uint64_t)t.e * m.n_ff + t.r) * m.urb
+                       : m.gate + ((uint64_t)t.e * m.n_ff + t.r) * m.grb;
+        return width(t);
+    }
+    __device__ void prepare() const {
+        if constexpr (T == HALO_TYPE_IQ2_XXS) mvq_tabs_load(tab, m.g);
+        mvq_quant_block<mvq_k(T)>(x, m.n_embd, xq);
+        __syncthreads();
+    }
+    __device__ int64_t begin(int64_t i) {
+        cur = locate(i);
+        return width(cur);
+    }
+    __device__ q8act act() const {
+        return mvq_act_at(xq, m.n_embd);
+    }
+    /* Every lane of the warp calls it (mvq_stream's end), after begin(i). */
+    __device__ void end(int64_t, float sum) {
+        if (cur.mat == 0) {
+            gate = sum;
+            return;
+        }
+        const float c = cur.e == m.n_expert ? m.clamp_sh : m.clamp_exp;
+        float a = gate, b = sum;
+        if (c > 0) {
+            a = a > c ? c : a;
+            b = b > c ? c : b < -c ? -c : b;
+        }
+        const int64_t pair = m.pairs[cur.p0];
+        if (threadIdx.x % WARP == pending) {
+            h[pair * m.n_h + cur.r] = a / (1.0f + expf(-a)) * b;
+            chunk = (int)(pair * (m.n_h / 256) + cur.r / 256);
+        }
+        if (++pending == WARP) count();
+    }
+    /* The pending rows' counts; the warp that completes a chunk quantizes it. */
+    __device__ void count() {
+        const int lane = threadIdx.x % WARP;
+        bool last = false;
+        if (lane < pending) {
+            __threadfence(); /* this lane's h value before its count */
+            last = atomicAdd(ctr + chunk, 1u) == 255u;
+        }
+        pending = 0;
+        unsigned done = __ballot_sync(0xffffffffu, last);
+        while (done) {
+            const int src = __ffs((int)done) - 1;
+            done &= done - 1;
+            const int c = __shfl_sync(0xffffffffu, chunk, src);
+            __threadfence(); /* the other warps' values, counted before */
+            const int64_t per = m.n_h / 256, pair = c / per, e0 = 256 * (c % per);
+            const float4 *p = (const float4 *)(h + pair * m.n_h + e0 + 8 * lane);
+            const float4 v0 = __ldcg(p), v1 = __ldcg(p + 1);
+            const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+            uint8_t *base = hq + pair * mvq_act_bytes(m.n_h);
+            if (K)
+                mvq_quant256<true>(v, e0, base, m.n_h);
+            else
+                mvq_quant256<false>(v, e0, base, m.n_h);
+            if (lane == 0) ctr[c] = 0; /* every add of this launch came before ours */
+        }
+    }
+};
+
+template <int TR, int TS>
+__global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
+    moeq_gu_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *h, uint8_t *hq,
+                   unsigned *ctr, int n_sh, unsigned blocks_r, int hold, bool early, bool kr,
+                   bool ks) {
+    if (early && n_sh > 0 && blockIdx.x >= blocks_r) { /* as moeq_up_stream */
+        cu_pdl_trigger();
+        moeq_prefetch_share(m.gate_sh, (uint64_t)m.n_ff_sh * m.grb_sh, blockIdx.x - blocks_r,
+                            gridDim.x - blocks_r);
+        moeq_prefetch_share(m.up_sh, (uint64_t)m.n_ff_sh * m.urb_sh, blockIdx.x - blocks_r,
+                            gridDim.x - blocks_r);
+    }
+    cu_pdl_entry();
+    extern __shared__ __align__(16) uint8_t mv_dyn[];
+    const int warp = threadIdx.x / WARP;
+    uint8_t *stage = mv_dyn + warp * MV_STAGES * MV_STAGE;
+    uint8_t *xq = mv_dyn + MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16;
+    mvq_tabs *tab = (mvq_tabs *)(xq + mvq_act_bytes(m.n_embd));
+    const int32_t n_items = m.act[0];
+    const bool routed = blockIdx.x < blocks_r;
+    const int32_t y0 = routed ? 0 : n_items - n_sh, n_y = routed ? n_items - n_sh : n_sh;
+    const uint32_t b = routed ? blockIdx.x : blockIdx.x - blocks_r;
+    const uint32_t nb = routed ? blocks_r : gridDim.x - blocks_r;
+    const uint32_t stride = nb * MOE_FAST_WARPS, n_rows = (uint32_t)n_y * (uint32_t)m.n_h;
+    const int64_t total = 2 * (int64_t)stride * ((n_rows + stride - 1) / stride);
+    const int64_t first = (int64_t)b * MOE_FAST_WARPS + warp;
+    if (routed) {
+        moeq_gu_rows<TR> rows = {m, x, xq, tab, h, hq, ctr, y0, n_rows, stride, kr, 0.0f, 0, 0, {}};
+        const mvq_grid g = mvq_grid_at(tab, m.g);
+        if (hold == 2)
+            mvq_stream<TR, true, moeq_gu_rows<TR>, true>(rows, first, stride, total, stage, g);
+        else if (hold)
+            mvq_stream<TR, true>(rows, first, stride, total, stage, g);
+        else
+            mvq_stream<TR>(rows, first, stride, total, stage, g);
+        rows.count();
+    } else {
+        moeq_gu_rows<TS> rows = {m, x, xq, tab, h, hq, ctr, y0, n_rows, stride, ks, 0.0f, 0, 0, {}};
+        mvq_stream<TS>(rows, first, stride, total, stage, mvq_grid_at(tab, m.g));
+        rows.count();
+    }
+}

@@ -906,7 +906,8 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->sumfuse = !be->naive && !env_off("HALO_CUDA_SUMFUSE");
     be->ahead2 = !env_off("HALO_CUDA_AHEAD2");
     be->two = !env_off("HALO_CUDA_TWO");
-    be->gufuse = !env_off("HALO_CUDA_GUFUSE");
+    const char *gf = getenv("HALO_CUDA_GUFUSE");
+    be->gufuse = env_off("HALO_CUDA_GUFUSE") ? 0 : gf && strcmp(gf, "1") == 0 ? 1 : 2;
     const char *rf = getenv("HALO_CUDA_ROUTEFUSE"); /* opt-in until measured */
     be->routefuse = !be->naive && rf && strcmp(rf, "1") == 0;
     be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");

@@ -141,8 +141,9 @@ typedef struct cu_backend {
     bool hold;     /* expert gate/up activations in registers (moe.cu; HALO_CUDA_HOLD=0: off) */
     bool two;      /* ... and two rows at a time (mvq.cuh's TWO; HALO_CUDA_TWO=0: one) */
     bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
-    bool gufuse;   /* one-token moe: SwiGLU and h's quantization in the gate/up kernel
-                      (moe_gu.cuh; HALO_CUDA_GUFUSE=0: off) */
+    int gufuse;    /* one-token moe: SwiGLU and h's quantization in the gate/up kernel, 2 with
+                      its own IQ2_XXS decoder (moe_gu.cuh; HALO_CUDA_GUFUSE=0: off, =1: fused
+                      with mvq.cuh's decoder) */
     cu_hc_pending hcp;
     cu_norm_pending np;
     cu_sum_pending sp;

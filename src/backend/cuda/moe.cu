@@ -695,6 +695,9 @@ static bool moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (int)mvq_act_bytes(m.n_embd) +
                      (iq ? mvq_tabs_bytes(be->grid_rep) : 0);
     const bool fuse = be->gufuse && n_pairs * (m.n_h / 256) <= CU_MOEQ_CTRS;
+    /* moe_gu.cuh's IQ2_XXS decoder takes the 16-copy grid and two rows at a time */
+    const int hold_gu =
+        hold == 2 && be->gufuse == 2 && tr == HALO_TYPE_IQ2_XXS && be->grid_rep == 4 ? 3 : hold;
     /* The blocks as stay resident (the grid's copies can leave two a multiprocessor). */
 #define Q_UP(a, b, c, d)                                                                           \
     if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
@@ -709,7 +712,7 @@ static bool moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
             if ((int64_t)spr.blocks > res) spr.blocks = (unsigned)res;                             \
             const moe_stream_plan p = moeq_plan(spr, wr, ws);                                      \
             cu_launch(be, moeq_gu_stream<a, b>, p.blocks, MOE_FAST_WARPS *WARP, smem, m, x, hg,    \
-                      xq, be->counters + CU_CTR_MOEQ, p.n_sh, p.blocks_r, hold, be->early,         \
+                      xq, be->counters + CU_CTR_MOEQ, p.n_sh, p.blocks_r, hold_gu, be->early,      \
                       mvq_k(c), mvq_k(d));                                                         \
             return CU_LAUNCHED(be, op, "moeq_gu_stream");                                          \
         }                                                                                          \

@@ -127,6 +127,128 @@ template <int T> struct moeq_gu_rows {
     }
 };
 
+/* ---- the routed IQ2_XXS rows' decoder (HALO_CUDA_GUFUSE=1: mvq.cuh's) --------------------
+ * The same integer sum per 32-weight unit as mvq_unit_x<IQ2_XXS>, in fewer instructions (PTX
+ * counts below; the sum is an integer, so the order of its terms does not change it, and the
+ * float expression after it is mvq_unit_x's):
+ * - sign masks: the 4 sign bits of a half put at the bytes' top bits by one multiply (bit j of
+ *   t & 15 times 2^7 + 2^14 + 2^21 + 2^28 lands at 7 + 7j + 8 (k - j) for term k: no two terms
+ *   share a bit) and spread to 0xff / 0x00 bytes by prmt's sign-replicate mode; the upper half's
+ *   fourth bit is the parity of the seven, added at bit 31 (popc << 31 keeps only its low bit);
+ * - the signs applied as (g ^ m) with the lost +1 per negated byte subtracted once: m's bytes
+ *   are -1 where negated, so dp4a(m, x) is minus the sum of those x (a second dp4a into c, in
+ *   place of a multiply, an and and an add per four weights);
+ * - the grid's row at a constant stride (16 copies: HALO_CUDA_GRIDREP unset), its index moved
+ *   to byte 0 by prmt. */
+static __device__ __forceinline__ uint32_t moe_prmt(uint32_t a, uint32_t sel) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(0u), "r"(sel));
+    return d;
+}
+
+/* grid: this lane's copy of the 16-copy grid (row i at grid[16 i]). */
+static __device__ __forceinline__ float moe_iq2_unit(const uint8_t *slot, int u, const int xv[8],
+                                                     const q8act &a, int64_t e, const uint2 *grid) {
+    const int off = 66 * (u >> 3) + 2 + 8 * (u & 7);
+    const uint32_t *wp = (const uint32_t *)(slot + (off & ~3));
+    const uint32_t sel = off & 2 ? 0x5432u : 0x3210u;
+    const uint32_t w0 = wp[0], w1 = wp[1], w2 = wp[2];
+    const uint32_t qi = __byte_perm(w0, w1, sel), aux = __byte_perm(w1, w2, sel);
+    int s = 0, c = 0;
+#pragma unroll
+    for (int l = 0; l < 4; l++) {
+        const uint2 g = grid[moe_prmt(qi, 0x4440u + l) << 4];
+        const uint32_t t = aux >> (7 * l);
+        const uint32_t mlo = moe_prmt((t & 15u) * 0x10204080u, 0xba98u);
+        const uint32_t mhi =
+            moe_prmt((t & 0x70u) * 0x01020408u + ((uint32_t)__popc(t & 127u) << 31), 0xba98u);
+        s = __dp4a((int)(g.x ^ mlo), xv[2 * l], s);
+        c = __dp4a((int)mlo, xv[2 * l], c);
+        s = __dp4a((int)(g.y ^ mhi), xv[2 * l + 1], s);
+        c = __dp4a((int)mhi, xv[2 * l + 1], c);
+    }
+    s -= c;
+    const int ls = 2 * (int)(aux >> 28) + 1;
+    const float dw = __half2float(*(const __half *)(slot + 66 * (u >> 3))) * 0.125f;
+    return dw * a.d[e >> 8] * (float)(s * ls);
+}
+
+/* mvq_stream<IQ2_XXS, HOLD, P, TWO> (mvq.cuh) with moe_iq2_unit: rows of one 4096-weight chunk
+ * over the same activation, two at a time; the same rows, order and sums. */
+template <class P>
+static __device__ __forceinline__ void moe_iq2_stream(P &p, int64_t first, int64_t stride,
+                                                      int64_t n_items, uint8_t *stage,
+                                                      const uint2 *grid) {
+    constexpr int T = HALO_TYPE_IQ2_XXS, CH = mvq_ch(T), SLOT = mvq_slot(T), S = mvq_stages(T);
+    constexpr int NH = CH / 1024;
+    const int lane = threadIdx.x % WARP;
+    int64_t ii = first;
+    int jn = 0;
+    auto issue = [&]() {
+        const char *irow = NULL;
+        while (ii < n_items && p.row(ii, &irow) == 0)
+            ii += stride;
+        if (ii < n_items) {
+            const uint4 *src = (const uint4 *)irow;
+            uint8_t *dst = stage + (jn % S) * SLOT;
+            for (int idx = lane; idx < SLOT / 16; idx += WARP)
+                cp_async16(dst + 16 * idx, src + idx);
+            jn++;
+            ii += stride;
+        }
+        cp_async_commit();
+    };
+#pragma unroll
+    for (int st = 0; st < S - 1; st++)
+        issue();
+    p.prepare();
+    int xh[NH][8];
+    const q8act a0 = p.act();
+#pragma unroll
+    for (int h = 0; h < NH; h++)
+        mvq_xv(a0, 32 * (lane + WARP * h), xh[h]);
+    int j = 0;
+    int64_t it = first;
+    for (;;) {
+        while (it < n_items && p.begin(it) == 0)
+            it += stride;
+        if (it >= n_items) break;
+        const int64_t ia = it;
+        it += stride;
+        while (it < n_items && p.begin(it) == 0)
+            it += stride;
+        const int64_t ib = it < n_items ? it : -1;
+        if (ib >= 0) it += stride;
+        if (ib >= 0)
+            cp_async_wait<S - 3>(); /* chunks j and j + 1 are in */
+        else
+            cp_async_wait<S - 2>();
+        __syncwarp();
+        issue(); /* into the slot of chunk j - 1, read before */
+        const uint8_t *sa = stage + (j % S) * SLOT;
+        const uint8_t *sb = ib >= 0 ? stage + ((j + 1) % S) * SLOT : sa;
+        float acc_a = 0.0f, acc_b = 0.0f;
+#pragma unroll
+        for (int h = 0; h < NH; h++) {
+            const int u = lane + WARP * h;
+            acc_a += moe_iq2_unit(sa, u, xh[h], a0, 32 * u, grid);
+            acc_b += moe_iq2_unit(sb, u, xh[h], a0, 32 * u, grid);
+        }
+        __syncwarp();
+        if (ib >= 0) issue(); /* into chunk j's slot, read now */
+        acc_a = warp_sum(acc_a);
+        acc_b = warp_sum(acc_b);
+        p.begin(ia);
+        p.end(ia, acc_a);
+        if (ib >= 0) {
+            p.begin(ib);
+            p.end(ib, acc_b);
+        }
+        j += ib >= 0 ? 2 : 1;
+    }
+    cp_async_wait<0>();
+}
+
 template <int TR, int TS>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     moeq_gu_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *h, uint8_t *hq,
@@ -156,6 +278,12 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     if (routed) {
         moeq_gu_rows<TR> rows = {m, x, xq, tab, h, hq, ctr, y0, n_rows, stride, kr, 0.0f, 0, 0, {}};
         const mvq_grid g = mvq_grid_at(tab, m.g);
+        if constexpr (TR == HALO_TYPE_IQ2_XXS)
+            if (hold == 3) {
+                moe_iq2_stream(rows, first, stride, total, stage, g.lane);
+                rows.count();
+                return;
+            }
         if (hold == 2)
             mvq_stream<TR, true, moeq_gu_rows<TR>, true>(rows, first, stride, total, stage, g);
         else if (hold)

@@ -19,8 +19,9 @@ extern "C" {
  * last checkpoint at or before the target and re-evaluates fewer than `interval` tokens. */
 typedef struct halo_checkpoint_policy {
     /* Positions between checkpoints. 0: the model's default, its largest compression ratio
-     * plus its sliding window (a rewind re-evaluates at most one compressor window plus the
-     * sliding window). UINT32_MAX: no checkpoints. */
+     * plus its sliding window rounded up to a multiple of the engine's forward size (512 for
+     * DeepSeek V4 Flash: an evaluation is split where a checkpoint falls, and full forwards are
+     * what makes a GPU's prefill fast). UINT32_MAX: no checkpoints. */
     uint32_t interval;
     /* Memory for checkpoints. 0: HALO_CHECKPOINT_DEFAULT_BYTES. Past it the interval doubles
      * and every other checkpoint is dropped (reported in the stats, never silent). */

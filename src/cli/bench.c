@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backend/vulkan/vulkan.h"
+#include "halo/cache.h"
 #include "cli/bench.h"
 #include "cli/bench_bw.h"
 #include "cli/cli.h"
@@ -36,6 +37,7 @@ typedef struct opts {
     u32_list p, n, d;
     uint32_t reps, threads, batch, ubatch;
     const char *weights, *plot, *write_gguf;
+    uint32_t ckpt_interval; /* 0: the session's default, UINT32_MAX: none */
     bench_format fmt;
     bool no_warmup;
 } opts;
@@ -63,6 +65,8 @@ static void usage(FILE *out) {
             "  -o, --output FMT          md|csv|json|jsonl (default md)\n"
             "  --plot FILE.svg           tokens/s against depth, one line per model/backend\n"
             "  --no-warmup               skip the untimed warm-up run of each test\n"
+            "  --checkpoints N|off       positions between the session's rewind checkpoints\n"
+            "                            (default: the session's own; off: none, as llama-bench)\n"
             "  --write-gguf FILE         write the --synthetic model to FILE and exit\n"
             "\n"
             "Progress goes to stderr, results to stdout. exit status: 0 ok, 1 a model or\n"
@@ -172,6 +176,13 @@ static int parse_args(int argc, char **argv, opts *o) {
             o->plot = v;
         else if (!strcmp(a, "--write-gguf"))
             o->write_gguf = v;
+        else if (!strcmp(a, "--checkpoints")) {
+            if (!strcmp(v, "off"))
+                o->ckpt_interval = UINT32_MAX;
+            else
+                ok = cli_parse_u32(v, &o->ckpt_interval) && o->ckpt_interval > 0 &&
+                     o->ckpt_interval < UINT32_MAX;
+        }
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             static const char *const names[] = {"md", "csv", "json", "jsonl"};
             ok = false;
@@ -412,6 +423,14 @@ static halo_status run_once(run_ctx *c, const bench_result *r, uint64_t *ns, hal
     halo_session *s = NULL;
     halo_status st = halo_session_create(c->e, c->n_ctx, &s, err);
     if (st) return st;
+    if (c->o->ckpt_interval) {
+        halo_checkpoint_policy cp = {.interval = c->o->ckpt_interval};
+        st = halo_session_set_checkpoints(s, &cp, err);
+        if (st) {
+            halo_session_free(s);
+            return st;
+        }
+    }
     if (r->n_depth) {
         if (c->depth_snap && c->depth_cached == r->n_depth &&
             halo_session_restore(s, c->depth_snap, NULL) == HALO_OK) {

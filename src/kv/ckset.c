@@ -4,11 +4,15 @@
 
 #include "core/error.h"
 
-uint32_t halo_kv_ckset_default_interval(const halo_hparams *hp) {
+uint32_t halo_kv_ckset_default_interval(const halo_hparams *hp, uint32_t forward_tokens) {
     uint32_t r = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++)
         if (hp->compress_ratio[il] > r) r = hp->compress_ratio[il];
-    return r + hp->sliding_window;
+    uint32_t i = r + hp->sliding_window, f = forward_tokens;
+    /* A prompt is split where a checkpoint is due: at 256 positions a GPU ran every forward at
+     * half its tokens and prefilled 1.43x slower (43-layer q2 on the H200, pp2048 1,374 -> 1,972
+     * tok/s at 512, bench/cuda/RESULTS.md), so checkpoints fall on forward boundaries. */
+    return f ? (i + f - 1) / f * f : i;
 }
 
 void halo_kv_ckset_configure(halo_kv_ckset *set, uint32_t interval, uint64_t max_bytes) {

@@ -20,8 +20,10 @@ typedef struct halo_kv_ckset {
     uint32_t n_failed;       /* checkpoints not taken (out of memory): rewinds got slower */
 } halo_kv_ckset;
 
-/* The default interval for a model: largest compression ratio + sliding window. */
-uint32_t halo_kv_ckset_default_interval(const halo_hparams *hp);
+/* The default interval for a model: largest compression ratio + sliding window, rounded up to
+ * a multiple of the engine's forward size (forward_tokens; 0: not rounded), so checkpoints
+ * never split a prompt's forwards. */
+uint32_t halo_kv_ckset_default_interval(const halo_hparams *hp, uint32_t forward_tokens);
 void halo_kv_ckset_configure(halo_kv_ckset *set, uint32_t interval, uint64_t max_bytes);
 void halo_kv_ckset_clear(halo_kv_ckset *set);
 /* Drops the checkpoints after position pos (they describe tokens that are being replaced). */

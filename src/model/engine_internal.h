@@ -44,6 +44,9 @@ struct halo_snapshot {
     uint32_t n_tokens;
 };
 
+/* Tokens a forward takes at most (e->n_ubatch once the scratch is sized, else the default). */
+uint32_t halo_engine_forward_tokens(const halo_engine *e);
+
 /* Evaluates items (distinct sessions' KV states) as halo_forward does, in steps of at most
  * e->n_ubatch tokens: long inputs are split, which gives the same logits. Writes each item's
  * last-token logits row (or, with all_logits and one item, every token's). Serialized per

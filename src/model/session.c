@@ -28,7 +28,8 @@ halo_status halo_session_create(halo_engine *e, uint32_t n_ctx, halo_session **o
         free(s);
         return halo_fail(err, HALO_E_NOMEM, "out of memory");
     }
-    halo_kv_ckset_configure(s->ckpts, halo_kv_ckset_default_interval(&e->hp),
+    halo_kv_ckset_configure(s->ckpts,
+                            halo_kv_ckset_default_interval(&e->hp, halo_engine_forward_tokens(e)),
                             HALO_CHECKPOINT_DEFAULT_BYTES);
     halo_status st = halo_kv_create(e->be, &e->hp, n_ctx, &s->kv, err);
     if (st) {
@@ -256,7 +257,8 @@ halo_status halo_session_set_checkpoints(halo_session *s, const halo_checkpoint_
     if (!p) return halo_fail(err, HALO_E_INVALID_ARG, "no checkpoint policy");
     uint32_t interval = p->interval == UINT32_MAX ? 0
                         : p->interval             ? p->interval
-                                                  : halo_kv_ckset_default_interval(&s->e->hp);
+                                                  : halo_kv_ckset_default_interval(
+                                                        &s->e->hp, halo_engine_forward_tokens(s->e));
     uint64_t max_bytes = p->max_bytes ? p->max_bytes : HALO_CHECKPOINT_DEFAULT_BYTES;
     halo_kv_ckset_configure(s->ckpts, interval, max_bytes);
     return HALO_OK;

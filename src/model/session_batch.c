@@ -20,6 +20,10 @@ static halo_status ensure_scratch(halo_engine *e, halo_error *err) {
     return HALO_OK;
 }
 
+uint32_t halo_engine_forward_tokens(const halo_engine *e) {
+    return e->n_ubatch ? e->n_ubatch : DEFAULT_UBATCH;
+}
+
 void halo_engine_step_free(halo_engine *e) {
     if (e->scratch) e->be->ops->buf_free(e->be, e->scratch);
     e->scratch = NULL;

@@ -1,7 +1,8 @@
 /* Rewinds through checkpoints: going back to any position of a 1,100-token golden sequence
  * and continuing gives, bit for bit, the logits of evaluating that prefix uninterrupted, and
- * re-evaluates fewer tokens than the checkpoint interval (the model's largest compression
- * ratio plus its sliding window: at most one compressor window plus the sliding window). */
+ * re-evaluates fewer tokens than the checkpoint interval (by default the model's largest
+ * compression ratio plus its sliding window, rounded up to a multiple of the engine's 512-token
+ * forward so that checkpoints never split a prompt's forwards). */
 #include <time.h>
 
 #include "kv/kv_fixture.h"
@@ -86,7 +87,8 @@ static void rewind_to_every_position(const char *model, const char *variant, uin
 }
 
 /* A budget for two and a half checkpoints: the interval doubles, every other checkpoint goes,
- * the stats say so, and rewinds stay exact (only longer). */
+ * the stats say so, and rewinds stay exact (only longer). An interval of 256 set by policy
+ * (below the default's 512), so 1,100 tokens take four checkpoints before thinning. */
 static void checkpoint_memory_stays_within_its_budget(void) {
     halo_engine *e = fixture_engine("tiny-a", "f32");
     const halo_golden_seq *seq = fixture_seq("L1100");
@@ -99,12 +101,14 @@ static void checkpoint_memory_stays_within_its_budget(void) {
     halo_session *s = NULL;
     halo_error err = {0};
     CHECK_INT(halo_session_create(e, n, &s, &err), HALO_OK);
+    halo_checkpoint_policy pol = {.interval = 256};
+    CHECK_INT(halo_session_set_checkpoints(s, &pol, &err), HALO_OK);
     CHECK_INT(halo_session_eval(s, seq->tokens, 300, false, &err), HALO_OK);
     halo_checkpoint_stats cs;
     halo_session_checkpoint_stats(s, &cs);
     CHECK_INT(cs.count, 1);
     uint64_t one = cs.bytes, budget = one * 5 / 2;
-    halo_checkpoint_policy pol = {.interval = 0, .max_bytes = budget};
+    pol.max_bytes = budget;
     CHECK_INT(halo_session_set_checkpoints(s, &pol, &err), HALO_OK);
     CHECK_INT(halo_session_rewind(s, 0, &err), HALO_OK);
     CHECK_INT(halo_session_eval(s, seq->tokens, n, false, &err), HALO_OK);
@@ -139,9 +143,10 @@ static void checkpoint_memory_stays_within_its_budget(void) {
 
 int main(void) {
     checkpoint_memory_stays_within_its_budget();
-    /* tiny-a: largest ratio 128, window 128; tiny-yarn: 128 and 64. */
-    rewind_to_every_position("tiny-a", "f32", 256);
-    rewind_to_every_position("tiny-yarn", "f16", 192);
+    /* tiny-a: largest ratio 128, window 128 (256); tiny-yarn: 128 and 64 (192); both rounded
+     * up to the 512-token forward. */
+    rewind_to_every_position("tiny-a", "f32", 512);
+    rewind_to_every_position("tiny-yarn", "f16", 512);
     halo_golden_close(fixture_golden());
     return check_failures ? 1 : 0;
 }

@@ -384,6 +384,41 @@ static void swiglu_in_the_gate_up_kernel_gives_the_same_sums(void) {
     apart->ops->destroy(apart);
 }
 
+/* The experts' down rows with each warp in one pair and the pair's h in registers (opt-in,
+ * HALO_CUDA_DNHOLD=1, =2 two rows at a time: backends made with it) against the default
+ * backend on the same inputs: bitwise the same outputs (the same rows, each row's units in the
+ * same order). */
+static void down_rows_held_by_pair_give_the_same_sums(void) {
+    halo_backend *keep = gpu, *held[2] = {NULL, NULL};
+    halo_error err = {0};
+    for (int i = 0; i < 2; i++) {
+        setenv("HALO_CUDA_DNHOLD", i ? "2" : "1", 1);
+        CHECK_INT(halo_backend_cuda_create(0, &held[i], &err), HALO_OK);
+    }
+    unsetenv("HALO_CUDA_DNHOLD");
+    if (!held[0] || !held[1]) return;
+    float *base = NULL, *got[2] = {NULL, NULL};
+    const uint64_t seed = rng;
+    moe_keep = &base;
+    moe_once("moe iq2_xxs/q2_K, default down", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0,
+             false);
+    for (int i = 0; i < 2; i++) {
+        rng = seed;
+        gpu = held[i];
+        moe_keep = &got[i];
+        moe_once(i ? "moe iq2_xxs/q2_K, down held, two rows" : "moe iq2_xxs/q2_K, down held",
+                 HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false);
+    }
+    gpu = keep;
+    moe_keep = NULL;
+    float *copy = base ? malloc(4096 * sizeof(float)) : NULL;
+    if (copy) memcpy(copy, base, 4096 * sizeof(float));
+    same_bits("moe, down held by pair vs default", got[0], base, 4096);
+    same_bits("moe, down held, two rows vs default", got[1], copy, 4096);
+    for (int i = 0; i < 2; i++)
+        held[i]->ops->destroy(held[i]);
+}
+
 int main(void) {
     halo_error err = {0};
     setenv("HALO_CUDA_INTDOT", "1", 1);
@@ -401,6 +436,7 @@ int main(void) {
     RUN(one_token_experts_match_the_cpus_integer_mode);
     RUN(two_rows_at_a_time_give_the_same_sums);
     RUN(swiglu_in_the_gate_up_kernel_gives_the_same_sums);
+    RUN(down_rows_held_by_pair_give_the_same_sums);
     gpu->ops->destroy(gpu);
     cpu_fast->ops->destroy(cpu_fast);
     cpu_precise->ops->destroy(cpu_precise);

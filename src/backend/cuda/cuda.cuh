@@ -144,6 +144,8 @@ typedef struct cu_backend {
     int gufuse;    /* one-token moe: SwiGLU and h's quantization in the gate/up kernel, 2 with
                       its own IQ2_XXS decoder (moe_gu.cuh; HALO_CUDA_GUFUSE=0: off, =1: fused
                       with mvq.cuh's decoder) */
+    int dnhold;    /* one-token moe down: a warp's rows in one pair, its h in registers, 2: two
+                      rows at a time (moe_dn.cuh; HALO_CUDA_DNHOLD=1 or 2, off by default) */
     cu_hc_pending hcp;
     cu_norm_pending np;
     cu_sum_pending sp;

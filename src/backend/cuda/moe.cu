@@ -603,6 +603,7 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
     }
 }
 
+#include "backend/cuda/moe_dn.cuh"
 #include "backend/cuda/moe_gu.cuh"
 
 /* One block a pair: h = silu(min(g, c)) · clamp(u, ±c) (as moe_swiglu_kernel, kept in hg),
@@ -748,6 +749,22 @@ static void moeq_down(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_
         MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (iq ? mvq_tabs_bytes(be->grid_rep) : 0);
 #define Q_DN(a, b, c, d)                                                                           \
     if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
+        if (be->dnhold && m.n_ff == mvq_ch(c)) {                                                   \
+            static int done_h; /* the largest size the attribute was set for */                    \
+            bool done = smem <= done_h;                                                            \
+            if (!cu_smem_attr(be, moeq_dn_stream<c, d>, smem, &done, op)) return;                  \
+            if (smem > done_h) done_h = smem;                                                      \
+            moe_stream_plan spr = sp;                                                              \
+            const int64_t res =                                                                    \
+                cu_resident(be, moeq_dn_stream<c, d>, MOE_FAST_WARPS * WARP, smem);                \
+            if ((int64_t)spr.blocks > res) spr.blocks = (unsigned)res;                             \
+            const moe_stream_plan p = moeq_plan(spr, wr, ws);                                      \
+            if ((int64_t)p.blocks_r * MOE_FAST_WARPS >= 8 * (int64_t)k) { /* >= 8 warps an item */ \
+                cu_launch(be, moeq_dn_stream<c, d>, p.blocks, MOE_FAST_WARPS *WARP, smem, m, xq,   \
+                          y, p.n_sh, p.blocks_r, be->early, be->dnhold);                           \
+                return; /* checked by the caller */                                                \
+            }                                                                                      \
+        }                                                                                          \
         static int done_bytes; /* the largest size the attribute was set for */                    \
         bool done = smem <= done_bytes;                                                            \
         if (!cu_smem_attr(be, moeq_down_stream<c, d>, smem, &done, op)) return;                    \

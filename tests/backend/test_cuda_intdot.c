@@ -350,38 +350,46 @@ static void two_rows_at_a_time_give_the_same_sums(void) {
     one->ops->destroy(one);
 }
 
-/* The experts' SwiGLU and h's quantization inside the gate/up kernel (the default, moe_gu.cuh)
- * and in a kernel of their own (HALO_CUDA_GUFUSE=0, a second backend), on the same inputs:
- * bitwise the same outputs (the same row sums, the same SwiGLU expression, the same 256 values
- * a quantized chunk on the same lanes), scored and hash-routed. The fused kernel's chunk
- * counters must be back at zero after each launch: every moe_once before this one ran it on the
- * same backend, and a counter left over would have a later launch quantize a chunk before it
- * is whole (far outside the CPU's 2e-3 there). The Q8_0-throughout case runs it too
- * (one_token_experts_match_the_cpus_integer_mode). */
+/* The experts' SwiGLU and h's quantization inside the gate/up kernel (opt-in,
+ * HALO_CUDA_GUFUSE=1 with mvq.cuh's IQ2_XXS decoder, =2 with moe_gu.cuh's: backends made with
+ * it) against the default (two launches) on the same inputs: bitwise the same outputs (the
+ * same row sums, the same SwiGLU expression, the same 256 values a quantized chunk on the same
+ * lanes), scored then hash-routed. The fused kernel's chunk counters must be back at zero after
+ * each launch: the second round runs on the same backends, and a counter left over would
+ * have it quantize a chunk before it is whole. */
 static void swiglu_in_the_gate_up_kernel_gives_the_same_sums(void) {
-    halo_backend *keep = gpu, *apart = NULL;
+    halo_backend *keep = gpu, *fused[2] = {NULL, NULL};
     halo_error err = {0};
-    setenv("HALO_CUDA_GUFUSE", "0", 1);
-    CHECK_INT(halo_backend_cuda_create(0, &apart, &err), HALO_OK);
+    for (int i = 0; i < 2; i++) {
+        setenv("HALO_CUDA_GUFUSE", i ? "2" : "1", 1);
+        CHECK_INT(halo_backend_cuda_create(0, &fused[i], &err), HALO_OK);
+    }
     unsetenv("HALO_CUDA_GUFUSE");
-    if (!apart) return;
+    if (!fused[0] || !fused[1]) return;
     for (int round = 0; round < 2; round++) {
-        float *fused = NULL, *sep = NULL;
+        float *base = NULL, *got[2] = {NULL, NULL};
         const uint64_t seed = rng;
         const bool hash = round == 1;
-        moe_keep = &fused;
-        moe_once("moe iq2_xxs/q2_K, SwiGLU in gate/up", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
-                 HALO_TYPE_Q8_0, hash);
-        rng = seed;
-        gpu = apart;
-        moe_keep = &sep;
+        moe_keep = &base;
         moe_once("moe iq2_xxs/q2_K, SwiGLU apart", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
                  HALO_TYPE_Q8_0, hash);
+        for (int i = 0; i < 2; i++) {
+            rng = seed;
+            gpu = fused[i];
+            moe_keep = &got[i];
+            moe_once(i ? "moe iq2_xxs/q2_K, SwiGLU in gate/up, own decoder"
+                       : "moe iq2_xxs/q2_K, SwiGLU in gate/up",
+                     HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, hash);
+        }
         gpu = keep;
         moe_keep = NULL;
-        same_bits("moe, SwiGLU in gate/up vs apart", fused, sep, 4096);
+        float *copy = base ? malloc(4096 * sizeof(float)) : NULL;
+        if (copy) memcpy(copy, base, 4096 * sizeof(float));
+        same_bits("moe, SwiGLU in gate/up vs apart", got[0], base, 4096);
+        same_bits("moe, SwiGLU in gate/up (own decoder) vs apart", got[1], copy, 4096);
     }
-    apart->ops->destroy(apart);
+    for (int i = 0; i < 2; i++)
+        fused[i]->ops->destroy(fused[i]);
 }
 
 /* The experts' down rows with each warp in one pair and the pair's h in registers (opt-in,

@@ -142,8 +142,8 @@ typedef struct cu_backend {
     bool two;      /* ... and two rows at a time (mvq.cuh's TWO; HALO_CUDA_TWO=0: one) */
     bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
     int gufuse;    /* one-token moe: SwiGLU and h's quantization in the gate/up kernel, 2 with
-                      its own IQ2_XXS decoder (moe_gu.cuh; HALO_CUDA_GUFUSE=0: off, =1: fused
-                      with mvq.cuh's decoder) */
+                      its own IQ2_XXS decoder (moe_gu.cuh; HALO_CUDA_GUFUSE=1 or 2, off by
+                      default: slower in cuda-moe-1's ncu) */
     int dnhold;    /* one-token moe down: a warp's rows in one pair, its h in registers, 2: two
                       rows at a time (moe_dn.cuh; HALO_CUDA_DNHOLD=1 or 2, off by default) */
     cu_hc_pending hcp;

@@ -696,25 +696,25 @@ static bool moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (int)mvq_act_bytes(m.n_embd) +
                      (iq ? mvq_tabs_bytes(be->grid_rep) : 0);
     const bool fuse = be->gufuse && n_pairs * (m.n_h / 256) <= CU_MOEQ_CTRS;
-    /* moe_gu.cuh's IQ2_XXS decoder takes the 16-copy grid and two rows at a time */
-    const int hold_gu =
-        hold == 2 && be->gufuse == 2 && tr == HALO_TYPE_IQ2_XXS && be->grid_rep == 4 ? 3 : hold;
+    /* moe_gu.cuh's IQ2_XXS decoder takes the 16-copy grid and two rows at a time; its own
+     * kernel, so the other's registers are not sized by it */
+    const bool own = hold == 2 && be->gufuse == 2 && tr == HALO_TYPE_IQ2_XXS && be->grid_rep == 4;
     /* The blocks as stay resident (the grid's copies can leave two a multiprocessor). */
 #define Q_UP(a, b, c, d)                                                                           \
     if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
         if (fuse) {                                                                                \
-            static int done_f; /* the largest size the attribute was set for */                    \
-            bool done = smem <= done_f;                                                            \
-            if (!cu_smem_attr(be, moeq_gu_stream<a, b>, smem, &done, op)) return false;            \
-            if (smem > done_f) done_f = smem;                                                      \
+            static int done_f[2]; /* the largest size the attribute was set for */                 \
+            bool done = smem <= done_f[own];                                                       \
+            auto kern = own ? moeq_gu_stream<a, b, true> : moeq_gu_stream<a, b, false>;            \
+            if (!cu_smem_attr(be, kern, smem, &done, op)) return false;                            \
+            if (smem > done_f[own]) done_f[own] = smem;                                            \
             moe_stream_plan spr = sp;                                                              \
-            const int64_t res =                                                                    \
-                cu_resident(be, moeq_gu_stream<a, b>, MOE_FAST_WARPS * WARP, smem);                \
+            const int64_t res = cu_resident(be, kern, MOE_FAST_WARPS * WARP, smem);                \
             if ((int64_t)spr.blocks > res) spr.blocks = (unsigned)res;                             \
             const moe_stream_plan p = moeq_plan(spr, wr, ws);                                      \
-            cu_launch(be, moeq_gu_stream<a, b>, p.blocks, MOE_FAST_WARPS *WARP, smem, m, x, hg,    \
-                      xq, be->counters + CU_CTR_MOEQ, p.n_sh, p.blocks_r, hold_gu, be->early,      \
-                      mvq_k(c), mvq_k(d));                                                         \
+            cu_launch(be, kern, p.blocks, MOE_FAST_WARPS *WARP, smem, m, x, hg, xq,                \
+                      be->counters + CU_CTR_MOEQ, p.n_sh, p.blocks_r, hold, be->early, mvq_k(c),  \
+                      mvq_k(d));                                                                   \
             return CU_LAUNCHED(be, op, "moeq_gu_stream");                                          \
         }                                                                                          \
         static int done_bytes; /* the largest size the attribute was set for */                    \

@@ -249,7 +249,7 @@ static __device__ __forceinline__ void moe_iq2_stream(P &p, int64_t first, int64
     cp_async_wait<0>();
 }
 
-template <int TR, int TS>
+template <int TR, int TS, bool OWN>
 __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     moeq_gu_stream(GPU_GRID_CONST const expert_mats m, const float *x, float *h, uint8_t *hq,
                    unsigned *ctr, int n_sh, unsigned blocks_r, int hold, bool early, bool kr,
@@ -278,12 +278,11 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     if (routed) {
         moeq_gu_rows<TR> rows = {m, x, xq, tab, h, hq, ctr, y0, n_rows, stride, kr, 0.0f, 0, 0, {}};
         const mvq_grid g = mvq_grid_at(tab, m.g);
-        if constexpr (TR == HALO_TYPE_IQ2_XXS)
-            if (hold == 3) {
-                moe_iq2_stream(rows, first, stride, total, stage, g.lane);
-                rows.count();
-                return;
-            }
+        if constexpr (OWN && TR == HALO_TYPE_IQ2_XXS) {
+            moe_iq2_stream(rows, first, stride, total, stage, g.lane);
+            rows.count();
+            return;
+        }
         if (hold == 2)
             mvq_stream<TR, true, moeq_gu_rows<TR>, true>(rows, first, stride, total, stage, g);
         else if (hold)

@@ -7,43 +7,34 @@
  * activation (2 KB of int8 and the sums of Q8_K) from global memory through L1 again. Here the
  * routed part's warps are dealt to its items, wpp = stride / items each (the last few warps
  * idle), and a warp takes rows lw, lw + wpp, ... of its item's pair: one activation a warp, in
- * registers once. The same rows and sums as moeq_down_stream (a row's units in the same order),
- * so the same bits. The shared expert's part (Q8_0 rows of two chunks) is unchanged. */
+ * registers once, and the item, pair and row bases looked up once; a row's place is one
+ * float-reciprocal quotient (moe_div.h) where moeq_down_stream's rows run two runtime divisions
+ * and two dependent loads three times a row (cuda-moe-1's ncu: ~530 instructions a Q2_K row,
+ * ~90 of them its units). The same rows and sums as moeq_down_stream (a row's units in the same
+ * order), so the same bits. The shared expert's part (Q8_0 rows of two chunks) is unchanged. */
+
+#include "backend/cuda/moe_div.h"
 
 template <int T> struct moeq_dn_rows {
-    struct at {
-        int64_t e, r;
-        int32_t p0;
-        bool ok;
-    };
     const expert_mats &m;
-    const uint8_t *xq; /* every pair's quantized h */
     mvq_tabs *tab;
-    float *y;
-    int32_t y0, n_y; /* the part's items */
-    uint32_t stride; /* the part's warps */
-    uint32_t wpp;    /* warps an item */
-    int32_t item;    /* this warp's item (>= n_y: idle) */
-    at cur;
-    __device__ at locate(int64_t i) const {
-        at t;
-        const uint32_t ui = (uint32_t)i, w = ui % stride, k = ui / stride;
-        const int32_t it = (int32_t)(w / wpp);
-        t.r = (int64_t)(w % wpp + wpp * k);
-        t.ok = it < n_y && t.r < m.n_embd;
-        const int32_t *p = m.act + 1 + 3 * (y0 + (t.ok ? it : 0));
-        t.e = p[0];
-        t.p0 = p[1];
-        return t;
-    }
-    __device__ int64_t width(const at &t) const {
-        return t.ok ? (t.e == m.n_expert ? m.n_ff_sh : m.n_ff) : 0;
+    const char *row0;    /* the warp's expert's down row 0 */
+    uint64_t rb;         /* bytes a row */
+    int64_t width;       /* the expert's inputs; 0: an idle warp */
+    const uint8_t *act0; /* the warp's pair's quantized h */
+    float *yrow;         /* y[pair, .] */
+    uint32_t first;      /* the warp's first item index */
+    uint32_t lw, wpp;    /* its place among its item's warps, and their count */
+    moe_divisor stride;
+    uint32_t cur_r;
+    /* Item i's row (i = first + k stride: the items mvq_stream passes). */
+    __device__ uint32_t r_of(int64_t i) const {
+        return lw + wpp * moe_quot((uint32_t)i - first, stride);
     }
     __device__ int64_t row(int64_t i, const char **r) const {
-        const at t = locate(i);
-        *r = t.e == m.n_expert ? m.down_sh + t.r * m.drb_sh
-                               : m.down + ((uint64_t)t.e * m.n_embd + t.r) * m.drb;
-        return width(t);
+        const uint32_t rr = r_of(i);
+        *r = row0 + rr * rb;
+        return rr < (uint32_t)m.n_embd ? width : 0;
     }
     __device__ void prepare() const {
         if constexpr (T == HALO_TYPE_IQ2_XXS) {
@@ -52,17 +43,16 @@ template <int T> struct moeq_dn_rows {
         }
     }
     __device__ int64_t begin(int64_t i) {
-        cur = locate(i);
-        return width(cur);
+        cur_r = r_of(i);
+        return cur_r < (uint32_t)m.n_embd ? width : 0;
     }
     /* The warp's pair (HOLD calls it once, before any begin). */
     __device__ q8act act() const {
-        const int32_t *p = m.act + 1 + 3 * (y0 + (item < n_y ? item : 0));
-        return mvq_act_at(xq + (int64_t)m.pairs[p[1]] * mvq_act_bytes(m.n_h), m.n_h);
+        return mvq_act_at(act0, m.n_h);
     }
     __device__ void end(int64_t, float sum) const {
         if (threadIdx.x % WARP) return;
-        y[(int64_t)m.pairs[cur.p0] * m.n_embd + cur.r] = sum;
+        yrow[cur_r] = sum;
     }
 };
 
@@ -88,10 +78,26 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
     const int64_t first = b * MOE_FAST_WARPS + warp, stride = nb * MOE_FAST_WARPS;
     if (routed) {
         /* At least one warp an item (the host gives the routed part >= 8 warps an item). */
-        const uint32_t wpp = n_y > 0 ? (uint32_t)(stride / n_y) : 1u;
+        const uint32_t st = (uint32_t)stride, fw = (uint32_t)first;
+        const uint32_t per = n_y > 0 ? st / (uint32_t)n_y : 1u, wpp = per > 0 ? per : 1u;
+        const uint32_t it = fw / wpp;
+        const bool on = (int32_t)it < n_y;
+        const int32_t *item = m.act + 1 + 3 * (y0 + (on ? (int32_t)it : 0));
+        const int64_t e = on ? item[0] : 0;
+        const int64_t pair = on ? m.pairs[item[1]] : 0;
         const int64_t total = (int64_t)stride * ((m.n_embd + wpp - 1) / wpp);
-        moeq_dn_rows<TR> rows = {
-            m, xq, tab, y, y0, n_y, (uint32_t)stride, wpp, (int32_t)(first / wpp), {}};
+        moeq_dn_rows<TR> rows = {m,
+                                 tab,
+                                 m.down + (uint64_t)e * m.n_embd * m.drb,
+                                 m.drb,
+                                 on ? m.n_ff : 0,
+                                 xq + pair * mvq_act_bytes(m.n_h),
+                                 y + pair * m.n_embd,
+                                 fw,
+                                 fw % wpp,
+                                 wpp,
+                                 moe_divisor_of(st),
+                                 0u};
         const mvq_grid g = mvq_grid_at(tab, m.g);
         if (hold == 2)
             mvq_stream<TR, true, moeq_dn_rows<TR>, true>(rows, first, stride, total, stage, g);

@@ -2,11 +2,14 @@
  * quantization for the down projections in one launch (HALO_CUDA_GUFUSE=0: moeq_up_stream, then
  * moeq_swiglu_kernel). Included by moe.cu (CUDA only), after the moeq kernels.
  *
- * The rows are the moeq_up_stream's, relabelled so that a warp takes the gate row and the up row
- * of the same (pair, r) one after the other: its k-th item is logical row L = w + stride (k / 2)
- * (w its warp in the part's stride), gate for even k, up for odd; with mvq_stream's TWO both go
- * in one unrolled body. The up row's end then has both sums and writes h = silu(min(g, c)) ·
- * clamp(u, ±c) as moeq_swiglu_kernel computes it.
+ * The part's warps are dealt to its work items (wpp = stride / items each, as moe_dn.cuh), and a
+ * warp takes the gate row and the up row of the same (pair, r) one after the other: its k-th
+ * item is row r = lw + wpp (k / 2) of its item (lw its place among the item's warps), gate for
+ * even k, up for odd; with mvq_stream's TWO both go in one unrolled body. The up row's end then
+ * has both sums and writes h = silu(min(g, c)) · clamp(u, ±c) as moeq_swiglu_kernel computes
+ * it. A warp's item, pair, row bases and clamp are looked up once; a row's place is one
+ * float-reciprocal quotient (moe_div.h), not the runtime divisions and item loads that were
+ * most of the experts' kernels' instructions (cuda-moe-1's ncu).
  *
  * Quantizing h needs each 256-value chunk whole (Q8_K's scale is the chunk's largest value), and
  * its rows come from many warps of many blocks: each chunk has a device counter (CU_CTR_MOEQ),
@@ -17,55 +20,41 @@
  * (at the stream's end, or when 32 are pending), so no row waits for an atomic's round trip.
  * Saves moeq_swiglu_kernel's launch (ncu, session 6 base: 4.4 us a layer cold) and the up sums'
  * store and reload. */
+#include "backend/cuda/moe_div.h"
 
-template <int T> struct moeq_gu_rows {
-    struct at {
-        int64_t e, r;
-        int32_t p0;
-        int mat;
-        bool ok;
-    };
+/* SH: the shared expert's part (its matrices and clamp), else the routed experts'. Values the
+ * kernel's parameters hold are read from them where used (no registers held for them). */
+template <int T, bool SH> struct moeq_gu_rows {
     const expert_mats &m;
     const float *x; /* the token's input */
     uint8_t *xq;    /* the block's quantized x (shared memory) */
     mvq_tabs *tab;
-    float *h;        /* h[pair, r], f32 (kept as moeq_swiglu_kernel keeps it in hg) */
-    uint8_t *hq;     /* every pair's quantized h, mvq_act_bytes(n_h) a pair */
-    unsigned *ctr;   /* n_pairs * n_h / 256 zeroed counters */
-    int32_t y0;      /* the part's first work item */
-    uint32_t n_rows; /* the part's logical rows: its items times n_h */
-    uint32_t stride; /* the part's warps */
-    bool K;          /* the part's down activation is Q8_K (else Q8_0) */
-    float gate;      /* the gate row's sum, until its up row ends */
-    int pending;     /* rows written since the last count (the same on every lane) */
-    int chunk;       /* this lane's pending row's chunk */
-    at cur;
-    /* 32-bit arithmetic, as moe_up_rows (the bound is checked on the host). */
-    __device__ at locate(int64_t i) const {
-        at t;
-        const uint32_t ui = (uint32_t)i, k = ui / stride;
-        const uint32_t L = ui % stride + stride * (k >> 1);
-        t.mat = (int)(k & 1);
-        t.ok = L < n_rows;
-        const uint32_t Lc = t.ok ? L : 0, nh = (uint32_t)m.n_h;
-        t.r = Lc % nh;
-        const int32_t *item = m.act + 1 + 3 * (y0 + (int32_t)(Lc / nh));
-        t.e = item[0];
-        t.p0 = item[1];
-        return t;
-    }
-    __device__ int64_t width(const at &t) const {
-        const int64_t rows = t.e == m.n_expert ? m.n_ff_sh : m.n_ff;
-        return t.ok && t.r < rows ? m.n_embd : 0;
+    uint8_t *hq;      /* every pair's quantized h, mvq_act_bytes(n_h) a pair */
+    unsigned *ctr;    /* n_pairs * n_h / 256 zeroed counters */
+    float *h;         /* h[pair, r], f32 (kept as moeq_swiglu_kernel keeps it in hg) */
+    uint64_t eo;      /* the warp's expert's first row, in bytes past the routed matrices' */
+    uint32_t rows;    /* the expert's rows; 0: an idle warp */
+    uint32_t first;   /* the warp's first item index */
+    uint32_t lw, wpp; /* its place among its item's warps, and their count */
+    moe_divisor stride;
+    int pair;
+    bool K;      /* the part's down activation is Q8_K (else Q8_0) */
+    float gate;  /* the gate row's sum, until its up row ends */
+    int pending; /* rows written since the last count (the same on every lane) */
+    int chunk;   /* this lane's pending row's chunk */
+    uint32_t cur_r;
+    int cur_mat;
+    /* Item i's row and matrix (i = first + k stride: the items mvq_stream passes). */
+    __device__ uint32_t k_of(int64_t i) const {
+        return moe_quot((uint32_t)i - first, stride);
     }
     __device__ int64_t row(int64_t i, const char **r) const {
-        const at t = locate(i);
-        if (t.e == m.n_expert)
-            *r = t.mat ? m.up_sh + t.r * m.urb_sh : m.gate_sh + t.r * m.grb_sh;
+        const uint32_t k = k_of(i), rr = lw + wpp * (k >> 1);
+        if (SH)
+            *r = k & 1 ? m.up_sh + rr * m.urb_sh : m.gate_sh + rr * m.grb_sh;
         else
-            *r = t.mat ? m.up + ((uint64_t)t.e * m.n_ff + t.r) * m.urb
-                       : m.gate + ((uint64_t)t.e * m.n_ff + t.r) * m.grb;
-        return width(t);
+            *r = k & 1 ? m.up + eo + rr * m.urb : m.gate + eo + rr * m.grb;
+        return rr < rows ? m.n_embd : 0;
     }
     __device__ void prepare() const {
         if constexpr (T == HALO_TYPE_IQ2_XXS) mvq_tabs_load(tab, m.g);
@@ -73,28 +62,29 @@ template <int T> struct moeq_gu_rows {
         __syncthreads();
     }
     __device__ int64_t begin(int64_t i) {
-        cur = locate(i);
-        return width(cur);
+        const uint32_t k = k_of(i);
+        cur_r = lw + wpp * (k >> 1);
+        cur_mat = (int)(k & 1);
+        return cur_r < rows ? m.n_embd : 0;
     }
     __device__ q8act act() const {
         return mvq_act_at(xq, m.n_embd);
     }
     /* Every lane of the warp calls it (mvq_stream's end), after begin(i). */
     __device__ void end(int64_t, float sum) {
-        if (cur.mat == 0) {
+        if (cur_mat == 0) {
             gate = sum;
             return;
         }
-        const float c = cur.e == m.n_expert ? m.clamp_sh : m.clamp_exp;
+        const float c = SH ? m.clamp_sh : m.clamp_exp;
         float a = gate, b = sum;
         if (c > 0) {
             a = a > c ? c : a;
             b = b > c ? c : b < -c ? -c : b;
         }
-        const int64_t pair = m.pairs[cur.p0];
         if (threadIdx.x % WARP == pending) {
-            h[pair * m.n_h + cur.r] = a / (1.0f + expf(-a)) * b;
-            chunk = (int)(pair * (m.n_h / 256) + cur.r / 256);
+            h[(int64_t)pair * m.n_h + cur_r] = a / (1.0f + expf(-a)) * b;
+            chunk = pair * (int)(m.n_h / 256) + (int)(cur_r / 256);
         }
         if (++pending == WARP) count();
     }
@@ -113,11 +103,11 @@ template <int T> struct moeq_gu_rows {
             done &= done - 1;
             const int c = __shfl_sync(0xffffffffu, chunk, src);
             __threadfence(); /* the other warps' values, counted before */
-            const int64_t per = m.n_h / 256, pair = c / per, e0 = 256 * (c % per);
-            const float4 *p = (const float4 *)(h + pair * m.n_h + e0 + 8 * lane);
+            const int64_t per = m.n_h / 256, pc = c / per, e0 = 256 * (c % per);
+            const float4 *p = (const float4 *)(h + pc * m.n_h + e0 + 8 * lane);
             const float4 v0 = __ldcg(p), v1 = __ldcg(p + 1);
             const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-            uint8_t *base = hq + pair * mvq_act_bytes(m.n_h);
+            uint8_t *base = hq + pc * mvq_act_bytes(m.n_h);
             if (K)
                 mvq_quant256<true>(v, e0, base, m.n_h);
             else
@@ -272,27 +262,39 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 2)
     const int32_t y0 = routed ? 0 : n_items - n_sh, n_y = routed ? n_items - n_sh : n_sh;
     const uint32_t b = routed ? blockIdx.x : blockIdx.x - blocks_r;
     const uint32_t nb = routed ? blocks_r : gridDim.x - blocks_r;
-    const uint32_t stride = nb * MOE_FAST_WARPS, n_rows = (uint32_t)n_y * (uint32_t)m.n_h;
-    const int64_t total = 2 * (int64_t)stride * ((n_rows + stride - 1) / stride);
-    const int64_t first = (int64_t)b * MOE_FAST_WARPS + warp;
+    const uint32_t stride = nb * MOE_FAST_WARPS, first = b * MOE_FAST_WARPS + warp;
+    /* The warp's item (the host gives each part at least one warp an item) and its rows. */
+    const uint32_t per = n_y > 0 ? stride / (uint32_t)n_y : 1u, wpp = per > 0 ? per : 1u;
+    const uint32_t it = first / wpp;
+    const bool on = (int32_t)it < n_y;
+    const int32_t *item = m.act + 1 + 3 * (y0 + (on ? (int32_t)it : 0));
+    const int64_t e = on && routed ? item[0] : 0;
+    const int pair = on ? m.pairs[item[1]] : 0;
+    const uint32_t rows = on ? (uint32_t)(routed ? m.n_ff : m.n_ff_sh) : 0u;
+    const int64_t total = (int64_t)stride * 2 * (((int64_t)m.n_h + wpp - 1) / wpp);
+    const uint64_t eo = (uint64_t)e * m.n_ff * m.grb; /* gate and up share a type */
+    const moe_divisor sd = moe_divisor_of(stride);
     if (routed) {
-        moeq_gu_rows<TR> rows = {m, x, xq, tab, h, hq, ctr, y0, n_rows, stride, kr, 0.0f, 0, 0, {}};
+        moeq_gu_rows<TR, false> rows_ = {m,           x,   xq, tab,  hq, ctr,  h, eo, rows, first,
+                                         first % wpp, wpp, sd, pair, kr, 0.0f, 0, 0,  0u,   0};
         const mvq_grid g = mvq_grid_at(tab, m.g);
         if constexpr (OWN && TR == HALO_TYPE_IQ2_XXS) {
-            moe_iq2_stream(rows, first, stride, total, stage, g.lane);
-            rows.count();
+            moe_iq2_stream(rows_, first, stride, total, stage, g.lane);
+            rows_.count();
             return;
         }
         if (hold == 2)
-            mvq_stream<TR, true, moeq_gu_rows<TR>, true>(rows, first, stride, total, stage, g);
+            mvq_stream<TR, true, moeq_gu_rows<TR, false>, true>(rows_, first, stride, total, stage,
+                                                                g);
         else if (hold)
-            mvq_stream<TR, true>(rows, first, stride, total, stage, g);
+            mvq_stream<TR, true>(rows_, first, stride, total, stage, g);
         else
-            mvq_stream<TR>(rows, first, stride, total, stage, g);
-        rows.count();
+            mvq_stream<TR>(rows_, first, stride, total, stage, g);
+        rows_.count();
     } else {
-        moeq_gu_rows<TS> rows = {m, x, xq, tab, h, hq, ctr, y0, n_rows, stride, ks, 0.0f, 0, 0, {}};
-        mvq_stream<TS>(rows, first, stride, total, stage, mvq_grid_at(tab, m.g));
-        rows.count();
+        moeq_gu_rows<TS, true> rows_ = {m,           x,   xq, tab,  hq, ctr,  h, eo, rows, first,
+                                        first % wpp, wpp, sd, pair, ks, 0.0f, 0, 0,  0u,   0};
+        mvq_stream<TS>(rows_, first, stride, total, stage, mvq_grid_at(tab, m.g));
+        rows_.count();
     }
 }

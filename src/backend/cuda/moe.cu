@@ -712,7 +712,7 @@ static bool moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
             const int64_t res = cu_resident(be, kern, MOE_FAST_WARPS * WARP, smem);                \
             if ((int64_t)spr.blocks > res) spr.blocks = (unsigned)res;                             \
             const moe_stream_plan p = moeq_plan(spr, wr, ws);                                      \
-            /* a warp an item at least; moe_div.h's bound on the item indices */                  \
+            /* a warp an item at least; moe_div.h's bound on the item indices */                   \
             if ((int64_t)p.blocks_r * MOE_FAST_WARPS >= (int64_t)k &&                              \
                 2 * ((int64_t)k + 1) * m.n_h + 2 * (int64_t)p.blocks * MOE_FAST_WARPS <            \
                     MOE_DIV_LIMIT) {                                                               \
@@ -764,8 +764,8 @@ static void moeq_down(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_
                 cu_resident(be, moeq_dn_stream<c, d>, MOE_FAST_WARPS * WARP, smem);                \
             if ((int64_t)spr.blocks > res) spr.blocks = (unsigned)res;                             \
             const moe_stream_plan p = moeq_plan(spr, wr, ws);                                      \
-            if ((int64_t)p.blocks_r * MOE_FAST_WARPS >= 8 * (int64_t)k && /* 8 warps an item */   \
-                (int64_t)k * m.n_embd + (int64_t)p.blocks * MOE_FAST_WARPS < MOE_DIV_LIMIT) {       \
+            if ((int64_t)p.blocks_r * MOE_FAST_WARPS >= 8 * (int64_t)k && /* 8 warps an item */    \
+                (int64_t)k * m.n_embd + (int64_t)p.blocks * MOE_FAST_WARPS < MOE_DIV_LIMIT) {      \
                 cu_launch(be, moeq_dn_stream<c, d>, p.blocks, MOE_FAST_WARPS *WARP, smem, m, xq,   \
                           y, p.n_sh, p.blocks_r, be->early, be->dnhold);                           \
                 return; /* checked by the caller */                                                \

@@ -77,7 +77,12 @@ typedef struct cu_norm_pending {
 
 /* Device counters of kernels whose last block does the rest (it resets the counter, so a
  * graph replays them). */
-enum { CU_CTR_ROUTE = 0, CU_COUNTERS = 64 };
+enum {
+    CU_CTR_ROUTE = 0,
+    CU_CTR_MOEQ = 64, /* .. 64 + CU_MOEQ_CTRS: one-token moe's h chunks (moe_gu.cuh) */
+    CU_MOEQ_CTRS = 128,
+    CU_COUNTERS = CU_CTR_MOEQ + CU_MOEQ_CTRS
+};
 
 typedef struct cu_prof cu_prof;
 typedef struct cu_graph cu_graph;
@@ -136,6 +141,11 @@ typedef struct cu_backend {
     bool hold;     /* expert gate/up activations in registers (moe.cu; HALO_CUDA_HOLD=0: off) */
     bool two;      /* ... and two rows at a time (mvq.cuh's TWO; HALO_CUDA_TWO=0: one) */
     bool early;    /* int8 projections fetch weights before the PDL wait (HALO_CUDA_EARLY=0: off) */
+    int gufuse;    /* one-token moe: SwiGLU and h's quantization in the gate/up kernel, 2 with
+                      its own IQ2_XXS decoder (moe_gu.cuh; HALO_CUDA_GUFUSE=1 or 2, off by
+                      default: slower in cuda-moe-1's ncu) */
+    int dnhold;    /* one-token moe down: a warp's rows in one pair, its h in registers, 2: two
+                      rows at a time (moe_dn.cuh; HALO_CUDA_DNHOLD=1 or 2, off by default) */
     cu_hc_pending hcp;
     cu_norm_pending np;
     cu_sum_pending sp;

@@ -10,7 +10,8 @@
 # DeepSeek V4 Flash q2 (real shapes) written once to /dev/shm by `halo bench --write-gguf`, so
 # both engines read one file; weights in device memory for both (llama.cpp -ngl 99, halo
 # --weights device). LLAMA_BENCH: llama.cpp v0.5.0's llama-bench built with GGML_CUDA for sm_90
-# (static ggml; ../shared/peers/llamacpp_h200.sh builds one on the device). Logs under $OUT.
+# (static ggml; bench/cuda/build_llama_cuda.sh builds one on the dev VM to carry, and
+# ../shared/peers/llamacpp_h200.sh one on the device). Logs under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 R=$(pwd)

@@ -350,6 +350,86 @@ static void two_rows_at_a_time_give_the_same_sums(void) {
     one->ops->destroy(one);
 }
 
+/* The experts' SwiGLU and h's quantization inside the gate/up kernel (opt-in,
+ * HALO_CUDA_GUFUSE=1 with mvq.cuh's IQ2_XXS decoder, =2 with moe_gu.cuh's: backends made with
+ * it) against the default (two launches) on the same inputs: bitwise the same outputs (the
+ * same row sums, the same SwiGLU expression, the same 256 values a quantized chunk on the same
+ * lanes), scored (both) then hash-routed (=2). The fused kernel's chunk counters must be back at
+ * zero after each launch: the second round runs on the same backend, and a counter left over
+ * would have it quantize a chunk before it is whole. */
+static void swiglu_in_the_gate_up_kernel_gives_the_same_sums(void) {
+    halo_backend *keep = gpu, *fused[2] = {NULL, NULL};
+    halo_error err = {0};
+    for (int i = 0; i < 2; i++) {
+        setenv("HALO_CUDA_GUFUSE", i ? "2" : "1", 1);
+        CHECK_INT(halo_backend_cuda_create(0, &fused[i], &err), HALO_OK);
+    }
+    unsetenv("HALO_CUDA_GUFUSE");
+    if (!fused[0] || !fused[1]) return;
+    for (int round = 0; round < 2; round++) {
+        float *base = NULL, *got[2] = {NULL, NULL};
+        const uint64_t seed = rng;
+        const bool hash = round == 1;
+        moe_keep = &base;
+        moe_once("moe iq2_xxs/q2_K, SwiGLU apart", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K,
+                 HALO_TYPE_Q8_0, hash);
+        for (int i = round; i < 2; i++) { /* the hash-routed round: the own decoder's only */
+            rng = seed;
+            gpu = fused[i];
+            moe_keep = &got[i];
+            moe_once(i ? "moe iq2_xxs/q2_K, SwiGLU in gate/up, own decoder"
+                       : "moe iq2_xxs/q2_K, SwiGLU in gate/up",
+                     HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, hash);
+        }
+        gpu = keep;
+        moe_keep = NULL;
+        float *copy = base ? malloc(4096 * sizeof(float)) : NULL;
+        if (copy) memcpy(copy, base, 4096 * sizeof(float));
+        if (round == 0)
+            same_bits("moe, SwiGLU in gate/up vs apart", got[0], base, 4096);
+        else
+            free(base);
+        same_bits("moe, SwiGLU in gate/up (own decoder) vs apart", got[1], copy, 4096);
+    }
+    for (int i = 0; i < 2; i++)
+        fused[i]->ops->destroy(fused[i]);
+}
+
+/* The experts' down rows with each warp in one pair and the pair's h in registers (opt-in,
+ * HALO_CUDA_DNHOLD=1, =2 two rows at a time: backends made with it) against the default
+ * backend on the same inputs: bitwise the same outputs (the same rows, each row's units in the
+ * same order). */
+static void down_rows_held_by_pair_give_the_same_sums(void) {
+    halo_backend *keep = gpu, *held[2] = {NULL, NULL};
+    halo_error err = {0};
+    for (int i = 0; i < 2; i++) {
+        setenv("HALO_CUDA_DNHOLD", i ? "2" : "1", 1);
+        CHECK_INT(halo_backend_cuda_create(0, &held[i], &err), HALO_OK);
+    }
+    unsetenv("HALO_CUDA_DNHOLD");
+    if (!held[0] || !held[1]) return;
+    float *base = NULL, *got[2] = {NULL, NULL};
+    const uint64_t seed = rng;
+    moe_keep = &base;
+    moe_once("moe iq2_xxs/q2_K, default down", HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0,
+             false);
+    for (int i = 0; i < 2; i++) {
+        rng = seed;
+        gpu = held[i];
+        moe_keep = &got[i];
+        moe_once(i ? "moe iq2_xxs/q2_K, down held, two rows" : "moe iq2_xxs/q2_K, down held",
+                 HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0, false);
+    }
+    gpu = keep;
+    moe_keep = NULL;
+    float *copy = base ? malloc(4096 * sizeof(float)) : NULL;
+    if (copy) memcpy(copy, base, 4096 * sizeof(float));
+    same_bits("moe, down held by pair vs default", got[0], base, 4096);
+    same_bits("moe, down held, two rows vs default", got[1], copy, 4096);
+    for (int i = 0; i < 2; i++)
+        held[i]->ops->destroy(held[i]);
+}
+
 int main(void) {
     halo_error err = {0};
     setenv("HALO_CUDA_INTDOT", "1", 1);
@@ -366,6 +446,8 @@ int main(void) {
     RUN(several_projections_of_a_normed_token_in_one_launch);
     RUN(one_token_experts_match_the_cpus_integer_mode);
     RUN(two_rows_at_a_time_give_the_same_sums);
+    RUN(swiglu_in_the_gate_up_kernel_gives_the_same_sums);
+    RUN(down_rows_held_by_pair_give_the_same_sums);
     gpu->ops->destroy(gpu);
     cpu_fast->ops->destroy(cpu_fast);
     cpu_precise->ops->destroy(cpu_precise);

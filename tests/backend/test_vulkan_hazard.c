@@ -5,8 +5,9 @@
  * (within 1e-5 of the range), with the barriers elided and with HALO_VK_BARRIERS=all, whose
  * count is one per command. lavapipe runs commands in order whatever the barriers, so the
  * values here show the bookkeeping is harmless and the counts that it elides; a GPU that
- * overlaps commands (the H200 run, bench/vulkan/RESULTS.md) checks the rest. Skips (exit 77)
- * when no Vulkan device works. */
+ * overlaps commands (the H200 run, bench/vulkan/RESULTS.md) checks the rest. Only the barrier
+ * that ends each submission names the host (one a submission; all with HALO_VK_BARRIER_HOST=1,
+ * same values). Skips (exit 77) when no Vulkan device works. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,7 @@ static double rel(const float *a, const float *ref, size_t n) {
  * and a projection of the window's rows. Outputs: z, y2, x, and the projection. Barriers
  * counted from before y1 to after each step into counts. */
 static void sequence(halo_backend *be, const float *w, const float *xv, const float *ring,
-                     float *out, uint64_t counts[5]) {
+                     float *out, uint64_t counts[8]) {
     halo_error err = {0};
     halo_tensor W1 = tensor(be, K, N, w), W2 = tensor(be, K, N, w + K * N);
     halo_tensor W3 = tensor(be, N, N, w + 2 * K * N);
@@ -57,6 +58,8 @@ static void sequence(halo_backend *be, const float *w, const float *xv, const fl
     CHECK_INT(be->ops->sync(be, &err), HALO_OK);
     bool vk = strcmp(be->ops->name, "cpu") != 0;
     uint64_t b0 = vk ? halo_backend_vulkan_barriers(be) : 0;
+    uint64_t h0 = vk ? halo_backend_vulkan_host_barriers(be) : 0;
+    uint64_t s0 = vk ? halo_backend_vulkan_submissions(be) : 0;
 #define COUNT(i) counts[i] = vk ? halo_backend_vulkan_barriers(be) - b0 : 0
     be->ops->matmul(be, &W1, &x, 1, &y1);
     be->ops->matmul(be, &W2, &x, 1, &y2);
@@ -76,6 +79,9 @@ static void sequence(halo_backend *be, const float *w, const float *xv, const fl
     be->ops->matmul(be, &W1, &win, 1, &p);
     COUNT(4);
     CHECK_INT(be->ops->sync(be, &err), HALO_OK);
+    COUNT(5); /* with the submissions' last barriers */
+    counts[6] = vk ? halo_backend_vulkan_host_barriers(be) - h0 : 0;
+    counts[7] = vk ? halo_backend_vulkan_submissions(be) - s0 : 0;
 #undef COUNT
     read(be, &z, out);
     read(be, &y2, out + N);
@@ -86,16 +92,20 @@ static void sequence(halo_backend *be, const float *w, const float *xv, const fl
         be->ops->buf_free(be, all[i].buf);
 }
 
-static halo_backend *open_vk(const char *barriers) {
-    if (barriers)
-        setenv("HALO_VK_BARRIERS", barriers, 1);
+static halo_backend *open_vk_env(const char *name, const char *value) {
+    if (value)
+        setenv(name, value, 1);
     else
-        unsetenv("HALO_VK_BARRIERS");
+        unsetenv(name);
     halo_backend *be = NULL;
     halo_error err = {0};
     halo_status st = halo_backend_vulkan_create(-1, &be, &err);
-    unsetenv("HALO_VK_BARRIERS");
+    unsetenv(name);
     return st ? NULL : be;
+}
+
+static halo_backend *open_vk(const char *barriers) {
+    return open_vk_env("HALO_VK_BARRIERS", barriers);
 }
 
 static void barriers_only_between_dependent_commands(void) {
@@ -109,13 +119,27 @@ static void barriers_only_between_dependent_commands(void) {
         x[i] = (float)i / K - 0.3f;
     for (size_t i = 0; i < (size_t)K * ROWS; i++)
         ring[i] = (float)(i % 977) * 0.01f;
-    uint64_t c_cpu[5], c[5], c_all[5];
+    uint64_t c_cpu[8], c[8], c_all[8], c_host[8];
     sequence(cpu, w, x, ring, ref, c_cpu);
     halo_backend *be = open_vk(NULL), *be_all = open_vk("all");
-    CHECK(be && be_all);
-    if (be && be_all) {
+    halo_backend *be_host = open_vk_env("HALO_VK_BARRIER_HOST", "1");
+    CHECK(be && be_all && be_host);
+    if (be && be_all && be_host) {
         sequence(be, w, x, ring, got, c);
         sequence(be_all, w, x, ring, all, c_all);
+        float *hv = malloc(no * 4);
+        sequence(be_host, w, x, ring, hv, c_host);
+        double e_host = rel(hv, ref, no);
+        free(hv);
+        /* Only the barrier that ends a submission names the host (the host reads after its
+         * fence): one a submission; with HALO_VK_BARRIER_HOST=1 every barrier does. */
+        printf("  host barriers: %llu of %llu in %llu submissions, with HALO_VK_BARRIER_HOST=1 "
+               "%llu of %llu (%.2e from the cpu)\n",
+               (unsigned long long)c[6], (unsigned long long)c[5], (unsigned long long)c[7],
+               (unsigned long long)c_host[6], (unsigned long long)c_host[5], e_host);
+        CHECK(c[7] >= 1 && c[6] == c[7] && c[6] < c[5]);
+        CHECK(c_host[6] == c_host[5] && c_host[5] == c[5]);
+        CHECK(e_host <= 1e-5);
         double e = rel(got, ref, no), e_all = rel(all, ref, no);
         printf("  vs cpu: elided %.2e, all barriers %.2e; barriers after each step: elided "
                "%llu %llu %llu %llu %llu, all %llu %llu %llu %llu %llu\n",
@@ -135,6 +159,7 @@ static void barriers_only_between_dependent_commands(void) {
     }
     if (be) be->ops->destroy(be);
     if (be_all) be_all->ops->destroy(be_all);
+    if (be_host) be_host->ops->destroy(be_host);
     free(w), free(x), free(ring), free(ref), free(got), free(all);
 }
 

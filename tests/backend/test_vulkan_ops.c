@@ -151,6 +151,22 @@ static void expect_close(const char *what, both *t, double tol) {
     free(b);
 }
 
+/* HALO_VK_TEST_ONLY=a,b,...: only the tests whose names contain one of the words (a device
+ * run with little time takes the decode kernels' tests alone). */
+static bool wanted(const char *name) {
+    const char *only = getenv("HALO_VK_TEST_ONLY");
+    if (!only || !*only) return true;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", only);
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
+        if (strstr(name, t)) return true;
+    return false;
+}
+#define RUN_SOME(test)                                                                             \
+    do {                                                                                           \
+        if (wanted(#test)) RUN(test);                                                              \
+    } while (0)
+
 static void matmul_decodes_every_weight_type(void) {
     static const uint32_t types[] = {
         HALO_TYPE_F32,  HALO_TYPE_F16,  HALO_TYPE_BF16,    HALO_TYPE_Q8_0,  HALO_TYPE_Q2_K,
@@ -173,6 +189,32 @@ static void matmul_decodes_every_weight_type(void) {
         free(w);
     }
     drop(&bx);
+    free(x);
+}
+
+/* The decode shaders' types (Q8_0 by matvec_q8.comp where the backend takes it, IQ2_XXS and
+ * Q2_K by matvec_moe.comp) at 1 and 3 columns: the variants' runs below (fewer types than
+ * matmul_decodes_every_weight_type, to keep the H200 run short). */
+static void decode_types_match_the_cpu(void) {
+    static const uint32_t types[] = {HALO_TYPE_Q8_0, HALO_TYPE_Q2_K, HALO_TYPE_IQ2_XXS};
+    enum { K = 4096, N = 72 };
+    float *x = rnd(K * 3, 1.0f);
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        void *w = weights(types[i], K, N, 0.05f);
+        both bw = make(types[i], K, N, 1, w);
+        for (int t = 1; t <= 3; t += 2) {
+            both bx = make(HALO_TYPE_F32, K, t, 1, x), out = make(HALO_TYPE_F32, N, t, 1, NULL);
+            cpu->ops->matmul(cpu, &bw.c, &bx.c, 1, &out.c);
+            vk->ops->matmul(vk, &bw.v, &bx.v, 1, &out.v);
+            char what[64];
+            snprintf(what, sizeof what, "decode %s [4096 x %d] x %d", halo_type_name(types[i]), N,
+                     t);
+            expect_close(what, &out, 1e-4);
+            drop(&bx), drop(&out);
+        }
+        drop(&bw);
+        free(w);
+    }
     free(x);
 }
 
@@ -757,6 +799,11 @@ static void moe_fusions_match_the_cpu(void) {
     bes[3]->ops->destroy(bes[3]);
 }
 
+static void moe_q2_mix_matches_the_cpu(void) {
+    moe_case("moe 8 experts of 2048, hash top-6, iq2_xxs/q2_K", 8, 2048, 6, true, HALO_TYPE_IQ2_XXS,
+             HALO_TYPE_Q2_K);
+}
+
 static void an_unsupported_weight_type_is_an_error_at_sync(void) {
     enum { K = 256, N = 4 };
     void *w = calloc(1, 110 * N);
@@ -810,24 +857,24 @@ int main(void) {
     static const char *const none[] = {NULL};
     vk_off = vk_env(off);
     vk_def = vk_env(none);
-    RUN(matmul_decodes_every_weight_type);
-    RUN(matmul_multi_matches_norm_then_matmul);
-    RUN(grouped_matmul_reads_its_group_slice);
-    RUN(weight_larger_than_a_descriptor_is_split);
-    RUN(embed_rows_of_a_quantized_table);
-    RUN(norms_and_rope);
-    RUN(norm_then_rope_folds);
-    RUN(hyper_connections);
-    RUN(hc_post_folds_into_the_next_hc_pre);
-    RUN(inverse_rope_folds_into_the_projection);
-    RUN(attention_window_and_compressed_rows);
-    RUN(compressor_pooling);
-    RUN(indexer_topk_selects_the_same_rows);
-    RUN(moe_routes_and_mixes_like_the_cpu);
-    RUN(an_unsupported_weight_type_is_an_error_at_sync);
-    RUN(a_failed_allocation_is_an_error_naming_its_size);
-    RUN(a_missing_device_is_an_error_naming_it);
-    RUN(q8_0_decode_variants_match_the_cpu);
+    RUN_SOME(matmul_decodes_every_weight_type);
+    RUN_SOME(matmul_multi_matches_norm_then_matmul);
+    RUN_SOME(grouped_matmul_reads_its_group_slice);
+    RUN_SOME(weight_larger_than_a_descriptor_is_split);
+    RUN_SOME(embed_rows_of_a_quantized_table);
+    RUN_SOME(norms_and_rope);
+    RUN_SOME(norm_then_rope_folds);
+    RUN_SOME(hyper_connections);
+    RUN_SOME(hc_post_folds_into_the_next_hc_pre);
+    RUN_SOME(inverse_rope_folds_into_the_projection);
+    RUN_SOME(attention_window_and_compressed_rows);
+    RUN_SOME(compressor_pooling);
+    RUN_SOME(indexer_topk_selects_the_same_rows);
+    RUN_SOME(moe_routes_and_mixes_like_the_cpu);
+    RUN_SOME(an_unsupported_weight_type_is_an_error_at_sync);
+    RUN_SOME(a_failed_allocation_is_an_error_naming_its_size);
+    RUN_SOME(a_missing_device_is_an_error_naming_it);
+    RUN_SOME(q8_0_decode_variants_match_the_cpu);
     /* Projections again through matvec's other variant, a subgroup per row (what projections
      * with many rows take; the shapes above are small enough for a workgroup per row). */
     halo_backend *wide = vk;
@@ -835,20 +882,42 @@ int main(void) {
     CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
     unsetenv("HALO_VK_MATVEC_ROWS");
     printf("matvec by a subgroup per row:\n");
-    RUN(matmul_decodes_every_weight_type);
-    RUN(matmul_multi_matches_norm_then_matmul);
-    RUN(grouped_matmul_reads_its_group_slice);
-    RUN(moe_routes_and_mixes_like_the_cpu);
+    RUN_SOME(matmul_decodes_every_weight_type);
+    RUN_SOME(matmul_multi_matches_norm_then_matmul);
+    RUN_SOME(grouped_matmul_reads_its_group_slice);
+    RUN_SOME(moe_routes_and_mixes_like_the_cpu);
     vk->ops->destroy(vk);
     /* The defaults: matvec_moe.comp takes IQ2_XXS and Q2_K, plain and expert-selected (the
      * runs above keep matvec.comp: HALO_VK_MATVEC_ROWS); on a GPU matvec_q8.comp takes Q8_0. */
     CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
     printf("defaults:\n");
-    RUN(matmul_decodes_every_weight_type);
-    RUN(matmul_multi_matches_norm_then_matmul);
-    RUN(moe_routes_and_mixes_like_the_cpu);
-    RUN(moe_fusions_match_the_cpu);
+    RUN_SOME(matmul_decodes_every_weight_type);
+    RUN_SOME(matmul_multi_matches_norm_then_matmul);
+    RUN_SOME(moe_routes_and_mixes_like_the_cpu);
+    RUN_SOME(moe_fusions_match_the_cpu);
     vk->ops->destroy(vk);
+    /* The decode shaders' other variants: weight bytes by conversion instructions
+     * (HALO_VK_CVT=0; the default puts them under a float's exponent, cvt.glsl) in
+     * matvec_moe.comp and matvec_q8.comp, and matvec_moe's pieces loaded one (the old kernel)
+     * or three at a time (HALO_VK_MOE_UNROLL; 3 leaves a partial last step), two or four rows
+     * a subgroup (HALO_VK_MOE_R). */
+    static const char *const cvt_vars[][3] = {{"0", "1", "2"}, {"1", "3", "4"}};
+    for (int i = 0; i < 2; i++) {
+        setenv("HALO_VK_CVT", cvt_vars[i][0], 1);
+        setenv("HALO_VK_MOE_UNROLL", cvt_vars[i][1], 1);
+        setenv("HALO_VK_MOE_R", cvt_vars[i][2], 1);
+        setenv("HALO_VK_MVQ8", "2u", 1);
+        CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
+        unsetenv("HALO_VK_CVT");
+        unsetenv("HALO_VK_MOE_UNROLL");
+        unsetenv("HALO_VK_MOE_R");
+        unsetenv("HALO_VK_MVQ8");
+        printf("cvt=%s moe_unroll=%s moe_r=%s mvq8=2u:\n", cvt_vars[i][0], cvt_vars[i][1],
+               cvt_vars[i][2]);
+        RUN_SOME(decode_types_match_the_cpu);
+        RUN_SOME(moe_q2_mix_matches_the_cpu); /* the fused down (SwiGLU, sum) included */
+        vk->ops->destroy(vk);
+    }
     vk = wide;
     vk->ops->destroy(vk);
     vk_off->ops->destroy(vk_off);

@@ -948,6 +948,10 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->sumfuse = !be->naive && !env_off("HALO_CUDA_SUMFUSE");
     be->ahead2 = !env_off("HALO_CUDA_AHEAD2");
     be->two = !env_off("HALO_CUDA_TWO");
+    const char *gf = getenv("HALO_CUDA_GUFUSE"); /* opt-in until measured faster */
+    be->gufuse = gf && (strcmp(gf, "1") == 0 || strcmp(gf, "2") == 0) ? atoi(gf) : 0;
+    const char *dh = getenv("HALO_CUDA_DNHOLD"); /* opt-in until measured */
+    be->dnhold = dh && (strcmp(dh, "1") == 0 || strcmp(dh, "2") == 0) ? atoi(dh) : 0;
     const char *rf = getenv("HALO_CUDA_ROUTEFUSE"); /* opt-in until measured */
     be->routefuse = !be->naive && rf && strcmp(rf, "1") == 0;
     be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");

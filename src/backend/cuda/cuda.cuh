@@ -79,7 +79,10 @@ typedef struct cu_norm_pending {
  * graph replays them). */
 enum {
     CU_CTR_ROUTE = 0,
-    CU_CTR_ATT = 64, /* decode attention split over blocks: one a (token, head), 256 at most */
+    CU_CTR_MOEQ = 64, /* .. 64 + CU_MOEQ_CTRS: one-token moe's h chunks (moe_gu.cuh) */
+    CU_MOEQ_CTRS = 128,
+    CU_CTR_ATT = CU_CTR_MOEQ + CU_MOEQ_CTRS, /* decode attention split over blocks: one a
+                                                (token, head), CU_ATT_CTRS at most */
     CU_ATT_CTRS = 256,
     CU_COUNTERS = CU_CTR_ATT + CU_ATT_CTRS
 };
@@ -156,6 +159,11 @@ typedef struct cu_backend {
                        opt-in) */
     struct cu_ahead *ahead; /* HALO_CUDA_AHEAD=1: L2 lookahead for decode (ahead.cu) */
     struct cu_trace *trace; /* HALO_CUDA_TRACE=1: per-kernel times inside graph steps (trace.cu) */
+    int gufuse;    /* one-token moe: SwiGLU and h's quantization in the gate/up kernel, 2 with
+                      its own IQ2_XXS decoder (moe_gu.cuh; HALO_CUDA_GUFUSE=1 or 2, off by
+                      default: slower in cuda-moe-1's ncu) */
+    int dnhold;    /* one-token moe down: a warp's rows in one pair, its h in registers, 2: two
+                      rows at a time (moe_dn.cuh; HALO_CUDA_DNHOLD=1 or 2, off by default) */
     cu_hc_pending hcp;
     cu_norm_pending np;
     cu_sum_pending sp;

@@ -603,6 +603,9 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
     }
 }
 
+#include "backend/cuda/moe_dn.cuh"
+#include "backend/cuda/moe_gu.cuh"
+
 /* One block a pair: h = silu(min(g, c)) · clamp(u, ±c) (as moe_swiglu_kernel, kept in hg),
  * quantized for the down projection of the pair's expert (Q8_K when kr / ks, else Q8_0). */
 __global__ void moeq_swiglu_kernel(float *hg, const float *hu, uint8_t *xq, int64_t n_h, uint32_t k,
@@ -678,8 +681,10 @@ static moe_stream_plan moeq_plan(const moe_stream_plan &sp, double wr, double ws
     return p;
 }
 
-/* Gate/up of every pair, then SwiGLU and h's quantization (moeq_ok said yes). */
-static void moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t ts, uint32_t tdr,
+/* Gate/up of every pair, then SwiGLU and h's quantization (moeq_ok said yes): in one launch
+ * (moe_gu.cuh) when the backend allows it and h's chunks have counters enough, else two. Checks
+ * its launches; false after a failure. */
+static bool moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t ts, uint32_t tdr,
                     uint32_t tds, const moe_stream_plan &sp, const float *x, float *hg, float *hu,
                     uint8_t *xq, int64_t n_pairs, uint32_t k, float clamp_exp, float clamp_sh,
                     const char *op) {
@@ -690,12 +695,36 @@ static void moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
     const int hold = be->hold && m.n_embd == mvq_ch((int)tr) ? (be->two ? 2 : 1) : 0;
     const int smem = MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (int)mvq_act_bytes(m.n_embd) +
                      (iq ? mvq_tabs_bytes(be->grid_rep) : 0);
+    const bool fuse = be->gufuse && n_pairs * (m.n_h / 256) <= CU_MOEQ_CTRS;
+    /* moe_gu.cuh's IQ2_XXS decoder takes the 16-copy grid and two rows at a time; its own
+     * kernel, so the other's registers are not sized by it */
+    const bool own = hold == 2 && be->gufuse == 2 && tr == HALO_TYPE_IQ2_XXS && be->grid_rep == 4;
     /* The blocks as stay resident (the grid's copies can leave two a multiprocessor). */
 #define Q_UP(a, b, c, d)                                                                           \
     if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
+        if (fuse) {                                                                                \
+            static int done_f[2]; /* the largest size the attribute was set for */                 \
+            bool done = smem <= done_f[own];                                                       \
+            auto kern = own ? moeq_gu_stream<a, b, true> : moeq_gu_stream<a, b, false>;            \
+            if (!cu_smem_attr(be, kern, smem, &done, op)) return false;                            \
+            if (smem > done_f[own]) done_f[own] = smem;                                            \
+            moe_stream_plan spr = sp;                                                              \
+            const int64_t res = cu_resident(be, kern, MOE_FAST_WARPS * WARP, smem);                \
+            if ((int64_t)spr.blocks > res) spr.blocks = (unsigned)res;                             \
+            const moe_stream_plan p = moeq_plan(spr, wr, ws);                                      \
+            /* a warp an item at least; moe_div.h's bound on the item indices */                   \
+            if ((int64_t)p.blocks_r * MOE_FAST_WARPS >= (int64_t)k &&                              \
+                2 * ((int64_t)k + 1) * m.n_h + 2 * (int64_t)p.blocks * MOE_FAST_WARPS <            \
+                    MOE_DIV_LIMIT) {                                                               \
+                cu_launch(be, kern, p.blocks, MOE_FAST_WARPS *WARP, smem, m, x, hg, xq,            \
+                          be->counters + CU_CTR_MOEQ, p.n_sh, p.blocks_r, hold, be->early,         \
+                          mvq_k(c), mvq_k(d));                                                     \
+                return CU_LAUNCHED(be, op, "moeq_gu_stream");                                      \
+            }                                                                                      \
+        }                                                                                          \
         static int done_bytes; /* the largest size the attribute was set for */                    \
         bool done = smem <= done_bytes;                                                            \
-        if (!cu_smem_attr(be, moeq_up_stream<a, b>, smem, &done, op)) return;                      \
+        if (!cu_smem_attr(be, moeq_up_stream<a, b>, smem, &done, op)) return false;                \
         if (smem > done_bytes) done_bytes = smem;                                                  \
         moe_stream_plan spr = sp;                                                                  \
         const int64_t res = cu_resident(be, moeq_up_stream<a, b>, MOE_FAST_WARPS * WARP, smem);    \
@@ -703,14 +732,14 @@ static void moeq_up(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t 
         const moe_stream_plan sp_up = moeq_plan(spr, wr, ws);                                      \
         cu_launch(be, moeq_up_stream<a, b>, sp_up.blocks, MOE_FAST_WARPS *WARP, smem, m, x, hg,    \
                   hu, sp_up.n_sh, sp_up.blocks_r, hold, be->early);                                \
-        if (!CU_LAUNCHED(be, op, "moeq_up_stream")) return;                                        \
+        if (!CU_LAUNCHED(be, op, "moeq_up_stream")) return false;                                  \
         cu_launch(be, moeq_swiglu_kernel, (unsigned)n_pairs, 256, 0, hg, hu, xq, m.n_h, k,         \
-                  m.slots, m.n_ff, m.n_ff_sh, clamp_exp, clamp_sh, mvq_k(c),                       \
-                  mvq_k(d)); /* checked (and counted) by the caller */                             \
-        return;                                                                                    \
+                  m.slots, m.n_ff, m.n_ff_sh, clamp_exp, clamp_sh, mvq_k(c), mvq_k(d));            \
+        return CU_LAUNCHED(be, op, "moeq_swiglu_kernel");                                          \
     }
     MOEQ_PAIRS(Q_UP)
 #undef Q_UP
+    return false;
 }
 
 /* The down projections of every pair over the quantized h (moeq_ok said yes). */
@@ -725,6 +754,23 @@ static void moeq_down(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_
         MOE_FAST_WARPS * MV_STAGES * MV_STAGE + 16 + (iq ? mvq_tabs_bytes(be->grid_rep) : 0);
 #define Q_DN(a, b, c, d)                                                                           \
     if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
+        if (be->dnhold && m.n_ff == mvq_ch(c)) {                                                   \
+            static int done_h; /* the largest size the attribute was set for */                    \
+            bool done = smem <= done_h;                                                            \
+            if (!cu_smem_attr(be, moeq_dn_stream<c, d>, smem, &done, op)) return;                  \
+            if (smem > done_h) done_h = smem;                                                      \
+            moe_stream_plan spr = sp;                                                              \
+            const int64_t res =                                                                    \
+                cu_resident(be, moeq_dn_stream<c, d>, MOE_FAST_WARPS * WARP, smem);                \
+            if ((int64_t)spr.blocks > res) spr.blocks = (unsigned)res;                             \
+            const moe_stream_plan p = moeq_plan(spr, wr, ws);                                      \
+            if ((int64_t)p.blocks_r * MOE_FAST_WARPS >= 8 * (int64_t)k && /* 8 warps an item */    \
+                (int64_t)k * m.n_embd + (int64_t)p.blocks * MOE_FAST_WARPS < MOE_DIV_LIMIT) {      \
+                cu_launch(be, moeq_dn_stream<c, d>, p.blocks, MOE_FAST_WARPS *WARP, smem, m, xq,   \
+                          y, p.n_sh, p.blocks_r, be->early, be->dnhold);                           \
+                return; /* checked by the caller */                                                \
+            }                                                                                      \
+        }                                                                                          \
         static int done_bytes; /* the largest size the attribute was set for */                    \
         bool done = smem <= done_bytes;                                                            \
         if (!cu_smem_attr(be, moeq_down_stream<c, d>, smem, &done, op)) return;                    \
@@ -960,7 +1006,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     }
 #endif
 #ifdef HALO_HIP
-    const bool fast_in = fast_ok;
+    const bool fast_in = fast_ok, up_checked = false;
     dim3 f1(cu_blocks(n_h, MOE_FAST_WARPS), (unsigned)n_groups);
     const bool up_fast = fast_in && moe_fast_gate_up(be, tr, ts, nt, f1, m, cu_f32(a->x), h);
 #else
@@ -995,9 +1041,10 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     /* The streams index items in 32 bits. */
     const bool fast_in = fast_ok && (double)n_groups * 2 * sp.n_pg * (double)(n_h + n_embd) < 2e9;
     const bool q_in = fast_in && nt == 1 && moeq_ok(be, m, tr, ts, tdr, tds, cu_f32(a->x));
-    if (q_in)
-        moeq_up(be, m, tr, ts, tdr, tds, sp, cu_f32(a->x), h, hu, xq, n_pairs, k, a->clamp_exp,
-                a->clamp_shexp, op);
+    if (q_in && !moeq_up(be, m, tr, ts, tdr, tds, sp, cu_f32(a->x), h, hu, xq, n_pairs, k,
+                         a->clamp_exp, a->clamp_shexp, op))
+        return;
+    const bool up_checked = q_in; /* moeq_up checked its launches */
     const bool up_fast =
         q_in || (fast_in && moe_stream_up(be, tr, ts, nt, sp, m, cu_f32(a->x), h, hu));
     if (up_fast && !q_in) {
@@ -1007,7 +1054,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     }
 #endif
     if (up_fast) {
-        if (!CU_LAUNCHED(be, op, "gate_up_fast")) return;
+        if (!up_checked && !CU_LAUNCHED(be, op, "gate_up_fast")) return;
     } else {
         dim3 g1(cu_blocks(n_h, MOE_WARPS), (unsigned)n_groups);
         cu_launch(be, gate_up_kernel, g1, MOE_WARPS * WARP, 0, m, cu_f32(a->x), h);

@@ -309,46 +309,42 @@ __global__ void route1_kernel(route_params a, int32_t *first, int32_t *pairs, in
 }
 
 #ifndef HALO_HIP
-/* One token's ffn norm, router projection (F16 rows, a warp a row, x normed on the fly as
- * rms_norm4_kernel would have written it) and route1 in one launch: each block adds to a device
- * counter when its rows are written, and the block that finishes last (every other block has
- * read x by then) writes the normed x in place and runs route1_body on the logits. It resets the
- * counter, so a graph replays the kernel. Replaces three launches (rms_norm, the router's
- * matmul, route1) with one; the logits sum in another order than the matmul kernel's. */
-enum { RN_WARPS = 8, RN_THREADS = RN_WARPS * WARP };
+/* One token's ffn norm, router projection (F16 rows, a warp a row) and route1 in one launch:
+ * each block adds to a device counter when its rows are written, and the block that finishes
+ * last (every other block has read x by then) writes the normed x in place and runs route1_body
+ * on the logits. It resets the counter, so a graph replays the kernel. Replaces three launches
+ * (rms_norm, the router's matmul, route1) with one; the logits sum in another order than the
+ * matmul kernel's.
+ *
+ * The norm is a scale: logit_e = r · sum_i w_ei (x_i g_i), so the blocks dot the rows with x·g
+ * and only the last block sums x's squares for r (session 6's version had every block reduce x
+ * first). Only the last block lets the next kernel launch (PDL: the others exit): the experts'
+ * gate/up blocks take the whole register file of a multiprocessor two at a time, so a resident
+ * router block would hold one of them back on its multiprocessor (session 6's version
+ * triggered at entry, on 32 blocks, and measured 6-10 % slower than the three launches). A
+ * warp's 16 row loads of a 4096 row are issued together (one memory round trip a row). */
+enum { RN_WARPS = 4, RN_THREADS = RN_WARPS * WARP };
 __global__ void __launch_bounds__(RN_THREADS)
     routen_kernel(route_params a, const uint16_t *w, float *x, const float *norm, float eps,
                   int64_t n_embd, float *logits, int32_t *first, int32_t *pairs, int32_t *act,
                   unsigned *counter) {
-    cu_pdl_entry();
+    cu_pdl_wait();
     __shared__ float red[32];
     __shared__ bool last;
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     const float4 *x4 = (const float4 *)x, *g4 = (const float4 *)norm;
-    float r = 1.0f;
-    if (norm) { /* rms_norm4_kernel's sum: a thread's float4 values, then the block sum */
-        float ss = 0.0f;
-        for (int64_t i = threadIdx.x; i < n_embd / 4; i += blockDim.x) {
-            const float4 v = x4[i];
-            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-        }
-        ss = block_sum(ss, red);
-        r = 1.0f / sqrtf(ss / (float)n_embd + eps);
-    }
     for (int64_t row = (int64_t)blockIdx.x * RN_WARPS + warp; row < a.n_expert;
          row += (int64_t)gridDim.x * RN_WARPS) {
         const uint4 *wr = (const uint4 *)(w + row * n_embd);
         float acc = 0.0f;
-#pragma unroll 4
+#pragma unroll 16
         for (int64_t e = 8 * lane; e < n_embd; e += 8 * WARP) {
             const uint4 q = wr[e / 8];
             float4 v0 = x4[e / 4], v1 = x4[e / 4 + 1];
             if (norm) {
                 const float4 g0 = g4[e / 4], g1 = g4[e / 4 + 1];
-                v0.x = (v0.x * r) * g0.x, v0.y = (v0.y * r) * g0.y;
-                v0.z = (v0.z * r) * g0.z, v0.w = (v0.w * r) * g0.w;
-                v1.x = (v1.x * r) * g1.x, v1.y = (v1.y * r) * g1.y;
-                v1.z = (v1.z * r) * g1.z, v1.w = (v1.w * r) * g1.w;
+                v0.x *= g0.x, v0.y *= g0.y, v0.z *= g0.z, v0.w *= g0.w;
+                v1.x *= g1.x, v1.y *= g1.y, v1.z *= g1.z, v1.w *= g1.w;
             }
             const uint32_t h[4] = {q.x, q.y, q.z, q.w};
             const float xv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
@@ -366,9 +362,18 @@ __global__ void __launch_bounds__(RN_THREADS)
     if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
     __syncthreads();
     if (!last) return;
+    cu_pdl_trigger();
     __threadfence();
     if (threadIdx.x == 0) *counter = 0;
-    if (norm) {
+    if (norm) { /* rms_norm4_kernel's sum: a thread's float4 values, then the block sum */
+        float ss = 0.0f;
+        for (int64_t i = threadIdx.x; i < n_embd / 4; i += blockDim.x) {
+            const float4 v = x4[i];
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+        ss = block_sum(ss, red);
+        const float r = 1.0f / sqrtf(ss / (float)n_embd + eps);
+        __syncthreads(); /* every thread has read x */
         float4 *xo = (float4 *)x;
         for (int64_t i = threadIdx.x; i < n_embd / 4; i += blockDim.x) {
             float4 v = x4[i];
@@ -377,6 +382,10 @@ __global__ void __launch_bounds__(RN_THREADS)
             v.x *= g.x, v.y *= g.y, v.z *= g.z, v.w *= g.w;
             xo[i] = v;
         }
+        float *lg = logits;
+        for (int64_t e = threadIdx.x; e < a.n_expert; e += blockDim.x)
+            lg[e] = __ldcg(lg + e) * r;
+        __syncthreads(); /* the scaled logits before route1_body reads them */
     }
     route1_body(a, first, pairs, act);
 }

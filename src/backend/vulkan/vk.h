@@ -247,6 +247,12 @@ typedef struct vk_backend {
                            * two units in flight) */
     bool fuse_norm;       /* matmul_multi folds its norm into the matvecs (HALO_VK_FUSE_NORM=0:
                            * a norm dispatch first) */
+    uint32_t cvt;         /* 1: decode shaders turn weight bytes into floats through the
+                           * exponent (2^23 + b), not by a conversion instruction (HALO_VK_CVT) */
+    uint32_t moe_unroll;  /* matvec_moe.comp: pieces a lane loads at once, 1..4 (default 2,
+                           * HALO_VK_MOE_UNROLL) */
+    uint32_t moe_r;       /* matvec_moe.comp: rows a subgroup takes at once, 2 or 4
+                           * (HALO_VK_MOE_R) */
     uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 8;
                            * HALO_VK_MVMOE=N sets it, 0: matvec.comp takes them) */
     uint32_t fuse_moe;    /* HALO_VK_FUSE_MOE: 2 (default) SwiGLU folded into the down
@@ -336,7 +342,10 @@ typedef struct vk_backend {
     vk_access access[VK_MAX_ACCESS];
     uint32_t n_access;
     bool barrier_all;
+    bool barrier_host; /* HALO_VK_BARRIER_HOST=1: every barrier names the host (vk_hazard.c) */
+    bool host_pending; /* a barrier without the host since the last one with it */
     uint64_t n_barriers;
+    uint64_t n_host_barriers; /* those naming the host (counted in n_barriers or not) */
     vk_upload upload;
     halo_buf *scratch; /* grown on demand; ops are serialised by barriers, so it is shared */
     halo_buf *grid;    /* IQ2_XXS codebook */
@@ -427,6 +436,7 @@ int32_t vk_mvq8_parse(const char *v);
 /* Records a barrier (everything before it done and visible to everything after). */
 void vk_barrier(vk_backend *vb);
 void vk_barrier_if_pending(vk_backend *vb);
+void vk_barrier_end(vk_backend *vb); /* before a submission ends: the host's reads */
 /* Before recording a command with these accesses: a barrier where one meets pending work. */
 void vk_hazard(vk_backend *vb, const vk_access *acc, uint32_t n);
 

@@ -428,6 +428,15 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     /* matvec_moe.comp walks rows in pairs: an even count; 8 unless asked (bench_vk_matvec on
      * the H200: one MoE call 154 us with 8, 159 with 16, 162 with 32) */
     vb->mvmoe = getenv("HALO_VK_MVMOE") ? (uint32_t)atoi(getenv("HALO_VK_MVMOE")) & ~1u : 8;
+    const char *cvt = getenv("HALO_VK_CVT");
+    vb->cvt = !(cvt && !strcmp(cvt, "0"));
+    /* matvec_moe.comp's pieces in flight a lane and rows a subgroup (bench_vk_matvec on the
+     * H200, session 7, one IQ2_XXS expert: 14.4 us with 2 pieces, 15.0 with 1, 14.9 with 4;
+     * 17.9 with four rows a subgroup, fewer workgroups) */
+    const char *unr = getenv("HALO_VK_MOE_UNROLL");
+    vb->moe_unroll = unr && atoi(unr) >= 1 && atoi(unr) <= 4 ? (uint32_t)atoi(unr) : 2;
+    const char *mr = getenv("HALO_VK_MOE_R");
+    vb->moe_r = mr && atoi(mr) == 4 ? 4 : 2;
     vb->fuse_moe = getenv("HALO_VK_FUSE_MOE") ? (uint32_t)atoi(getenv("HALO_VK_FUSE_MOE")) : 2;
     const char *defer = getenv("HALO_VK_DEFER_NORM");
     vb->defer_norm = !(defer && !strcmp(defer, "0"));

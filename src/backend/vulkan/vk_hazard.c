@@ -48,27 +48,50 @@ uint32_t vk_kernel_writes(vk_kernel k) {
 void vk_hazard_init(vk_backend *vb) {
     const char *b = getenv("HALO_VK_BARRIERS");
     vb->barrier_all = b && !strcmp(b, "all");
+    b = getenv("HALO_VK_BARRIER_HOST");
+    vb->barrier_host = b && !strcmp(b, "1");
+}
+
+/* A barrier between dependent commands. Only the host reads after a fence need the host in
+ * its second scope, so the barriers inside a command buffer leave it out and the submission
+ * ends with one that has it (vk_barrier_end). Until session 7 every barrier named the host
+ * (HALO_VK_BARRIER_HOST=1 keeps that), which may make a driver flush more than the GPU's own
+ * caches at each of a decode step's ~270 barriers. */
+static void record_barrier(vk_backend *vb, bool host) {
+    VkAccessFlags dst = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                        VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    VkPipelineStageFlags stages =
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask =
+                              VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = dst | (host ? VK_ACCESS_HOST_READ_BIT : 0)};
+    vb->fn.vkCmdPipelineBarrier(vb->cmd, stages, stages | (host ? VK_PIPELINE_STAGE_HOST_BIT : 0),
+                                0, 1, &mb, 0, NULL, 0, NULL);
+    vb->host_pending = !host;
+    vb->n_host_barriers += host;
 }
 
 void vk_barrier(vk_backend *vb) {
     vb->n_access = 0;
     if (!vb->recording) return;
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask =
-                              VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                           VK_ACCESS_TRANSFER_READ_BIT |
-                                           VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT};
-    vb->fn.vkCmdPipelineBarrier(
-        vb->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
-            VK_PIPELINE_STAGE_HOST_BIT,
-        0, 1, &mb, 0, NULL, 0, NULL);
+    record_barrier(vb, vb->barrier_host);
     vb->n_barriers++;
 }
 
 void vk_barrier_if_pending(vk_backend *vb) {
     if (vb->n_access) vk_barrier(vb);
+}
+
+void vk_barrier_end(vk_backend *vb) {
+    if (!vb->recording) return;
+    if (vb->n_access) { /* counted as the hazard barrier it also is */
+        vb->n_access = 0;
+        record_barrier(vb, true);
+        vb->n_barriers++;
+    } else if (vb->host_pending) {
+        record_barrier(vb, true); /* only for the host: not counted */
+    }
 }
 
 static bool meets(const vk_access *a, const vk_access *b) {
@@ -87,4 +110,8 @@ void vk_hazard(vk_backend *vb, const vk_access *acc, uint32_t n) {
 
 uint64_t halo_backend_vulkan_barriers(const halo_backend *be) {
     return ((const vk_backend *)be)->n_barriers;
+}
+
+uint64_t halo_backend_vulkan_host_barriers(const halo_backend *be) {
+    return ((const vk_backend *)be)->n_host_barriers;
 }

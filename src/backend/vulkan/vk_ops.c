@@ -383,7 +383,9 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     if (kern == VK_K_MATVEC_MOE) {
         /* a column per workgroup row, rows_per_wg rows per workgroup after one codebook fill */
         pc.col_tile = 1;
-        pc.rows_per_wg = vb->mvmoe; /* even: the shader's R = 2 */
+        /* even: the shader's R = 2; R = 4 (HALO_VK_MOE_R) takes twice the rows so that as
+         * many subgroups have work */
+        pc.rows_per_wg = vb->mvmoe * (vb->moe_r / 2);
     } else if (kern == VK_K_MATVEC_Q8) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
         uint32_t r = (uint32_t)q8v & 15u;

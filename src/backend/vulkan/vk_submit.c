@@ -199,7 +199,7 @@ static halo_status retire(vk_backend *vb, vk_slot *s, halo_error *err) {
 static halo_status submit_current(vk_backend *vb, halo_error *err) {
     if (!vb->recording) return HALO_OK;
     vk_copy_flush(vb);
-    vk_barrier_if_pending(vb); /* the host reads after the fence */
+    vk_barrier_end(vb); /* the host reads after the fence */
     vk_slot *s = &vb->ring[vb->slot];
     vb->recording = false;
     vb->n_dispatch_total += vb->n_dispatch;
@@ -281,6 +281,7 @@ bool vk_begin_recording(vk_backend *vb) {
     }
     s->n_stamps = 0;
     vb->recording = true;
+    vb->host_pending = false; /* the last submission ended with the host's barrier */
     return true;
 }
 

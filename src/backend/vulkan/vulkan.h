@@ -79,6 +79,9 @@ halo_vk_memory halo_backend_vulkan_buf_memory(const halo_buf *b, const void **ho
 uint64_t halo_backend_vulkan_submissions(const halo_backend *be);
 /* Pipeline barriers recorded so far (tests of the barriers between dependent commands only). */
 uint64_t halo_backend_vulkan_barriers(const halo_backend *be);
+/* Of the barriers recorded (those counted above and the uncounted ones that end a submission
+ * for the host), the ones naming the host (tests: only the submissions' last ones do). */
+uint64_t halo_backend_vulkan_host_barriers(const halo_backend *be);
 
 /* Whether this build has the Vulkan backend (false: halo_backend_vulkan_create only fails). */
 bool halo_backend_vulkan_built(void);

@@ -9,10 +9,12 @@
 // sub-block, 16 bytes of quants in four loads, one scale byte, one word of d and dmin), a
 // subgroup takes R rows at once (one x load serves them all), and a workgroup walks
 // rows_per_wg rows after one codebook fill. Weights decode to the same f32 values as
-// matvec.glsl's unit8 (the same expressions), f32 accumulation.
+// matvec.glsl's unit8, f32 accumulation (with CVT, cvt.glsl, each piece's scale multiplies
+// its sum once: another order of the same products).
 #define WG 128
 #include "common.glsl"
 #include "quant.glsl"
+#include "cvt.glsl"
 
 layout(constant_id = 0) const uint TYPE = 16u; // T_IQ2_XXS or T_Q2_K
 // Constant 1, the mode's bits. 2: x is the gate projection, SwiGLU'd with the up projection on
@@ -22,8 +24,13 @@ layout(constant_id = 0) const uint TYPE = 16u; // T_IQ2_XXS or T_Q2_K
 // (moe_sum.comp's job: one dispatch and one barrier fewer).
 layout(constant_id = 1) const uint MODE = 0u;
 const bool SUM = (MODE & 4u) != 0u;
-const uint R = 2u;                               // rows per subgroup at once
+// rows per subgroup at once: 2, or 4 with HALO_VK_MOE_R=4 (bits 8-10 of constant 2, cvt.glsl;
+// the host then gives a workgroup twice the rows)
+const uint R = ((CVT_MODE >> 8) & 7u) == 4u ? 4u : 2u;
+const uint RMAX = 4u; // the arrays' size (R is a specialisation constant)
 const uint PW = TYPE == T_IQ2_XXS ? 32u : 16u;  // weights per piece (per lane per step)
+const uint UNR_ = CVT_MODE >> 4; // pieces a lane loads at once, 1..4 (cvt.glsl)
+const uint UNR = UNR_ == 0u ? 1u : UNR_ > 4u ? 4u : UNR_;
 
 layout(binding = 1) readonly buffer X { float d[]; } XB;
 layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // the same, 16 bytes a load
@@ -42,31 +49,84 @@ layout(push_constant) uniform PC {
 } pc;
 #include "swiglu.glsl"
 
-shared uint grid_s[TYPE == T_IQ2_XXS ? 512 : 1];
+shared uvec2 grid_s[TYPE == T_IQ2_XXS ? 256 : 1]; // one 8-byte load an entry
 
 float ub8(uint w, uint k) { return float((w >> (8u * k)) & 0xffu); }
 
 vec4 xv[8]; // the piece's x values (PW of them)
+float xsum; // CVT, Q2_K: their sum (the mins' term, shared by a subgroup's rows)
 
-// acc + Σ w_i · x_i over piece p of the row at byte `row` of chunk c.
-float piece_dot(float acc, uint c, uint row, uint p) {
+// CVT, IQ2_XXS: 4 codebook bytes g (each < 128) with the signs of the low 4 bits of s as
+// bytes 128 ± g_k (85..171, so no carry or borrow crosses a byte): 0x80808080 + g - 2 (g & m),
+// m = 0xff in each byte whose sign bit is set.
+uint signed_bytes(uint g, uint s) {
+    uint m = ((s & 15u) * 0x00204081u) & 0x01010101u; // bit k to bit 8k
+    return 0x80808080u + g - ((g & (m * 0xffu)) << 1);
+}
+
+float piece_sum() {
+    vec4 t = vec4(0.0);
+    [[unroll]] for (uint k = 0u; k < PW / 4u; k++) t += xv[k];
+    return (t.x + t.y) + (t.z + t.w);
+}
+
+// A piece's weight words, loaded before any is used (HALO_VK_MOE_UNROLL: a lane loads UNR
+// pieces of each of its R rows at once, so more loads are in flight per lane). IQ2_XXS: a =
+// (the block's d word, idx4, aux); Q2_K: a = the four quant words, b = (d and dmin, scale word).
+struct Raw {
+    uvec4 a;
+    uvec2 b;
+};
+
+Raw piece_load(uint c, uint row, uint p) {
+    Raw r;
     if (TYPE == T_IQ2_XXS) {
         uint bb = row + (p >> 3) * 66u, ib = p & 7u;
-        float d = f16v(rd16(c, bb));
         uint b = bb + 2u + 8u * ib, w = b >> 2;
-        uint idx4, aux;
+        r.a.x = W[c].d[bb >> 2];
         if ((b & 3u) == 0u) {
-            idx4 = W[c].d[w];
-            aux = W[c].d[w + 1u];
+            r.a.y = W[c].d[w];
+            r.a.z = W[c].d[w + 1u];
         } else {
             uint a0 = W[c].d[w], a1 = W[c].d[w + 1u], a2 = W[c].d[w + 2u];
-            idx4 = (a0 >> 16) | (a1 << 16);
-            aux = (a1 >> 16) | (a2 << 16);
+            r.a.y = (a0 >> 16) | (a1 << 16);
+            r.a.z = (a1 >> 16) | (a2 << 16);
         }
+        r.a.w = bb; // for d's half of its word
+        r.b = uvec2(0u);
+    } else {
+        uint bb = row + (p >> 4) * 84u, s = p & 15u, e = s * 16u;
+        uint qb = (bb + 16u + 32u * (e / 128u) + e % 32u) >> 2;
+        r.a = uvec4(W[c].d[qb], W[c].d[qb + 1u], W[c].d[qb + 2u], W[c].d[qb + 3u]);
+        r.b = uvec2(W[c].d[(bb + 80u) >> 2], W[c].d[(bb + s) >> 2]);
+    }
+    return r;
+}
+
+// acc + Σ w_i · x_i over piece p (its words in r).
+float piece_math(float acc, Raw r, uint p) {
+    if (TYPE == T_IQ2_XXS) {
+        float d = f16v((r.a.x >> ((r.a.w & 2u) * 8u)) & 0xffffu);
+        uint idx4 = r.a.y, aux = r.a.z;
         float db = d * (0.5 + float(aux >> 28)) * 0.25;
+        if (CVT) {
+            // Σ ±g · x over the piece, then db once
+            const float o = CVT_2P23 + 128.0;
+            float sum = 0.0;
+            [[unroll]] for (uint l = 0u; l < 4u; l++) {
+                uvec2 g = grid_s[(idx4 >> (8u * l)) & 0xffu];
+                uint s7 = (aux >> (7u * l)) & 127u;
+                uint signs = s7 | ((uint(bitCount(s7)) & 1u) << 7);
+                uint p0 = signed_bytes(g.x, signs), p1 = signed_bytes(g.y, signs >> 4);
+                vec4 xa = xv[2u * l], xb = xv[2u * l + 1u];
+                [[unroll]] for (uint j = 0u; j < 4u; j++) sum += (cvt_b(p0, j) - o) * xa[j];
+                [[unroll]] for (uint j = 0u; j < 4u; j++) sum += (cvt_b(p1, j) - o) * xb[j];
+            }
+            return acc + db * sum;
+        }
         [[unroll]] for (uint l = 0u; l < 4u; l++) {
             uint idx = (idx4 >> (8u * l)) & 0xffu;
-            uint g0 = grid_s[2u * idx], g1 = grid_s[2u * idx + 1u];
+            uint g0 = grid_s[idx].x, g1 = grid_s[idx].y;
             uint s7 = (aux >> (7u * l)) & 127u;
             uint signs = s7 | ((uint(bitCount(s7)) & 1u) << 7);
             vec4 xa = xv[2u * l], xb = xv[2u * l + 1u];
@@ -82,14 +142,24 @@ float piece_dot(float acc, uint c, uint row, uint p) {
     } else {
         // 16 consecutive elements share a scale byte and a 2-bit shift; their quants are 16
         // consecutive bytes (word-aligned: blocks are 84 bytes, the run starts at 16 or 32).
-        uint bb = row + (p >> 4) * 84u, s = p & 15u, e = s * 16u;
-        vec2 dm = unpackHalf2x16(W[c].d[(bb + 80u) >> 2]);
+        uint s = p & 15u, e = s * 16u;
+        vec2 dm = unpackHalf2x16(r.b.x);
         float d = dm.x, dmin = dm.y;
-        uint sc = rd8(c, bb + s);
+        uint sc = (r.b.y >> ((s & 3u) * 8u)) & 0xffu; // the row and block start on words
         float dl = d * float(sc & 0xfu), ml = dmin * float(sc >> 4);
-        uint qb = (bb + 16u + 32u * (e / 128u) + e % 32u) >> 2, sh = 2u * ((e % 128u) / 32u);
+        uint sh = 2u * ((e % 128u) / 32u);
+        if (CVT) {
+            // dl · Σ q · x - ml · Σ x, the quants under the exponent four a word
+            float sum = 0.0;
+            [[unroll]] for (uint k = 0u; k < 4u; k++) {
+                uint q = (r.a[k] >> sh) & 0x03030303u;
+                [[unroll]] for (uint j = 0u; j < 4u; j++)
+                    sum += (cvt_b(q, j) - CVT_2P23) * xv[k][j];
+            }
+            return acc + (dl * sum - ml * xsum);
+        }
         [[unroll]] for (uint k = 0u; k < 4u; k++) {
-            uint q = W[c].d[qb + k];
+            uint q = r.a[k];
             vec4 x = xv[k];
             [[unroll]] for (uint j = 0u; j < 4u; j++)
                 acc += (dl * float((q >> (8u * j + sh)) & 3u) - ml) * x[j];
@@ -107,7 +177,7 @@ shared vec4 xs[SWIGLU ? 1024 : 1];
 
 void main_swiglu(uint wy, uint n_sum, uint wg_row0, uint pieces) {
     uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
-    float tot[MAXG][R];
+    float tot[MAXG][RMAX];
     [[unroll]] for (uint gi = 0u; gi < MAXG; gi++)
         [[unroll]] for (uint r = 0u; r < R; r++) tot[gi][r] = 0.0;
     for (uint js = 0u; js < n_sum; js++) {
@@ -127,17 +197,29 @@ void main_swiglu(uint wy, uint n_sum, uint wg_row0, uint pieces) {
             uint rg = (gl_SubgroupID + gi * gl_NumSubgroups) * R, row0 = wg_row0 + rg;
             if (rg >= pc.rows_per_wg || row0 >= pc.N) continue; // uniform in the subgroup
             uint nr = min(R, min(pc.N - row0, pc.rows_per_wg - rg));
-            uint c[R], base[R];
-            float acc[R];
+            uint c[RMAX], base[RMAX];
+            float acc[RMAX];
             [[unroll]] for (uint r = 0u; r < R; r++) {
                 wrow(e * pc.N + row0 + min(r, nr - 1u), pc.w_rel, pc.w_chunk_rows,
                      pc.w_row_bytes, c[r], base[r]);
                 acc[r] = 0.0;
             }
-            for (uint p = lane; p < pieces; p += ss) {
-                [[unroll]] for (uint k = 0u; k < PW / 4u; k++) xv[k] = xs[p * (PW / 4u) + k];
-                [[unroll]] for (uint r = 0u; r < R; r++)
-                    acc[r] = piece_dot(acc[r], c[r], base[r], p);
+            for (uint p0 = lane; p0 < pieces; p0 += UNR * ss) {
+                Raw raw[4][RMAX];
+                [[unroll]] for (uint u = 0u; u < UNR; u++) {
+                    uint p = min(p0 + u * ss, pieces - 1u); // past the end: loaded, not used
+                    [[unroll]] for (uint r = 0u; r < R; r++)
+                        raw[u][r] = piece_load(c[r], base[r], p);
+                }
+                [[unroll]] for (uint u = 0u; u < UNR; u++) {
+                    uint p = p0 + u * ss;
+                    if (p >= pieces) break;
+                    [[unroll]] for (uint k = 0u; k < PW / 4u; k++)
+                        xv[k] = xs[p * (PW / 4u) + k];
+                    if (CVT && TYPE == T_Q2_K) xsum = piece_sum();
+                    [[unroll]] for (uint r = 0u; r < R; r++)
+                        acc[r] = piece_math(acc[r], raw[u][r], p);
+                }
             }
             [[unroll]] for (uint r = 0u; r < R; r++) tot[gi][r] += SUM ? wt * acc[r] : acc[r];
         }
@@ -160,7 +242,8 @@ void main() {
     // one column per workgroup row (its expert with sel); SUM: one token, its k columns
     uint wy = gl_WorkGroupID.y, n_sum = SUM ? pc.k_sum : 1u;
     if (TYPE == T_IQ2_XXS) {
-        for (uint i = gl_LocalInvocationID.x; i < 512u; i += WG) grid_s[i] = GRID.d[i];
+        for (uint i = gl_LocalInvocationID.x; i < 256u; i += WG)
+            grid_s[i] = uvec2(GRID.d[2u * i], GRID.d[2u * i + 1u]);
         barrier();
     }
     uint wg_row0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * pc.rows_per_wg;
@@ -175,7 +258,7 @@ void main() {
         if (row0 >= pc.N) break;
         uint nr = min(R, min(pc.N - row0, pc.rows_per_wg - rg));
         uint g = row0 / (pc.N / pc.groups); // the host keeps R rows inside one group
-        float tot[R];
+        float tot[RMAX];
         [[unroll]] for (uint r = 0u; r < R; r++) tot[r] = 0.0;
         for (uint js = 0u; js < n_sum; js++) {
             uint col = SUM ? wy * n_sum + js : wy;
@@ -185,22 +268,33 @@ void main() {
                 e = s >= 0 && uint(s) < pc.n_expert ? uint(s) : 0u;
             }
             uint xb = pc.x_off + (col / pc.x_col_div) * pc.x_col_stride + g * pc.K;
-            uint c[R], base[R];
-            float acc[R];
+            uint c[RMAX], base[RMAX];
+            float acc[RMAX];
             [[unroll]] for (uint r = 0u; r < R; r++) {
                 wrow(e * pc.N + row0 + min(r, nr - 1u), pc.w_rel, pc.w_chunk_rows,
                      pc.w_row_bytes, c[r], base[r]);
                 acc[r] = 0.0;
             }
-            for (uint p = lane; p < pieces; p += ss) {
-                uint xi = xb + p * PW;
-                [[unroll]] for (uint k = 0u; k < PW / 4u; k++) {
-                    uint i = xi + 4u * k;
-                    xv[k] = vec ? XB4.d[i >> 2]
-                                : vec4(XB.d[i], XB.d[i + 1u], XB.d[i + 2u], XB.d[i + 3u]);
+            for (uint p0 = lane; p0 < pieces; p0 += UNR * ss) {
+                Raw raw[4][RMAX];
+                [[unroll]] for (uint u = 0u; u < UNR; u++) {
+                    uint p = min(p0 + u * ss, pieces - 1u); // past the end: loaded, not used
+                    [[unroll]] for (uint r = 0u; r < R; r++)
+                        raw[u][r] = piece_load(c[r], base[r], p);
                 }
-                [[unroll]] for (uint r = 0u; r < R; r++)
-                    acc[r] = piece_dot(acc[r], c[r], base[r], p);
+                [[unroll]] for (uint u = 0u; u < UNR; u++) {
+                    uint p = p0 + u * ss;
+                    if (p >= pieces) break;
+                    uint xi = xb + p * PW;
+                    [[unroll]] for (uint k = 0u; k < PW / 4u; k++) {
+                        uint i = xi + 4u * k;
+                        xv[k] = vec ? XB4.d[i >> 2]
+                                    : vec4(XB.d[i], XB.d[i + 1u], XB.d[i + 2u], XB.d[i + 3u]);
+                    }
+                    if (CVT && TYPE == T_Q2_K) xsum = piece_sum();
+                    [[unroll]] for (uint r = 0u; r < R; r++)
+                        acc[r] = piece_math(acc[r], raw[u][r], p);
+                }
             }
             float wt = SUM ? WT.d[pc.wt_off + col] : 1.0;
             [[unroll]] for (uint r = 0u; r < R; r++) tot[r] += SUM ? wt * acc[r] : acc[r];

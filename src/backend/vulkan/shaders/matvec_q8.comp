@@ -10,6 +10,7 @@
 #define WG 128
 #include "common.glsl"
 #include "quant.glsl"
+#include "cvt.glsl"
 
 // Rows per lane group in the low 4 bits (1..4); 16: the group is the whole workgroup; 32: two
 // units in flight per lane (more loads outstanding).
@@ -61,6 +62,21 @@ float unit_dot(float acc, uint c, uint row, uint u, vec4 xa, vec4 xb) {
     uint bb = row + (u >> 2) * 34u;
     float d = f16v(rd16(c, bb));
     uvec2 q = rd64(c, bb + 2u + 8u * (u & 3u));
+    if (CVT) {
+        // q_k + 128 = byte ^ 0x80 under the exponent: 2^23 + 128 + q_k, exact; the unit's
+        // sum of q_k · x_k times d once
+        q ^= uvec2(0x80808080u);
+        const float o = CVT_2P23 + 128.0;
+        float s = (cvt_b(q.x, 0u) - o) * xa.x;
+        s += (cvt_b(q.x, 1u) - o) * xa.y;
+        s += (cvt_b(q.x, 2u) - o) * xa.z;
+        s += (cvt_b(q.x, 3u) - o) * xa.w;
+        s += (cvt_b(q.y, 0u) - o) * xb.x;
+        s += (cvt_b(q.y, 1u) - o) * xb.y;
+        s += (cvt_b(q.y, 2u) - o) * xb.z;
+        s += (cvt_b(q.y, 3u) - o) * xb.w;
+        return acc + s * d;
+    }
     acc += sb8(q.x, 0u) * d * xa.x;
     acc += sb8(q.x, 1u) * d * xa.y;
     acc += sb8(q.x, 2u) * d * xa.z;

@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 #include "backend/vulkan/vulkan.h"
-#include "halo/cache.h"
 #include "cli/bench.h"
 #include "cli/bench_bw.h"
 #include "cli/cli.h"
 #include "cli/run.h"
+#include "halo/cache.h"
 #include "halo/halo.h"
 #include "halo/plan.h"
 #include "model/synthetic.h"

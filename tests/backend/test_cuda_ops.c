@@ -799,6 +799,48 @@ static void pool_matches_the_cpu(void) {
     }
 }
 
+/* The indexer's score of key row s for token t, in double: relu(q.k / sqrt(HD)) weighted by
+ * w / sqrt(H), summed over the heads (the oracle of the top-k tests below). */
+static double topk_score_f64(const float *q, const float *w, const float *keys, int64_t t,
+                             int64_t s, int64_t H, int64_t HD) {
+    double acc = 0;
+    for (int64_t h = 0; h < H; h++) {
+        double d = 0;
+        for (int64_t i = 0; i < HD; i++)
+            d += (double)q[(t * H + h) * HD + i] * keys[s * HD + i];
+        acc += (d > 0 ? d / sqrt((double)HD) : 0) * (w[t * H + h] / sqrt((double)H));
+    }
+    return acc;
+}
+
+/* What a token's K selected rows are against the scores of its visible rows: how many were
+ * chosen, chosen twice, or not visible; the weakest chosen and the best left unchosen. */
+typedef struct topk_tally {
+    int64_t n, dup, bad;
+    double weakest, best_left;
+} topk_tally;
+
+static topk_tally topk_tally_of(const int32_t *sel, int64_t K, const double *score,
+                                int64_t visible, unsigned char *chosen) {
+    topk_tally c = {.weakest = INFINITY, .best_left = -INFINITY};
+    memset(chosen, 0, (size_t)visible);
+    for (int64_t i = 0; i < K; i++) {
+        int32_t r = sel[i];
+        if (r < 0) continue;
+        if (r >= visible) {
+            c.bad++;
+            continue;
+        }
+        c.dup += chosen[r];
+        chosen[r] = 1;
+        c.n++;
+        c.weakest = score[r] < c.weakest ? score[r] : c.weakest;
+    }
+    for (int64_t s = 0; s < visible; s++)
+        if (!chosen[s] && score[s] > c.best_left) c.best_left = score[s];
+    return c;
+}
+
 /* Indexer top-k (64 heads of 128, top 512) against scores computed in double on the host: every
  * chosen row is visible, no row is chosen twice, and no unchosen visible row scores more than
  * the weakest chosen one by more than f32 rounding; -1 pads when fewer rows are visible. */
@@ -816,41 +858,17 @@ static void topk_selects_the_best_rows(void) {
     unsigned char *chosen = malloc(ROWS);
     for (int64_t t = 0; t < T; t++) {
         int64_t visible = (pos[t] + 1) / 4 < ROWS ? (pos[t] + 1) / 4 : ROWS;
-        for (int64_t s = 0; s < visible; s++) {
-            double acc = 0;
-            for (int64_t h = 0; h < H; h++) {
-                double d = 0;
-                for (int64_t i = 0; i < HD; i++)
-                    d += (double)q[(t * H + h) * HD + i] * keys[s * HD + i];
-                acc += (d > 0 ? d / sqrt((double)HD) : 0) * (w[t * H + h] / sqrt((double)H));
-            }
-            score[s] = acc;
-        }
-        memset(chosen, 0, ROWS);
-        int64_t n = 0, dup = 0, bad = 0;
-        double weakest = INFINITY, best_left = -INFINITY;
-        for (int64_t i = 0; i < K; i++) {
-            int32_t r = sel[t * K + i];
-            if (r < 0) continue;
-            if (r >= visible) {
-                bad++;
-                continue;
-            }
-            dup += chosen[r];
-            chosen[r] = 1;
-            n++;
-            weakest = score[r] < weakest ? score[r] : weakest;
-        }
         for (int64_t s = 0; s < visible; s++)
-            if (!chosen[s] && score[s] > best_left) best_left = score[s];
+            score[s] = topk_score_f64(q, w, keys, t, s, H, HD);
+        topk_tally c = topk_tally_of(sel + t * K, K, score, visible, chosen);
         int64_t want = visible < K ? visible : K;
         printf("  topk token at %5d: %lld visible, %lld chosen, weakest chosen %.6f, best left "
                "%.6f\n",
-               pos[t], (long long)visible, (long long)n, weakest, best_left);
-        CHECK_INT(n, want);
-        CHECK_INT(dup, 0);
-        CHECK_INT(bad, 0);
-        CHECK(best_left <= weakest + 1e-5 * fabs(weakest) + 1e-6);
+               pos[t], (long long)visible, (long long)c.n, c.weakest, c.best_left);
+        CHECK_INT(c.n, want);
+        CHECK_INT(c.dup, 0);
+        CHECK_INT(c.bad, 0);
+        CHECK(c.best_left <= c.weakest + 1e-5 * fabs(c.weakest) + 1e-6);
     }
     free(sel);
     free(score);
@@ -942,39 +960,17 @@ static void topk_batch_once(bool fast) {
         int64_t visible = (pos[t] + 1) / 4 < ROWS ? (pos[t] + 1) / 4 : ROWS;
         double lo = INFINITY, hi = -INFINITY;
         for (int64_t s = 0; s < visible; s++) {
-            double acc = 0;
-            for (int64_t h = 0; h < H; h++) {
-                double d = 0;
-                for (int64_t i = 0; i < HD; i++)
-                    d += (double)q[(t * H + h) * HD + i] * keys[s * HD + i];
-                acc += (d > 0 ? d / sqrt((double)HD) : 0) * (w[t * H + h] / sqrt((double)H));
-            }
+            double acc = topk_score_f64(q, w, keys, t, s, H, HD);
             score[s] = acc;
             lo = acc < lo ? acc : lo;
             hi = acc > hi ? acc : hi;
         }
-        memset(chosen, 0, ROWS);
-        int64_t n = 0, dup = 0, bad = 0;
-        double weakest = INFINITY, best_left = -INFINITY;
-        for (int64_t i = 0; i < K; i++) {
-            int32_t r = sel[t * K + i];
-            if (r < 0) continue;
-            if (r >= visible) {
-                bad++;
-                continue;
-            }
-            dup += chosen[r];
-            chosen[r] = 1;
-            n++;
-            weakest = score[r] < weakest ? score[r] : weakest;
-        }
-        for (int64_t s = 0; s < visible; s++)
-            if (!chosen[s] && score[s] > best_left) best_left = score[s];
-        CHECK_INT(n, visible < K ? visible : K);
-        CHECK_INT(dup, 0);
-        CHECK_INT(bad, 0);
+        topk_tally c = topk_tally_of(sel + t * K, K, score, visible, chosen);
+        CHECK_INT(c.n, visible < K ? visible : K);
+        CHECK_INT(c.dup, 0);
+        CHECK_INT(c.bad, 0);
         if (visible > K) {
-            double gap = (best_left - weakest) / (hi - lo);
+            double gap = (c.best_left - c.weakest) / (hi - lo);
             worst_gap = gap > worst_gap ? gap : worst_gap;
             CHECK(gap <= tol);
         }

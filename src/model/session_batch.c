@@ -11,7 +11,7 @@ enum { DEFAULT_UBATCH = 512 };
 
 static halo_status ensure_scratch(halo_engine *e, halo_error *err) {
     if (e->scratch) return HALO_OK;
-    if (!e->n_ubatch) e->n_ubatch = DEFAULT_UBATCH;
+    e->n_ubatch = halo_engine_forward_tokens(e);
     uint64_t bytes = halo_forward_scratch_bytes(&e->hp, &e->w, e->n_ubatch);
     if (!bytes) return halo_fail(err, HALO_E_NOMEM, "cannot size the step scratch");
     halo_status st = e->be->ops->buf_alloc(e->be, bytes, &e->scratch, err);

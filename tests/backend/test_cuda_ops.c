@@ -14,6 +14,9 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#if defined(HALO_CUDA) || defined(HALO_HIP)
+#include "backend/cuda/graph.h"
+#endif
 #include "check.h"
 #include "core/error.h"
 #include "halo/plan.h"
@@ -552,6 +555,18 @@ static void hc_pre_both(both *streams, both *fn, both *base, both *scale, both *
     }
 }
 
+/* Set: the hc tests keep the GPU's outputs of each fused post + pre here (HC_KEEP of them, in
+ * order; the caller frees them), for hcpost2_same_bits. */
+enum { HC_KEEP = 10 };
+static void **hc_keep;
+static uint64_t hc_keep_bytes[HC_KEEP];
+static int hc_kept;
+static void hc_keep_gpu(const both *t) {
+    if (!hc_keep || hc_kept >= HC_KEEP) return;
+    hc_keep_bytes[hc_kept] = halo_tensor_nbytes(&t->g);
+    hc_keep[hc_kept++] = fetch(gpu, &t->g);
+}
+
 /* A decode step's hc sites back to back, one token: pre, post, the next site's pre of the same
  * streams with nothing read between (the GPU then runs the post inside that pre's first kernel,
  * HALO_CUDA_HCFUSE), writing the post and comb the post just read (as the forward's scratch
@@ -578,6 +593,7 @@ static void hc_sites_of_one_token_match_the_cpu(void) {
     compare("1 token: post, then pre: post", &post, 1e-5);
     compare("1 token: post, then pre: comb", &comb, 1e-5);
     compare("1 token: post, then pre: streams", &streams, 1e-5);
+    hc_keep_gpu(&col), hc_keep_gpu(&post), hc_keep_gpu(&comb), hc_keep_gpu(&streams);
     for (int g = 0; g < 2; g++) {
         halo_backend *be = g ? gpu : cpu;
         be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y2.g : &y2.c, g ? &post.g : &post.c,
@@ -586,6 +602,7 @@ static void hc_sites_of_one_token_match_the_cpu(void) {
     hc_pre_both(&streams, &fn_head, &base, &scale, &col, NULL, NULL);
     compare("1 token: post, then the head's pre", &col, 1e-5);
     compare("1 token: the streams at the end", &streams, 1e-5);
+    hc_keep_gpu(&col), hc_keep_gpu(&streams);
     /* A post followed by a read, no pre: it runs at the read. */
     for (int g = 0; g < 2; g++) {
         halo_backend *be = g ? gpu : cpu;
@@ -1135,10 +1152,66 @@ static void moe_then_hc_sites_match_the_cpu(void) {
     compare("moe, then hc_post + hc_pre: comb", &comb, 2e-5);
     compare("moe, then hc_post + hc_pre: streams", &streams, 2e-5);
     compare("moe, then hc_post + hc_pre: the moe's output", &out, 1e-5);
+    hc_keep_gpu(&col), hc_keep_gpu(&comb), hc_keep_gpu(&streams), hc_keep_gpu(&out);
     both *all[] = {&streams, &fn,  &base, &scale, &col,  &post, &comb, &x, &router,
                    &bias,    &out, &gate, &up,    &down, &gs,   &us,   &ds};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         drop(all[i]);
+}
+
+/* One token's hc_post then hc_pre in one launch with a grid barrier (hcpost2_kernel, the
+ * default) against the two launches (hcpost1 then hc2: HALO_CUDA_HCPOST2=0, a second backend),
+ * on the same inputs: the hc sites above (post then pre, post then the head's pre) and the moe's
+ * sum folded in, every output bit for bit (the same sums in the same order). The fused
+ * kernel's rows are checked against the CPU in those tests too. */
+static void hcpost2_same_bits(void) {
+    halo_backend *keep = gpu, *two = NULL;
+    halo_error err = {0};
+    setenv("HALO_CUDA_HCPOST2", "0", 1);
+    CHECK_INT(halo_backend_cuda_create(0, &two, &err), HALO_OK);
+    unsetenv("HALO_CUDA_HCPOST2");
+    if (!two) return;
+    void *outs[2][HC_KEEP] = {{NULL}, {NULL}};
+    uint64_t launched[2] = {0, 0};
+    const uint64_t seed = rng;
+    for (int b = 0; b < 2; b++) {
+        rng = seed;
+        gpu = b ? two : keep;
+        hc_keep = outs[b];
+        hc_kept = 0;
+#if defined(HALO_CUDA) || defined(HALO_HIP)
+        halo_cuda_graph_stats s0, s1;
+        CHECK(halo_backend_cuda_graph_stats(gpu, &s0));
+#endif
+        hc_sites_of_one_token_match_the_cpu();
+        moe_then_hc_sites_match_the_cpu();
+#if defined(HALO_CUDA) || defined(HALO_HIP)
+        CHECK(halo_backend_cuda_graph_stats(gpu, &s1));
+        launched[b] = s1.launches - s0.launches;
+#endif
+        CHECK_INT(hc_kept, HC_KEEP);
+    }
+    /* One launch fewer at each of the four post + pre sites shows the fused kernel ran. */
+    printf("  kernels launched: %llu in one launch a site, %llu in two\n",
+           (unsigned long long)launched[0], (unsigned long long)launched[1]);
+#ifdef HALO_HIP
+    CHECK_INT((int64_t)(launched[1] - launched[0]), 0); /* HIP: two launches either way */
+#else
+    CHECK_INT((int64_t)(launched[1] - launched[0]), 4);
+#endif
+    gpu = keep;
+    hc_keep = NULL;
+    int differ = 0;
+    for (int i = 0; i < HC_KEEP; i++) {
+        const bool same =
+            outs[0][i] && outs[1][i] && !memcmp(outs[0][i], outs[1][i], hc_keep_bytes[i]);
+        differ += !same;
+        free(outs[0][i]);
+        free(outs[1][i]);
+    }
+    printf("  hc_post + hc_pre, one launch vs two: %d of %d outputs differ\n", differ, HC_KEEP);
+    CHECK_INT(differ, 0);
+    two->ops->destroy(two);
 }
 
 /* One token's ffn norm, router projection and routing in one kernel (HALO_CUDA_ROUTEFUSE=1, off
@@ -1391,6 +1464,7 @@ int main(void) {
     RUN(moe_matches_the_cpu);
     RUN(moe_with_the_norm_in_the_router_matches_the_cpu);
     RUN(moe_then_hc_sites_match_the_cpu);
+    RUN(hcpost2_same_bits);
     RUN(moe_streamed_matches_the_cpu_resident);
     RUN(a_failing_op_is_reported_at_sync_by_name);
     RUN(weights_in_every_pool_give_the_same_result);

@@ -825,6 +825,7 @@ extern "C" bool halo_backend_cuda_graph_stats(halo_backend *hbe, halo_cuda_graph
     if (!hbe || hbe->ops != &cu_ops) return false;
     cu_graph_stats(cu_of(hbe), out);
     out->scratch_requests = (uint64_t)cu_of(hbe)->n_scratch;
+    out->launches = cu_of(hbe)->n_launch;
     return true;
 }
 
@@ -955,6 +956,9 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     const char *rf = getenv("HALO_CUDA_ROUTEFUSE"); /* opt-in until measured */
     be->routefuse = !be->naive && rf && strcmp(rf, "1") == 0;
     be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");
+#ifndef HALO_HIP
+    be->hcpost2 = be->hcfuse && !env_off("HALO_CUDA_HCPOST2");
+#endif
     be->qcost[0] = 2.0, be->qcost[1] = 1.0, be->qcost[2] = 0.8;
     const char *qc = getenv("HALO_CUDA_QCOST");
     double q0, q1, q2;

@@ -84,7 +84,8 @@ enum {
     CU_CTR_ATT = CU_CTR_MOEQ + CU_MOEQ_CTRS, /* decode attention split over blocks: one a
                                                 (token, head), CU_ATT_CTRS at most */
     CU_ATT_CTRS = 256,
-    CU_COUNTERS = CU_CTR_ATT + CU_ATT_CTRS
+    CU_CTR_HC = CU_CTR_ATT + CU_ATT_CTRS, /* hcpost2_kernel's grid barrier: count, generation */
+    CU_COUNTERS = CU_CTR_HC + 2
 };
 
 typedef struct cu_prof cu_prof;
@@ -139,6 +140,8 @@ typedef struct cu_backend {
     bool hclead;   /* one-token hc_pre's Sinkhorn on its own block (hc.cu; HALO_CUDA_HCLEAD=0) */
     bool hcfuse;   /* one-token hc_post run by the next hc_pre's first kernel (hc.cu;
                       HALO_CUDA_HCFUSE=0: off) */
+    bool hcpost2;  /* ... and that kernel doing hc2's part after a grid barrier (hc.cu;
+                      HALO_CUDA_HCPOST2=0: two launches) */
     int grid_rep;  /* log2 of the IQ2_XXS grid's copies in shared memory (HALO_CUDA_GRIDREP) */
     bool multi;    /* matmul_multi in one launch (mvq.cu; HALO_CUDA_MULTI=0: off) */
     bool hold;     /* expert gate/up activations in registers (moe.cu; HALO_CUDA_HOLD=0: off) */

@@ -30,6 +30,9 @@ typedef struct halo_cuda_graph_stats {
     /* Not about graphs: op scratch requests so far, counted only while HALO_TEST_FAIL_SCRATCH
      * is set (its N-th request fails), so a test can aim a failure at a given step. */
     uint64_t scratch_requests;
+    /* Not about graphs either: kernels launched (or captured) so far, for tests that check a
+     * fused path ran. */
+    uint64_t launches;
 } halo_cuda_graph_stats;
 
 /* The counters of a backend made by halo_backend_cuda_create; false (and *out zeroed) for any

@@ -218,13 +218,16 @@ __global__ void __launch_bounds__(HC1_WARPS *WARP)
  * mixing logits differ from the unfused path's by f32 rounding. Saves a launch and its ramp a
  * sublayer. */
 enum { HCP_COLS = 64 };
-__global__ void __launch_bounds__(HC1_WARPS *WARP)
-    hcpost1_kernel(float *xs, float *y, const float *post, const float *comb, const char *fn,
-                   uint32_t fn_type, int64_t n_embd, uint32_t n_mix, float *part, const float *ys,
-                   const float *yw, uint32_t slots) {
-    cu_pdl_entry();
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, k = lane >> 3;
-    const int64_t d = (int64_t)blockIdx.x * HCP_COLS + 8 * (lane & 7);
+
+/* The new values of block blockIdx.x's columns (lane l: stream l / 8, columns d .. d + 7), for
+ * hcpost1_kernel and hcpost2_kernel: every warp computes them, warp 0 writes them to xs (and
+ * y, with the moe's slots) once every warp has read the old ones. */
+static __device__ __forceinline__ void hcpost_cols(float (&x)[8], float *xs, float *y,
+                                                   const float *post, const float *comb,
+                                                   int64_t n_embd, const float *ys,
+                                                   const float *yw, uint32_t slots, int warp,
+                                                   int lane, int64_t d) {
+    const int k = lane >> 3;
     float old[4][8], yv[8];
     if (slots) {
         /* y is the moe's weighted sum of its slots (moe_sum_kernel's order), written too. */
@@ -259,7 +262,6 @@ __global__ void __launch_bounds__(HC1_WARPS *WARP)
 #pragma unroll
     for (int j = 0; j < 4; j++)
         c[j] = comb[j * 4 + k];
-    float x[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         float s = pk * yv[i];
@@ -268,13 +270,65 @@ __global__ void __launch_bounds__(HC1_WARPS *WARP)
             s += c[j] * old[j][i];
         x[i] = s;
     }
-    const int64_t width = 4 * n_embd, i0 = k * n_embd + d;
+    const int64_t i0 = k * n_embd + d;
     __syncthreads(); /* every warp has read the old values */
     if (warp == 0) {
         *(float4 *)(xs + i0) = make_float4(x[0], x[1], x[2], x[3]);
         *(float4 *)(xs + i0 + 4) = make_float4(x[4], x[5], x[6], x[7]);
     }
-    hc1_slice_sums(x, i0, fn, fn_type, width, n_mix, part, warp, lane);
+}
+
+/* hc_post of the sublayer before, then hc1 over the new streams, in one kernel (hc = 4): block b
+ * owns embedding columns 64b .. 64b + 63 of all four streams (256 values: lane l takes stream
+ * l / 8, columns 8 (l % 8) .. + 7), so no other block reads the old values it overwrites.
+ * Every warp computes the same new values (the mixing is 20 FMAs per value: cheaper than
+ * passing them through shared memory), waits until all have read the old ones, warp 0 writes
+ * them; then each warp dots them with its mixing rows as hc1 does. The new values are
+ * hc_post_kernel's (same expressions); the partial sums cover other slices than hc1's, so the
+ * mixing logits differ from the unfused path's by f32 rounding. Saves a launch and its ramp a
+ * sublayer. */
+__global__ void __launch_bounds__(HC1_WARPS *WARP)
+    hcpost1_kernel(float *xs, float *y, const float *post, const float *comb, const char *fn,
+                   uint32_t fn_type, int64_t n_embd, uint32_t n_mix, float *part, const float *ys,
+                   const float *yw, uint32_t slots) {
+    cu_pdl_entry();
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, k = lane >> 3;
+    const int64_t d = (int64_t)blockIdx.x * HCP_COLS + 8 * (lane & 7);
+    float x[8];
+    hcpost_cols(x, xs, y, post, comb, n_embd, ys, yw, slots, warp, lane, d);
+    hc1_slice_sums(x, k * n_embd + d, fn, fn_type, 4 * n_embd, n_mix, part, warp, lane);
+}
+
+/* From the summed mixing values (mix[n_mix]: the sum of squares) in shared memory: pre for
+ * every block; the lead block also writes post and the Sinkhorn-normalised comb (warp 0, after
+ * the block's last barrier here: the other warps go on). hc2_kernel and hcpost2_kernel. */
+static __device__ __forceinline__ void hc2_weights(const hc_mix_args &a, const float *mix,
+                                                   float *pre, float *comb_s, bool lead) {
+    const uint32_t hc = a.hc, n_mix = a.n_mix;
+    const float r = 1.0f / sqrtf(mix[n_mix] / (float)((int64_t)hc * a.n_embd) + a.norm_eps);
+    for (uint32_t i = threadIdx.x; i < n_mix; i += blockDim.x) {
+        const float v = mix[i] * r, b = load_float(a.base_type, a.base, i);
+        if (i < hc)
+            pre[i] = sigmoidf_(v * load_float(a.scale_type, a.scale, 0) + b) + a.eps;
+        else if (!lead)
+            continue;
+        else if (i < 2 * hc)
+            a.post[i - hc] = 2.0f * sigmoidf_(v * load_float(a.scale_type, a.scale, 1) + b);
+        else
+            comb_s[i - 2 * hc] = v * load_float(a.scale_type, a.scale, 2) + b;
+    }
+    __syncthreads();
+    if (lead && hc != 4 && threadIdx.x == 0) sinkhorn(comb_s, hc, a.sinkhorn_iters, a.eps);
+    __syncthreads();
+    if (lead && threadIdx.x < WARP) {
+        if (hc == 4) {
+            float v = sinkhorn4_warp(comb_s[threadIdx.x % 16], a.sinkhorn_iters, a.eps);
+            if (threadIdx.x < 16) a.comb[threadIdx.x] = v;
+        } else {
+            for (uint32_t i = threadIdx.x; i < hc * hc; i += WARP)
+                a.comb[i] = comb_s[i];
+        }
+    }
 }
 
 /* n_coll: the blocks that collapse (the first n_coll). The lead block, which also writes post
@@ -340,31 +394,8 @@ __global__ void __launch_bounds__(256)
         }
     }
     __syncthreads();
-    const float r = 1.0f / sqrtf(mix[n_mix] / (float)((int64_t)hc * a.n_embd) + a.norm_eps);
     const bool lead = blockIdx.x == (n_coll < gridDim.x ? n_coll : 0) && a.post;
-    for (uint32_t i = threadIdx.x; i < n_mix; i += blockDim.x) {
-        const float v = mix[i] * r, b = load_float(a.base_type, a.base, i);
-        if (i < hc)
-            pre[i] = sigmoidf_(v * load_float(a.scale_type, a.scale, 0) + b) + a.eps;
-        else if (!lead)
-            continue;
-        else if (i < 2 * hc)
-            a.post[i - hc] = 2.0f * sigmoidf_(v * load_float(a.scale_type, a.scale, 1) + b);
-        else
-            comb_s[i - 2 * hc] = v * load_float(a.scale_type, a.scale, 2) + b;
-    }
-    __syncthreads();
-    if (lead && hc != 4 && threadIdx.x == 0) sinkhorn(comb_s, hc, a.sinkhorn_iters, a.eps);
-    __syncthreads();
-    if (lead && threadIdx.x < WARP) {
-        if (hc == 4) {
-            float v = sinkhorn4_warp(comb_s[threadIdx.x % 16], a.sinkhorn_iters, a.eps);
-            if (threadIdx.x < 16) a.comb[threadIdx.x] = v;
-        } else {
-            for (uint32_t i = threadIdx.x; i < hc * hc; i += WARP)
-                a.comb[i] = comb_s[i];
-        }
-    }
+    hc2_weights(a, mix, pre, comb_s, lead);
     if (blockIdx.x >= n_coll) return;
     if (issue) {
         const int64_t d = d0 + threadIdx.x;
@@ -384,6 +415,102 @@ __global__ void __launch_bounds__(256)
         a.collapsed[d] = s;
     }
 }
+
+#ifndef HALO_HIP
+/* Every block of the grid past this point once all have reached it (their writes before it
+ * visible): an arrival count the last block resets, and a generation the waiting blocks watch.
+ * Only for grids whose blocks are all resident at once (hc_pre_one: at most one a
+ * multiprocessor); PDL cannot starve them, since the next kernel launches only once every block
+ * of this one has started. The count is 0 between launches, so graphs replay it. */
+static __device__ __forceinline__ void hc_grid_barrier(unsigned *ctr) {
+    __threadfence(); /* this thread's writes, before the block's arrival */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned *gen = ctr + 1;
+        const unsigned g = *gen; /* cannot move before this block arrives */
+        if (atomicAdd(ctr, 1u) == gridDim.x - 1) {
+            atomicExch(ctr, 0u);
+            __threadfence();
+            atomicAdd(ctr + 1, 1u);
+        } else {
+            while (*gen == g) __nanosleep(32);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+/* hcpost1_kernel then hc2_kernel in one launch (hc = 4, one block per 64 columns, at most one a
+ * multiprocessor): after its partial sums every block waits for all the others (hc_grid_barrier)
+ * instead of a second kernel starting, adds the partials in hc2's order (lane l: slices l and
+ * l + 32, then the warp's butterfly), makes pre, and collapses its own columns from the new
+ * values it still holds; block 0 also writes post and comb. The same expressions in the same
+ * order as the two launches, so the same bits (test_backend_cuda_ops checks it against
+ * HALO_CUDA_HCPOST2=0). Why: in cuda-decode-1's trace hc2 took ~7 us a call after hcpost1 (a
+ * kernel boundary, then a chain of L2 loads, sums and the collapse's loads), twice a layer. */
+__global__ void __launch_bounds__(HC1_WARPS *WARP)
+    hcpost2_kernel(hc_mix_args m, float *y, const float *post, const float *comb, const char *fn,
+                   uint32_t fn_type, float *part, const float *ys, const float *yw,
+                   uint32_t slots, unsigned *ctr) {
+    cu_pdl_entry();
+    __shared__ float mix[HC1_MAX_MIX + 1];
+    __shared__ float pre[HC_MAX];
+    __shared__ float comb_s[HC_MAX * HC_MAX];
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, k = lane >> 3;
+    const int64_t n_embd = m.n_embd, n_part = gridDim.x;
+    const uint32_t n_mix = m.n_mix;
+    const int64_t d = (int64_t)blockIdx.x * HCP_COLS + 8 * (lane & 7);
+    float *xs = (float *)m.streams;
+    float x[8];
+    hcpost_cols(x, xs, y, post, comb, n_embd, ys, yw, slots, warp, lane, d);
+    hc1_slice_sums(x, k * n_embd + d, fn, fn_type, 4 * n_embd, n_mix, part, warp, lane);
+    hc_grid_barrier(ctr);
+    float pv[HC2_V][HC2_B];
+#pragma unroll
+    for (int i = 0; i < HC2_V; i++) {
+        const uint32_t v = (uint32_t)(warp + HC1_WARPS * i);
+#pragma unroll
+        for (int b = 0; b < HC2_B; b++) {
+            const int64_t bi = lane + WARP * b;
+            pv[i][b] = v <= n_mix && bi < n_part ? __ldcg(part + bi * (n_mix + 1) + v) : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < HC2_V; i++) {
+        const uint32_t v = (uint32_t)(warp + HC1_WARPS * i);
+        if (v > n_mix) break; /* uniform across the warp */
+        float s = 0.0f;
+#pragma unroll
+        for (int b = 0; b < HC2_B; b++)
+            if (lane + WARP * b < n_part) s += pv[i][b];
+        s = warp_sum(s);
+        if (lane == 0) mix[v] = s;
+    }
+    __syncthreads();
+    hc2_weights(m, mix, pre, comb_s, blockIdx.x == 0 && m.post);
+    if (warp != 1) return; /* warp 0 of block 0 may still run the Sinkhorn chain */
+    /* Lanes 0-7 collapse columns d .. d + 7 from the four streams' lanes c, c + 8, c + 16, c + 24
+     * as hc2 does: s = pre[0] x0 + ... + pre[3] x3, in order. */
+    float v[4][8];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            v[j][i] = __shfl_sync(0xffffffffu, x[i], (lane & 7) + 8 * j);
+    if (lane >= 8) return;
+    float o[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        float s = 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            s += pre[j] * v[j][i];
+        o[i] = s;
+    }
+    *(float4 *)(m.collapsed + d) = make_float4(o[0], o[1], o[2], o[3]);
+    *(float4 *)(m.collapsed + d + 4) = make_float4(o[4], o[5], o[6], o[7]);
+}
+#endif
 
 /* The one-token path above, when the shapes suit it; false leaves the op to the general path. */
 static bool hc_pre_one(cu_backend *be, const halo_hc_args *a, const hc_mix_args &m) {
@@ -412,6 +539,21 @@ static bool hc_pre_one(cu_backend *be, const halo_hc_args *a, const hc_mix_args 
     char *base = cu_scratch(be, (fuse ? off : 0) + part_bytes, "hc_pre");
     if (!base) return true; /* the failure is recorded */
     float *part = (float *)(base + (fuse ? off : 0));
+    /* hcpost1 and hc2 in one launch: every block resident at once (one a multiprocessor) and
+     * hc2's one-batch sums (n_part <= 64, n_mix < 32) */
+    const bool one = fuse && be->hcpost2 && n_part <= be->sm_count &&
+                     n_part <= (int64_t)HC2_B * WARP && m.n_mix + 1 <= HC2_V * HC1_WARPS;
+    if (one) {
+#ifndef HALO_HIP
+        const bool s = p.sum;
+        cu_launch(be, hcpost2_kernel, (unsigned)n_part, HC1_WARPS * WARP, 0, m, (float *)p.y,
+                  p.post, p.comb, cu_ptr(a->fn), t, part, s ? sp.y : (const float *)NULL,
+                  s ? sp.weight : (const float *)NULL, s ? sp.slots : 0u,
+                  be->counters + CU_CTR_HC);
+        CU_LAUNCHED(be, "hc_pre", "hcpost2_kernel");
+#endif
+        return true;
+    }
     if (fuse) {
         const bool s = p.sum;
         cu_launch(be, hcpost1_kernel, (unsigned)n_part, HC1_WARPS * WARP, 0, p.streams,

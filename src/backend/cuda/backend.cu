@@ -749,8 +749,9 @@ static halo_status sync(halo_backend *hbe, halo_error *err) {
     flush_copies(be);
     cu_graph_piece_end(be); /* the step's last captured piece (the output head) */
     /* A kernel that faulted reports here, after the op that launched it returned. */
+    const double t0 = cu_host_now();
     cu_check(be, "a queued kernel", "cudaStreamSynchronize", cudaStreamSynchronize(be->stream));
-    cu_graph_step_done(be);
+    cu_graph_step_done(be, cu_host_now() - t0);
     cu_trace_step(be);
     cu_ahead_sync(be);
     be->ring_used = 0; /* the stream has read every staged input */

@@ -422,8 +422,9 @@ void cu_graph_piece_end(cu_backend *be);
 void cu_graph_break(cu_backend *be);
 /* The streamed-expert moe syncs mid-op: breaks, and the backend stays eager from then on. */
 void cu_graph_streamed(cu_backend *be);
-/* After sync's wait: counts the step. */
-void cu_graph_step_done(cu_backend *be);
+/* After sync's wait (wait_s seconds of it): counts the step and its host times. */
+void cu_graph_step_done(cu_backend *be, double wait_s);
+double cu_host_now(void); /* seconds, monotonic */
 struct halo_cuda_graph_stats;
 void cu_graph_stats(cu_backend *be, struct halo_cuda_graph_stats *out);
 

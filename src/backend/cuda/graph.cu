@@ -39,9 +39,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/cuda.cuh"
 #include "backend/cuda/graph.h"
+
+double cu_host_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 #ifndef HALO_HIP
 
@@ -69,6 +76,11 @@ struct cu_graph {
     cudaGraphNode_t *nodes;
     size_t cap_nodes;
     halo_cuda_graph_stats st;
+    /* Host time of graph steps (seconds, for HALO_CUDA_GRAPH_STATS): where the host is while
+     * the GPU may be idle. t_begin: this step's first op; t_done: the last step's sync return. */
+    double t_begin, t_done, t_first, t_pieces;
+    double sum_step, sum_first, sum_pieces, sum_wait, sum_between;
+    uint64_t timed, between;
 };
 
 void cu_graph_init(cu_backend *be) {
@@ -140,7 +152,7 @@ static bool graph_sig(cu_backend *be, cudaGraph_t graph, const char *what, size_
 
 /* Ends the capture in progress and launches it: the cached executable of this piece updated
  * with it, or a new one. */
-static void launch_captured(cu_backend *be) {
+static void launch_captured_(cu_backend *be) {
     cu_graph *g = be->graph;
     cudaGraph_t graph = NULL;
     cu_ahead_join(be); /* the lookahead's side stream back into the capture (ahead.cu) */
@@ -205,6 +217,16 @@ static void launch_captured(cu_backend *be) {
     (void)cudaGraphDestroy(graph);
 }
 
+/* The same, timed for the stats. */
+static void launch_captured(cu_backend *be) {
+    cu_graph *g = be->graph;
+    const double t0 = cu_host_now();
+    launch_captured_(be);
+    const double t1 = cu_host_now();
+    g->t_pieces += t1 - t0;
+    if (g->t_first == 0.0) g->t_first = t1;
+}
+
 void cu_graph_op(cu_backend *be, const char *op, int64_t embed_tokens) {
     cu_graph *g = be->graph;
     if (!g) return;
@@ -218,6 +240,8 @@ void cu_graph_op(cu_backend *be, const char *op, int64_t embed_tokens) {
         g->in_step = true;
         g->piece = 0;
         g->step_kernels = 0;
+        g->t_begin = cu_host_now();
+        g->t_first = g->t_pieces = 0.0;
         g->step_graph = embed_tokens >= 1 && embed_tokens <= CU_INTS && !g->streamed;
         g->step_ok = g->step_graph;
         if (g->step_graph) g->st.steps++;
@@ -258,13 +282,28 @@ void cu_graph_streamed(cu_backend *be) {
     be->graph->streamed = true;
 }
 
-void cu_graph_step_done(cu_backend *be) {
+void cu_graph_step_done(cu_backend *be, double wait_s) {
     cu_graph *g = be->graph;
     if (!g) return;
+    const double now = cu_host_now();
     if (g->in_step && g->step_graph && g->step_ok && !be->failed && g->step_kernels > 0) {
         g->st.graph_steps++;
         g->st.kernel_nodes += g->step_kernels;
         g->st.last_step_kernels = g->step_kernels;
+        g->timed++;
+        g->sum_step += now - g->t_begin;
+        g->sum_first += (g->t_first > 0.0 ? g->t_first : now) - g->t_begin;
+        g->sum_pieces += g->t_pieces;
+        g->sum_wait += wait_s;
+        /* From the last graph step's sync to this one's first op: the caller's own work
+         * (reading the logits, sampling) and the ops before the embed, if any. */
+        if (g->t_done > 0.0) {
+            g->sum_between += g->t_begin - g->t_done;
+            g->between++;
+        }
+        g->t_done = now;
+    } else {
+        g->t_done = 0.0;
     }
     g->in_step = false;
 }
@@ -292,6 +331,19 @@ void cu_graph_free(cu_backend *be) {
                     (unsigned long long)s->breaks,
                     s->graph_steps ? (double)s->kernel_nodes / (double)s->graph_steps : 0.0,
                     (unsigned long long)s->last_step_kernels);
+            /* While the first piece is captured the GPU has nothing of the step; after the
+             * sync returns it has nothing until the next step's first piece. */
+            if (g->timed)
+                fprintf(stderr,
+                        "halo cuda graphs: host us a graph step: %.1f from its first op to the "
+                        "sync's return, of it %.1f until the first piece was launched, %.1f "
+                        "ending, updating and launching the pieces, %.1f waiting in the sync; "
+                        "%.1f from one step's sync to the next step's first op\n",
+                        1e6 * g->sum_step / (double)g->timed,
+                        1e6 * g->sum_first / (double)g->timed,
+                        1e6 * g->sum_pieces / (double)g->timed,
+                        1e6 * g->sum_wait / (double)g->timed,
+                        g->between ? 1e6 * g->sum_between / (double)g->between : 0.0);
         }
     }
     if (!g) return;
@@ -328,8 +380,8 @@ void cu_graph_break(cu_backend *be) {
 void cu_graph_streamed(cu_backend *be) {
     (void)be;
 }
-void cu_graph_step_done(cu_backend *be) {
-    (void)be;
+void cu_graph_step_done(cu_backend *be, double wait_s) {
+    (void)be, (void)wait_s;
 }
 void cu_graph_stats(cu_backend *be, halo_cuda_graph_stats *out) {
     (void)be;

@@ -69,6 +69,11 @@ struct cu_graph {
     bool step_graph;                /* this step is one to capture */
     bool step_ok;                   /* ... and nothing broke its capture yet */
     int piece;                      /* pieces launched in this step */
+    /* HALO_CUDA_GRAPH_FIRST=N: until the step's first check, a piece ends after N << piece
+     * ops (N, 2N, 4N, ...), so the GPU starts on the step while the host still captures its
+     * first layer; 0 (the default): pieces end only at checks. */
+    int first_ops, piece_ops;
+    bool before_check; /* no check yet in this step */
     const char *first_op, *last_op; /* of the capture in progress, for error messages */
     uint64_t step_kernels, clock;
     graph_way *ways; /* [n_pieces][GRAPH_WAYS] */
@@ -92,7 +97,11 @@ void cu_graph_init(cu_backend *be) {
      * memory: both run eagerly. Without memory for the state, eager too. */
     if (off || be->prof || be->naive) return;
     be->graph = (cu_graph *)calloc(1, sizeof(cu_graph));
-    if (be->graph) be->graph->st.enabled = true;
+    if (!be->graph) return;
+    be->graph->st.enabled = true;
+    const char *first = getenv("HALO_CUDA_GRAPH_FIRST");
+    const int n = first ? atoi(first) : 0;
+    be->graph->first_ops = n > 0 && n < 64 ? n : 0;
 }
 
 /* The cached way for piece `piece` and signature `sig`: the one with that signature, else an
@@ -242,13 +251,20 @@ void cu_graph_op(cu_backend *be, const char *op, int64_t embed_tokens) {
         g->step_kernels = 0;
         g->t_begin = cu_host_now();
         g->t_first = g->t_pieces = 0.0;
+        g->before_check = true;
         g->step_graph = embed_tokens >= 1 && embed_tokens <= CU_INTS && !g->streamed;
         g->step_ok = g->step_graph;
         if (g->step_graph) g->st.steps++;
     }
     if (be->capturing) {
-        g->last_op = op;
-        return;
+        const bool early = g->first_ops && g->before_check && g->piece < 16 &&
+                           ++g->piece_ops > g->first_ops << g->piece;
+        if (!early) {
+            g->last_op = op;
+            return;
+        }
+        launch_captured(be); /* and this op starts the next piece */
+        g->st.early++;
     }
     if (!g->step_ok || be->failed) return;
     /* Relaxed: this thread may still make calls that are unsafe during a capture (none are
@@ -260,10 +276,13 @@ void cu_graph_op(cu_backend *be, const char *op, int64_t embed_tokens) {
     }
     be->capturing = true;
     g->first_op = g->last_op = op;
+    g->piece_ops = 1;
 }
 
 void cu_graph_piece_end(cu_backend *be) {
-    if (be->graph && be->capturing) launch_captured(be);
+    if (!be->graph) return;
+    be->graph->before_check = false;
+    if (be->capturing) launch_captured(be);
 }
 
 void cu_graph_break(cu_backend *be) {
@@ -323,10 +342,12 @@ void cu_graph_free(cu_backend *be) {
             const halo_cuda_graph_stats *s = &g->st;
             fprintf(stderr,
                     "halo cuda graphs: %llu of %llu small steps replayed as graphs, %llu graphs "
-                    "launched, %llu instantiated, %llu updated (%llu refused), %llu captures "
+                    "launched (%llu ended before a step's first check), %llu instantiated, "
+                    "%llu updated (%llu refused), %llu captures "
                     "broken off; kernel launches per graph step %.1f (last %llu)\n",
                     (unsigned long long)s->graph_steps, (unsigned long long)s->steps,
-                    (unsigned long long)s->graphs, (unsigned long long)s->instantiated,
+                    (unsigned long long)s->graphs, (unsigned long long)s->early,
+                    (unsigned long long)s->instantiated,
                     (unsigned long long)s->updated, (unsigned long long)s->refused,
                     (unsigned long long)s->breaks,
                     s->graph_steps ? (double)s->kernel_nodes / (double)s->graph_steps : 0.0,

@@ -22,6 +22,7 @@ typedef struct halo_cuda_graph_stats {
     uint64_t instantiated; /* executable graphs made: a new shape, or an update refused */
     uint64_t updated;      /* executable graphs updated in place with a new capture */
     uint64_t refused;      /* updates the runtime refused (then re-instantiated) */
+    uint64_t early;        /* pieces ended before the step's first check (HALO_CUDA_GRAPH_FIRST) */
     uint64_t breaks;       /* captures ended early because the host needed the stream (scratch
                               growth, a full upload ring, streamed experts, a buffer call): the
                               rest of that step ran eagerly */

@@ -542,7 +542,8 @@ static bool hc_pre_one(cu_backend *be, const halo_hc_args *a, const hc_mix_args 
     /* hcpost1 and hc2 in one launch: every block resident at once (one a multiprocessor) and
      * hc2's one-batch sums (n_part <= 64, n_mix < 32) */
     const bool one = fuse && be->hcpost2 && n_part <= be->sm_count &&
-                     n_part <= (int64_t)HC2_B * WARP && m.n_mix + 1 <= HC2_V * HC1_WARPS;
+                     n_part <= (int64_t)HC2_B * WARP && m.n_mix + 1 <= HC2_V * HC1_WARPS &&
+                     ((uintptr_t)m.collapsed & 15) == 0;
     if (one) {
 #ifndef HALO_HIP
         const bool s = p.sum;

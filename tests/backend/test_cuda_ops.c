@@ -503,6 +503,18 @@ static void norm_rope_and_hc_match_the_cpu(void) {
         drop(all[i]);
 }
 
+/* Set: tests keep some GPU outputs here (in order, KEEP_MAX at most; the caller frees them), for
+ * same_bits_without (a fused path against the unfused one on a second backend). */
+enum { KEEP_MAX = 16 };
+static void **gpu_keep;
+static uint64_t gpu_keep_bytes[KEEP_MAX];
+static int gpu_kept;
+static void keep_gpu(const both *t) {
+    if (!gpu_keep || gpu_kept >= KEEP_MAX) return;
+    gpu_keep_bytes[gpu_kept] = halo_tensor_nbytes(&t->g);
+    gpu_keep[gpu_kept++] = fetch(gpu, &t->g);
+}
+
 /* A decode step's per-head norm then rope of q, and the weighted norm then rope of the kv row,
  * with nothing read between (the GPU runs each pair as one kernel, HALO_CUDA_NORMROPE), then a
  * norm followed by another norm (the first runs at the second). */
@@ -529,6 +541,7 @@ static void norm_then_rope_match_the_cpu(void) {
     }
     compare("1 token: per-head norm, then rope (q)", &q, 1e-5);
     compare("1 token: norm, rope, norm (kv row)", &kv, 1e-5);
+    keep_gpu(&q), keep_gpu(&kv);
     compare("1 token: a norm followed by a norm", &x, 1e-6);
     both *all[] = {&q, &kv, &nw, &x, &xw};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -555,17 +568,6 @@ static void hc_pre_both(both *streams, both *fn, both *base, both *scale, both *
     }
 }
 
-/* Set: the hc tests keep the GPU's outputs of each fused post + pre here (HC_KEEP of them, in
- * order; the caller frees them), for hcpost2_same_bits. */
-enum { HC_KEEP = 10 };
-static void **hc_keep;
-static uint64_t hc_keep_bytes[HC_KEEP];
-static int hc_kept;
-static void hc_keep_gpu(const both *t) {
-    if (!hc_keep || hc_kept >= HC_KEEP) return;
-    hc_keep_bytes[hc_kept] = halo_tensor_nbytes(&t->g);
-    hc_keep[hc_kept++] = fetch(gpu, &t->g);
-}
 
 /* A decode step's hc sites back to back, one token: pre, post, the next site's pre of the same
  * streams with nothing read between (the GPU then runs the post inside that pre's first kernel,
@@ -593,7 +595,7 @@ static void hc_sites_of_one_token_match_the_cpu(void) {
     compare("1 token: post, then pre: post", &post, 1e-5);
     compare("1 token: post, then pre: comb", &comb, 1e-5);
     compare("1 token: post, then pre: streams", &streams, 1e-5);
-    hc_keep_gpu(&col), hc_keep_gpu(&post), hc_keep_gpu(&comb), hc_keep_gpu(&streams);
+    keep_gpu(&col), keep_gpu(&post), keep_gpu(&comb), keep_gpu(&streams);
     for (int g = 0; g < 2; g++) {
         halo_backend *be = g ? gpu : cpu;
         be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y2.g : &y2.c, g ? &post.g : &post.c,
@@ -602,7 +604,7 @@ static void hc_sites_of_one_token_match_the_cpu(void) {
     hc_pre_both(&streams, &fn_head, &base, &scale, &col, NULL, NULL);
     compare("1 token: post, then the head's pre", &col, 1e-5);
     compare("1 token: the streams at the end", &streams, 1e-5);
-    hc_keep_gpu(&col), hc_keep_gpu(&streams);
+    keep_gpu(&col), keep_gpu(&streams);
     /* A post followed by a read, no pre: it runs at the read. */
     for (int g = 0; g < 2; g++) {
         halo_backend *be = g ? gpu : cpu;
@@ -1152,66 +1154,83 @@ static void moe_then_hc_sites_match_the_cpu(void) {
     compare("moe, then hc_post + hc_pre: comb", &comb, 2e-5);
     compare("moe, then hc_post + hc_pre: streams", &streams, 2e-5);
     compare("moe, then hc_post + hc_pre: the moe's output", &out, 1e-5);
-    hc_keep_gpu(&col), hc_keep_gpu(&comb), hc_keep_gpu(&streams), hc_keep_gpu(&out);
+    keep_gpu(&col), keep_gpu(&comb), keep_gpu(&streams), keep_gpu(&out);
     both *all[] = {&streams, &fn,  &base, &scale, &col,  &post, &comb, &x, &router,
                    &bias,    &out, &gate, &up,    &down, &gs,   &us,   &ds};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         drop(all[i]);
 }
 
-/* One token's hc_post then hc_pre in one launch with a grid barrier (hcpost2_kernel, the
- * default) against the two launches (hcpost1 then hc2: HALO_CUDA_HCPOST2=0, a second backend),
- * on the same inputs: the hc sites above (post then pre, post then the head's pre) and the moe's
- * sum folded in, every output bit for bit (the same sums in the same order). The fused
- * kernel's rows are checked against the CPU in those tests too. */
-static void hcpost2_same_bits(void) {
-    halo_backend *keep = gpu, *two = NULL;
+/* Runs `run` on the GPU backend and again on a second one made with env=0 (the same inputs:
+ * the random state is replayed), and checks that every output the tests kept is bitwise the
+ * same and that the second backend launched `fewer` kernels more (which shows the fused path
+ * ran; HIP builds have none of these paths, so the same number there). */
+static void same_bits_without(const char *env, void (*run)(void), int fewer, const char *what) {
+    halo_backend *keep = gpu, *other = NULL;
     halo_error err = {0};
-    setenv("HALO_CUDA_HCPOST2", "0", 1);
-    CHECK_INT(halo_backend_cuda_create(0, &two, &err), HALO_OK);
-    unsetenv("HALO_CUDA_HCPOST2");
-    if (!two) return;
-    void *outs[2][HC_KEEP] = {{NULL}, {NULL}};
+    setenv(env, "0", 1);
+    CHECK_INT(halo_backend_cuda_create(0, &other, &err), HALO_OK);
+    unsetenv(env);
+    if (!other) return;
+    void *outs[2][KEEP_MAX];
+    int kept[2] = {0, 0};
     uint64_t launched[2] = {0, 0};
     const uint64_t seed = rng;
     for (int b = 0; b < 2; b++) {
         rng = seed;
-        gpu = b ? two : keep;
-        hc_keep = outs[b];
-        hc_kept = 0;
+        gpu = b ? other : keep;
+        gpu_keep = outs[b];
+        gpu_kept = 0;
 #if defined(HALO_CUDA) || defined(HALO_HIP)
         halo_cuda_graph_stats s0, s1;
         CHECK(halo_backend_cuda_graph_stats(gpu, &s0));
-#endif
-        hc_sites_of_one_token_match_the_cpu();
-        moe_then_hc_sites_match_the_cpu();
-#if defined(HALO_CUDA) || defined(HALO_HIP)
+        run();
         CHECK(halo_backend_cuda_graph_stats(gpu, &s1));
         launched[b] = s1.launches - s0.launches;
-#endif
-        CHECK_INT(hc_kept, HC_KEEP);
-    }
-    /* One launch fewer at each of the four post + pre sites shows the fused kernel ran. */
-    printf("  kernels launched: %llu in one launch a site, %llu in two\n",
-           (unsigned long long)launched[0], (unsigned long long)launched[1]);
-#ifdef HALO_HIP
-    CHECK_INT((int64_t)(launched[1] - launched[0]), 0); /* HIP: two launches either way */
 #else
-    CHECK_INT((int64_t)(launched[1] - launched[0]), 4);
+        run();
 #endif
-    gpu = keep;
-    hc_keep = NULL;
-    int differ = 0;
-    for (int i = 0; i < HC_KEEP; i++) {
-        const bool same =
-            outs[0][i] && outs[1][i] && !memcmp(outs[0][i], outs[1][i], hc_keep_bytes[i]);
-        differ += !same;
-        free(outs[0][i]);
-        free(outs[1][i]);
+        kept[b] = gpu_kept;
     }
-    printf("  hc_post + hc_pre, one launch vs two: %d of %d outputs differ\n", differ, HC_KEEP);
+    gpu = keep;
+    gpu_keep = NULL;
+    CHECK(kept[0] > 0 && kept[0] == kept[1]);
+    int differ = 0;
+    for (int i = 0; i < kept[0] && i < kept[1]; i++)
+        differ += memcmp(outs[0][i], outs[1][i], gpu_keep_bytes[i]) != 0;
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < kept[b]; i++)
+            free(outs[b][i]);
+    printf("  %s: %d of %d outputs differ from %s=0's; %llu kernels launched against %llu\n",
+           what, differ, kept[0], env, (unsigned long long)launched[0],
+           (unsigned long long)launched[1]);
     CHECK_INT(differ, 0);
-    two->ops->destroy(two);
+#ifdef HALO_HIP
+    fewer = 0;
+#endif
+    CHECK_INT((int64_t)(launched[1] - launched[0]), fewer);
+    other->ops->destroy(other);
+}
+
+static void hc_sites_then_moe_sites(void) {
+    hc_sites_of_one_token_match_the_cpu();
+    moe_then_hc_sites_match_the_cpu();
+}
+
+/* One token's hc_post then hc_pre in one launch with a grid barrier (hcpost2_kernel, the
+ * default) against the two launches (hcpost1 then hc2): the hc sites above (post then pre,
+ * post then the head's pre) and the moe's sum folded in, one launch fewer at each of the four
+ * sites. The fused kernel's outputs are checked against the CPU in those tests too. */
+static void hcpost2_same_bits(void) {
+    same_bits_without("HALO_CUDA_HCPOST2", hc_sites_then_moe_sites, 4,
+                      "hc_post + hc_pre in one launch");
+}
+
+/* q's norm + rope and the kv row's in one launch (norm_rope2_kernel) against one each
+ * (HALO_CUDA_NRPAIR=0): one launch fewer. */
+static void norm_rope_pair_same_bits(void) {
+    same_bits_without("HALO_CUDA_NRPAIR", norm_then_rope_match_the_cpu, 1,
+                      "q's and kv's norm + rope in one launch");
 }
 
 /* One token's ffn norm, router projection and routing in one kernel (HALO_CUDA_ROUTEFUSE=1, off
@@ -1465,6 +1484,7 @@ int main(void) {
     RUN(moe_with_the_norm_in_the_router_matches_the_cpu);
     RUN(moe_then_hc_sites_match_the_cpu);
     RUN(hcpost2_same_bits);
+    RUN(norm_rope_pair_same_bits);
     RUN(moe_streamed_matches_the_cpu_resident);
     RUN(a_failing_op_is_reported_at_sync_by_name);
     RUN(weights_in_every_pool_give_the_same_result);

@@ -1,8 +1,9 @@
 # budget_s: 150
 # cuda-dense-1 (session 8): build, the whole CUDA GPU test set once (main's refactored topk
-# tests, this branch's hcpost2 bitwise test, the graph replay with HALO_CUDA_GRAPH_FIRST=1), then
-# while time is left 4-layer tg64 runs with HALO_CUDA_GRAPH_STATS=1 (graph counters and the
-# host's times of a graph step): defaults, HALO_CUDA_HCPOST2=0, HALO_CUDA_GRAPH_FIRST=2.
+# tests, this branch's hcpost2 and norm-rope pair bitwise tests, the graph replay with
+# HALO_CUDA_GRAPH_FIRST=1), then while time is left 4-layer tg64 runs with
+# HALO_CUDA_GRAPH_STATS=1 (graph counters and the host's times of a graph step): defaults,
+# HALO_CUDA_HCPOST2=0, HALO_CUDA_NRPAIR=0, HALO_CUDA_GRAPH_FIRST=2.
 # Logs under $OUT; summary on stdout.
 set -u; out=${OUT:-/tmp/halo-out}; mkdir -p $out
 t0=$(date +%s); el() { echo "[+$(( $(date +%s) - t0 ))s] $*"; }
@@ -19,11 +20,11 @@ dl=$(( $(left) - 14 )); [ $dl -gt 95 ] && dl=95
 (exec setsid bash -c "sleep $dl; kill -TERM -- -$tp; sleep 2; kill -KILL -- -$tp") >/dev/null 2>&1 &
 wp=$!
 wait $tp; echo "gpu tests rc=$? (deadline ${dl}s)"; kill -- -$wp 2>/dev/null
-grep -E "tests passed|Failed|Passed|\*\*\*|DIFFER|one launch vs two|kernels launched:|Timeout" $out/gpu-tests.log | cut -c1-150 | tail -16
+grep -E "tests passed|Failed|Passed|\*\*\*|DIFFER|outputs differ from|Timeout" $out/gpu-tests.log | cut -c1-150 | tail -16
 el tests
 H=build-gpu/src/cli/halo
 B4="--synthetic dsv4-flash-q2:4 --backend cuda --weights device -p 0 -n 64 -r 2 -o md"
-for v in X=1 HALO_CUDA_HCPOST2=0 HALO_CUDA_GRAPH_FIRST=2; do
+for v in X=1 HALO_CUDA_HCPOST2=0 HALO_CUDA_NRPAIR=0 HALO_CUDA_GRAPH_FIRST=2; do
   [ $(left) -gt 10 ] || { echo "no time for $v"; break; }
   echo "== $v" >> $out/ab4.md
   env $v HALO_CUDA_GRAPH_STATS=1 timeout 10 $H bench $B4 >> $out/ab4.md 2>&1

@@ -418,7 +418,12 @@ void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t e
     cu_ahead_op(be_);                                                                              \
     if ((op) != P_HCPRE) cu_hc_flush(be_); /* hc_pre may run it itself */                          \
     if ((op) != P_HCPRE && (op) != P_HCPOST) cu_sum_flush(be_); /* or hc_post take it on */        \
-    if ((op) != P_ROPE && (op) != P_MOE) cu_norm_flush(be_); /* they may run it themselves */      \
+    if ((op) == P_RMS)                                                                             \
+        cu_np_flush(be_); /* a pending norm + rope may pair with this norm's rope (cu_rope) */    \
+    else if ((op) == P_MOE)                                                                        \
+        cu_nrp_flush(be_); /* the moe may run the pending norm itself */                          \
+    else if ((op) != P_ROPE)                                                                       \
+        cu_norm_flush(be_); /* rope may run them itself */                                         \
     flush_copies(be_);                                                                             \
     uint64_t mark_[2];                                                                             \
     cudaEvent_t ev_;                                                                               \
@@ -957,6 +962,7 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     const char *rf = getenv("HALO_CUDA_ROUTEFUSE"); /* opt-in until measured */
     be->routefuse = !be->naive && rf && strcmp(rf, "1") == 0;
     be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");
+    be->nrpair = be->normrope && !env_off("HALO_CUDA_NRPAIR");
 #ifndef HALO_HIP
     be->hcpost2 = be->hcfuse && !env_off("HALO_CUDA_HCPOST2");
 #endif

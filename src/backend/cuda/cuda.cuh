@@ -75,6 +75,34 @@ typedef struct cu_norm_pending {
     float eps;
 } cu_norm_pending;
 
+/* Host ints for a kernel by value (cu_ints_pass, below) and rotary inverse frequencies (as the
+ * CPU backend computes them, cu_rope_freq_make below). */
+enum { CU_INTS = 16 };
+typedef struct cu_ints {
+    int32_t v[CU_INTS];
+} cu_ints;
+enum { CU_MAX_ROT_PAIRS = 256 };
+typedef struct cu_rope_freq {
+    float inv_freq[CU_MAX_ROT_PAIRS];
+    uint32_t n_rot;
+} cu_rope_freq;
+
+/* A norm + rope (norm_rope.cu) not launched yet (HALO_CUDA_NRPAIR): the next op's norm + rope
+ * of other rows runs with it in one launch; anything else launches it first (cu_norm_flush).
+ * Positions by value only. */
+typedef struct cu_norm_rope_pending {
+    bool on;
+    float *x;
+    const float *w;
+    int64_t width;
+    float eps;
+    int64_t n_head;
+    cu_ints pos;
+    cu_rope_freq f;
+    bool inverse;
+    unsigned rows;
+} cu_norm_rope_pending;
+
 /* Device counters of kernels whose last block does the rest (it resets the counter, so a
  * graph replays them). */
 enum {
@@ -142,6 +170,8 @@ typedef struct cu_backend {
                       HALO_CUDA_HCFUSE=0: off) */
     bool hcpost2;  /* ... and that kernel doing hc2's part after a grid barrier (hc.cu;
                       HALO_CUDA_HCPOST2=0: two launches) */
+    bool nrpair;   /* a norm + rope waits to run with the next one (norm_rope.cu;
+                      HALO_CUDA_NRPAIR=0: off) */
     int grid_rep;  /* log2 of the IQ2_XXS grid's copies in shared memory (HALO_CUDA_GRIDREP) */
     bool multi;    /* matmul_multi in one launch (mvq.cu; HALO_CUDA_MULTI=0: off) */
     bool hold;     /* expert gate/up activations in registers (moe.cu; HALO_CUDA_HOLD=0: off) */
@@ -169,6 +199,7 @@ typedef struct cu_backend {
                       rows at a time (moe_dn.cuh; HALO_CUDA_DNHOLD=1 or 2, off by default) */
     cu_hc_pending hcp;
     cu_norm_pending np;
+    cu_norm_rope_pending nrp;
     cu_sum_pending sp;
     cu_prof *prof; /* HALO_CUDA_PROFILE=1: per-op device time, printed at destroy */
     uint64_t n_launch, n_upload;
@@ -228,10 +259,7 @@ bool cu_upload(cu_backend *be, void *dst, const void *src, uint64_t bytes, const
  * parameters, since a small host-to-device copy takes microseconds of the stream's time (a
  * decode step has a few per layer); more are uploaded to dst. *dev is dst after an upload,
  * NULL when passed by value; kernels read them with cu_int_at. */
-enum { CU_INTS = 16 };
-typedef struct cu_ints {
-    int32_t v[CU_INTS];
-} cu_ints;
+/* (enum CU_INTS and cu_ints: above, before cu_backend) */
 bool cu_ints_pass(cu_backend *be, int32_t *dst, const int32_t *src, int64_t n, cu_ints *small,
                   const int32_t **dev, const char *op);
 static __device__ __forceinline__ int32_t cu_int_at(const int32_t *dev, const cu_ints &small,
@@ -488,7 +516,9 @@ void cu_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
 /* Launches a deferred one-token hc_post (be->hcp), if any. */
 void cu_hc_flush(cu_backend *be);
 /* Launches a deferred rms_norm (be->np), if any. */
-void cu_norm_flush(cu_backend *be);
+void cu_norm_flush(cu_backend *be); /* the pending norm + rope, then the pending norm */
+void cu_np_flush(cu_backend *be);    /* the pending norm only */
+void cu_nrp_flush(cu_backend *be);   /* the pending norm + rope only */
 /* Launches a deferred moe sum (be->sp), if any. */
 void cu_sum_flush(cu_backend *be);
 void cu_attention(halo_backend *be, const halo_attn_args *a);
@@ -498,11 +528,7 @@ void cu_moe(halo_backend *be, const halo_moe_args *a);
 void cu_moe_streamed(halo_backend *be, const halo_moe_args *a); /* a->experts set */
 
 /* Rotary inverse frequencies, as the CPU backend computes them (host side). */
-enum { CU_MAX_ROT_PAIRS = 256 };
-typedef struct cu_rope_freq {
-    float inv_freq[CU_MAX_ROT_PAIRS];
-    uint32_t n_rot;
-} cu_rope_freq;
+/* (cu_rope_freq: above, before cu_backend) */
 bool cu_rope_freq_make(cu_backend *be, const halo_rope *rope, cu_rope_freq *f, const char *op);
 
 /* ---- device helpers ------------------------------------------------------------------- */

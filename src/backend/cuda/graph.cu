@@ -64,16 +64,16 @@ typedef struct graph_way {
 } graph_way;
 
 struct cu_graph {
-    bool streamed;                  /* streamed experts were met: eager from then on */
-    bool in_step;                   /* an op ran since the last sync */
-    bool step_graph;                /* this step is one to capture */
-    bool step_ok;                   /* ... and nothing broke its capture yet */
-    int piece;                      /* pieces launched in this step */
+    bool streamed;   /* streamed experts were met: eager from then on */
+    bool in_step;    /* an op ran since the last sync */
+    bool step_graph; /* this step is one to capture */
+    bool step_ok;    /* ... and nothing broke its capture yet */
+    int piece;       /* pieces launched in this step */
     /* HALO_CUDA_GRAPH_FIRST=N: until the step's first check, a piece ends after N << piece
      * ops (N, 2N, 4N, ...), so the GPU starts on the step while the host still captures its
      * first layer; 0 (the default): pieces end only at checks. */
     int first_ops, piece_ops;
-    bool before_check; /* no check yet in this step */
+    bool before_check;              /* no check yet in this step */
     const char *first_op, *last_op; /* of the capture in progress, for error messages */
     uint64_t step_kernels, clock;
     graph_way *ways; /* [n_pieces][GRAPH_WAYS] */
@@ -347,9 +347,8 @@ void cu_graph_free(cu_backend *be) {
                     "broken off; kernel launches per graph step %.1f (last %llu)\n",
                     (unsigned long long)s->graph_steps, (unsigned long long)s->steps,
                     (unsigned long long)s->graphs, (unsigned long long)s->early,
-                    (unsigned long long)s->instantiated,
-                    (unsigned long long)s->updated, (unsigned long long)s->refused,
-                    (unsigned long long)s->breaks,
+                    (unsigned long long)s->instantiated, (unsigned long long)s->updated,
+                    (unsigned long long)s->refused, (unsigned long long)s->breaks,
                     s->graph_steps ? (double)s->kernel_nodes / (double)s->graph_steps : 0.0,
                     (unsigned long long)s->last_step_kernels);
             /* While the first piece is captured the GPU has nothing of the step; after the
@@ -360,8 +359,7 @@ void cu_graph_free(cu_backend *be) {
                         "sync's return, of it %.1f until the first piece was launched, %.1f "
                         "ending, updating and launching the pieces, %.1f waiting in the sync; "
                         "%.1f from one step's sync to the next step's first op\n",
-                        1e6 * g->sum_step / (double)g->timed,
-                        1e6 * g->sum_first / (double)g->timed,
+                        1e6 * g->sum_step / (double)g->timed, 1e6 * g->sum_first / (double)g->timed,
                         1e6 * g->sum_pieces / (double)g->timed,
                         1e6 * g->sum_wait / (double)g->timed,
                         g->between ? 1e6 * g->sum_between / (double)g->between : 0.0);

@@ -68,7 +68,7 @@ enum { NR_ROWS = 4096 };
 void cu_rms_norm_op(halo_backend *hbe, halo_tensor *x, uint32_t width, const halo_tensor *weight,
                     float eps) {
     cu_backend *be = cu_of(hbe);
-    cu_norm_flush(be);
+    cu_np_flush(be); /* a pending norm + rope may pair with this norm's rope (cu_rope) */
     const int64_t rows = halo_tensor_nelements(x) / width;
     float *xp = cu_f32(x);
     const float *w = weight ? cu_f32(weight) : NULL;
@@ -82,14 +82,14 @@ void cu_rms_norm_op(halo_backend *hbe, halo_tensor *x, uint32_t width, const hal
     cu_rms_norm(hbe, x, width, weight, eps);
 }
 
-/* rms_norm4_kernel's norm of row blockIdx.x, then rope_kernel's rotation of its tail (rows are
+/* rms_norm4_kernel's norm of row `rowi`, then rope_kernel's rotation of its tail (rows are
  * (token, head) in order): the same arithmetic as the two kernels. */
-__global__ void norm_rope_kernel(float *x, int64_t width, const float *w, float eps, int64_t n_head,
-                                 const int32_t *pos, cu_ints pos_small, cu_rope_freq f,
-                                 bool inverse) {
-    cu_pdl_entry();
-    __shared__ float red[32];
-    float *rowf = x + (int64_t)blockIdx.x * width;
+static __device__ __forceinline__ void norm_rope_row(float *x, int64_t width, const float *w,
+                                                     float eps, int64_t n_head, const int32_t *pos,
+                                                     const cu_ints &pos_small,
+                                                     const cu_rope_freq &f, bool inverse,
+                                                     int64_t rowi, float *red) {
+    float *rowf = x + rowi * width;
     float4 *row = (float4 *)rowf;
     const float4 *w4 = (const float4 *)w;
     const int64_t n4 = width / 4;
@@ -110,7 +110,7 @@ __global__ void norm_rope_kernel(float *x, int64_t width, const float *w, float 
         row[i] = v;
     }
     __syncthreads(); /* the normed row is written */
-    const int64_t half = f.n_rot / 2, t = (int64_t)blockIdx.x / n_head;
+    const int64_t half = f.n_rot / 2, t = rowi / n_head;
     for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
         float *p = rowf + width - f.n_rot + 2 * i;
         float angle = (float)cu_int_at(pos, pos_small, t) * f.inv_freq[i];
@@ -122,14 +122,56 @@ __global__ void norm_rope_kernel(float *x, int64_t width, const float *w, float 
     }
 }
 
-void cu_norm_flush(cu_backend *be) {
+__global__ void norm_rope_kernel(float *x, int64_t width, const float *w, float eps, int64_t n_head,
+                                 const int32_t *pos, cu_ints pos_small, cu_rope_freq f,
+                                 bool inverse) {
+    cu_pdl_entry();
+    __shared__ float red[32];
+    norm_rope_row(x, width, w, eps, n_head, pos, pos_small, f, inverse, blockIdx.x, red);
+}
+
+/* Two pending norm + rope pairs (cu_norm_rope_pending) in one launch: blocks [0, a.rows) run
+ * the first, the rest the second, each row as norm_rope_kernel runs it (same block size, so the
+ * same sums). The forward norms and ropes q (64 head rows) then the kv row (one block, a chain
+ * of ~4 us in cuda-decode-1's trace: norm_rope 2.7 + 4.1 us a layer); here the kv row's block
+ * runs beside q's. Positions by value only (nothing in scratch that a later op reuses). */
+__global__ void norm_rope2_kernel(cu_norm_rope_pending a, cu_norm_rope_pending b) {
+    cu_pdl_entry();
+    __shared__ float red[32];
+    const bool first = blockIdx.x < a.rows;
+    const cu_norm_rope_pending &p = first ? a : b;
+    norm_rope_row(p.x, p.width, p.w, p.eps, p.n_head, NULL, p.pos, p.f, p.inverse,
+                  first ? blockIdx.x : blockIdx.x - a.rows, red);
+}
+
+static unsigned norm_threads(int64_t width) {
+    return (unsigned)((width / 4 + WARP - 1) / WARP * WARP);
+}
+
+/* The pending norm + rope alone (norm_rope_kernel), as cu_rope would have launched it. */
+void cu_nrp_flush(cu_backend *be) {
+    cu_norm_rope_pending &p = be->nrp;
+    if (!p.on) return;
+    p.on = false;
+    if (be->failed) return;
+    cu_launch(be, norm_rope_kernel, p.rows, norm_threads(p.width), 0, p.x, p.width, p.w, p.eps,
+              p.n_head, (const int32_t *)NULL, p.pos, p.f, p.inverse);
+    CU_LAUNCHED(be, "rope", "norm_rope_kernel");
+}
+
+void cu_np_flush(cu_backend *be) {
     cu_norm_pending &p = be->np;
     if (!p.on) return;
     p.on = false;
     if (be->failed) return;
-    unsigned threads = (unsigned)((p.width / 4 + WARP - 1) / WARP * WARP);
+    unsigned threads = norm_threads(p.width);
     cu_launch(be, rms_norm4_kernel, (unsigned)p.rows, threads, 0, p.x, p.width, p.w, p.eps);
     CU_LAUNCHED(be, "rms_norm", "rms_norm4_kernel");
+}
+
+void cu_norm_flush(cu_backend *be) {
+    cu_nrp_flush(be); /* recorded before the pending norm */
+    cu_np_flush(be);
 }
 
 /* One thread per (token, head, pair): rotate (x[2i], x[2i+1]) of the head's tail. */
@@ -167,9 +209,25 @@ void cu_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_r
     const int32_t *dpos = NULL;
     if (!spos || !cu_ints_pass(be, spos, pos, n_tok, &ps, &dpos, "rope")) return;
     if (fuse) {
-        unsigned threads = (unsigned)((np.width / 4 + WARP - 1) / WARP * WARP);
-        cu_launch(be, norm_rope_kernel, (unsigned)np.rows, threads, 0, np.x, np.width, np.w,
-                  np.eps, n_head, dpos, ps, f, inverse);
+        const cu_norm_rope_pending me = {true,   np.x, np.w, np.width, np.eps,
+                                         n_head, ps,   f,    inverse,  (unsigned)np.rows};
+        cu_norm_rope_pending &q = be->nrp;
+        const char *qe = (const char *)(q.x + q.rows * q.width);
+        const char *me_e = (const char *)(np.x + np.rows * np.width);
+        const bool apart = qe <= (const char *)np.x || me_e <= (const char *)q.x;
+        if (q.on && dpos == NULL && apart && norm_threads(q.width) == norm_threads(np.width)) {
+            q.on = false;
+            cu_launch(be, norm_rope2_kernel, q.rows + me.rows, norm_threads(np.width), 0, q, me);
+            CU_LAUNCHED(be, "rope", "norm_rope2_kernel");
+            return;
+        }
+        cu_nrp_flush(be);
+        if (be->nrpair && dpos == NULL) {
+            q = me; /* the next op's norm + rope may pair with it */
+            return;
+        }
+        cu_launch(be, norm_rope_kernel, (unsigned)np.rows, norm_threads(np.width), 0, np.x,
+                  np.width, np.w, np.eps, n_head, dpos, ps, f, inverse);
         CU_LAUNCHED(be, "rope", "norm_rope_kernel");
         return;
     }

@@ -79,6 +79,7 @@ void cu_rms_norm_op(halo_backend *hbe, halo_tensor *x, uint32_t width, const hal
         be->np = {true, xp, w, rows, (int64_t)width, eps};
         return;
     }
+    cu_nrp_flush(be); /* launched in order: it may have written these rows */
     cu_rms_norm(hbe, x, width, weight, eps);
 }
 

@@ -548,6 +548,40 @@ static void norm_then_rope_match_the_cpu(void) {
         drop(all[i]);
 }
 
+/* After a decode step's attention: the new kv row copied into its ring slot (a queued copy),
+ * then the inverse rope of the attention output (the GPU runs both in one launch,
+ * HALO_CUDA_ROPECOPY), then a copy the rope's output feeds and a rope of the copied row (which
+ * must wait for the copy: two launches). */
+static void copy_then_rope_match_the_cpu(void) {
+    both o = rand_f32(512, 64, 1, 1.0f), ring = rand_f32(512, 128, 1, 1.0f);
+    both kv = rand_f32(512, 1, 1, 1.0f);
+    int32_t pos[1] = {4099};
+    halo_rope yarn = {.n_rot = 64,
+                      .base = 160000.0f,
+                      .yarn = true,
+                      .yarn_factor = 16.0f,
+                      .yarn_beta_fast = 32.0f,
+                      .yarn_beta_slow = 1.0f,
+                      .yarn_orig_ctx = 65536};
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        halo_tensor slot = g ? ring.g : ring.c, row0 = slot;
+        slot.ne[1] = 1;
+        slot.offset += 5 * 512 * sizeof(float);
+        row0.ne[1] = 1;
+        be->ops->copy(be, &slot, g ? &kv.g : &kv.c);
+        be->ops->rope(be, g ? &o.g : &o.c, pos, &yarn, true);
+        halo_tensor head0 = g ? o.g : o.c;
+        head0.ne[1] = 1;
+        be->ops->copy(be, &row0, &head0); /* ring row 0 <- the roped head 0 */
+        be->ops->rope(be, &row0, pos, &yarn, false);
+    }
+    compare("1 token: ring copy, then the output's inverse rope", &o, 1e-6);
+    compare("1 token: the ring after both copies and the last rope", &ring, 1e-6);
+    keep_gpu(&o), keep_gpu(&ring);
+    drop(&o), drop(&ring), drop(&kv);
+}
+
 /* hc_pre of both backends over the same tensors (head: collapse only). */
 static void hc_pre_both(both *streams, both *fn, both *base, both *scale, both *col, both *post,
                         both *comb) {
@@ -1226,6 +1260,14 @@ static void hcpost2_same_bits(void) {
                       "hc_post + hc_pre in one launch");
 }
 
+/* The ring copy and the output's rope in one launch (rope_copy_kernel) against two
+ * (HALO_CUDA_ROPECOPY=0): one launch fewer; the second copy and rope (the rope reads what the
+ * copy writes) stay two launches on both. */
+static void rope_copy_same_bits(void) {
+    same_bits_without("HALO_CUDA_ROPECOPY", copy_then_rope_match_the_cpu, 1,
+                      "a queued copy and a rope in one launch");
+}
+
 /* q's norm + rope and the kv row's in one launch (norm_rope2_kernel) against one each
  * (HALO_CUDA_NRPAIR=0): one launch fewer. */
 static void norm_rope_pair_same_bits(void) {
@@ -1485,6 +1527,8 @@ int main(void) {
     RUN(moe_then_hc_sites_match_the_cpu);
     RUN(hcpost2_same_bits);
     RUN(norm_rope_pair_same_bits);
+    RUN(copy_then_rope_match_the_cpu);
+    RUN(rope_copy_same_bits);
     RUN(moe_streamed_matches_the_cpu_resident);
     RUN(a_failing_op_is_reported_at_sync_by_name);
     RUN(weights_in_every_pool_give_the_same_result);

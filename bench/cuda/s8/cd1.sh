@@ -1,9 +1,9 @@
 # budget_s: 150
 # cuda-dense-1 (session 8): build, the whole CUDA GPU test set once (main's refactored topk
-# tests, this branch's hcpost2 and norm-rope pair bitwise tests, the graph replay with
-# HALO_CUDA_GRAPH_FIRST=1), then while time is left 4-layer tg64 runs with
-# HALO_CUDA_GRAPH_STATS=1 (graph counters and the host's times of a graph step): defaults,
-# HALO_CUDA_HCPOST2=0, HALO_CUDA_NRPAIR=0, HALO_CUDA_GRAPH_FIRST=2.
+# tests, this branch's bitwise tests of hcpost2, the norm-rope pair and the rope with the queued
+# copies, the graph replay with HALO_CUDA_GRAPH_FIRST=1), then while time is left 4-layer tg64
+# runs with HALO_CUDA_GRAPH_STATS=1 (graph counters and the host's times of a graph step):
+# defaults, then each new path off, then HALO_CUDA_GRAPH_FIRST=2.
 # Logs under $OUT; summary on stdout.
 set -u; out=${OUT:-/tmp/halo-out}; mkdir -p $out
 t0=$(date +%s); el() { echo "[+$(( $(date +%s) - t0 ))s] $*"; }
@@ -24,7 +24,7 @@ grep -E "tests passed|Failed|Passed|\*\*\*|DIFFER|outputs differ from|Timeout" $
 el tests
 H=build-gpu/src/cli/halo
 B4="--synthetic dsv4-flash-q2:4 --backend cuda --weights device -p 0 -n 64 -r 2 -o md"
-for v in X=1 HALO_CUDA_HCPOST2=0 HALO_CUDA_NRPAIR=0 HALO_CUDA_GRAPH_FIRST=2; do
+for v in X=1 HALO_CUDA_HCPOST2=0 HALO_CUDA_NRPAIR=0 HALO_CUDA_ROPECOPY=0 HALO_CUDA_GRAPH_FIRST=2; do
   [ $(left) -gt 10 ] || { echo "no time for $v"; break; }
   echo "== $v" >> $out/ab4.md
   env $v HALO_CUDA_GRAPH_STATS=1 timeout 10 $H bench $B4 >> $out/ab4.md 2>&1

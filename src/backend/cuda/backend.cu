@@ -170,23 +170,8 @@ bool cu_ints_pass(cu_backend *be, int32_t *dst, const int32_t *src, int64_t n, c
 /* One block row per descriptor (grid.y), blocks of it striding over its bytes. */
 __global__ void copy_batch_kernel(cu_copy_batch b) {
     cu_pdl_entry();
-    const cu_copy_desc d = b.d[blockIdx.y];
-    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    const uint64_t i0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if ((((uintptr_t)d.dst | (uintptr_t)d.src | d.n) & 15) == 0) {
-        uint4 *o = (uint4 *)d.dst;
-        const uint4 *in = (const uint4 *)d.src;
-        for (uint64_t i = i0; i < d.n / 16; i += stride)
-            o[i] = in[i];
-    } else if ((((uintptr_t)d.dst | (uintptr_t)d.src | d.n) & 3) == 0) {
-        uint32_t *o = (uint32_t *)d.dst;
-        const uint32_t *in = (const uint32_t *)d.src;
-        for (uint64_t i = i0; i < d.n / 4; i += stride)
-            o[i] = in[i];
-    } else {
-        for (uint64_t i = i0; i < d.n; i += stride)
-            d.dst[i] = d.src[i];
-    }
+    cu_copy_part(b.d[blockIdx.y], (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                 (uint64_t)gridDim.x * blockDim.x);
 }
 
 static void prof_begin(cu_backend *be, uint64_t mark[2], cudaEvent_t *ev);
@@ -216,8 +201,7 @@ static void flush_copies(cu_backend *be) {
         uint64_t mark[2];
         cudaEvent_t ev = NULL;
         prof_begin(be, mark, &ev);
-        uint64_t blocks = (b->max_n + 16 * 256 - 1) / (16 * 256);
-        dim3 grid((unsigned)(blocks < 1024 ? (blocks ? blocks : 1) : 1024), (unsigned)b->n);
+        dim3 grid(cu_copy_blocks(b), (unsigned)b->n);
         cu_launch(be, copy_batch_kernel, grid, 256, 0, *b);
         CU_LAUNCHED(be, "copy", "copy_batch_kernel");
         prof_end(be, P_COPY, mark, ev);
@@ -226,8 +210,20 @@ static void flush_copies(cu_backend *be) {
     b->max_n = 0;
 }
 
+void cu_flush_copies(cu_backend *be) {
+    flush_copies(be);
+}
+
 static bool overlaps(const char *a, uint64_t an, const char *b, uint64_t bn) {
     return a < b + bn && b < a + an;
+}
+
+bool cu_copies_touch(const cu_backend *be, const char *p, uint64_t n) {
+    for (int i = 0; i < be->copies.n; i++) {
+        const cu_copy_desc *q = &be->copies.d[i];
+        if (overlaps(p, n, q->dst, q->n) || overlaps(p, n, q->src, q->n)) return true;
+    }
+    return false;
 }
 
 void cu_copy(halo_backend *hbe, halo_tensor *dst, const halo_tensor *src) {
@@ -424,7 +420,7 @@ void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t e
         cu_nrp_flush(be_); /* the moe may run the pending norm itself */                          \
     else if ((op) != P_ROPE)                                                                       \
         cu_norm_flush(be_); /* rope may run them itself */                                         \
-    flush_copies(be_);                                                                             \
+    if ((op) != P_ROPE) flush_copies(be_); /* a rope may run them (cu_rope) */                    \
     uint64_t mark_[2];                                                                             \
     cudaEvent_t ev_;                                                                               \
     prof_begin(be_, mark_, &ev_)
@@ -963,6 +959,7 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->routefuse = !be->naive && rf && strcmp(rf, "1") == 0;
     be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");
     be->nrpair = be->normrope && !env_off("HALO_CUDA_NRPAIR");
+    be->ropecopy = !be->naive && !env_off("HALO_CUDA_ROPECOPY");
 #ifndef HALO_HIP
     be->hcpost2 = be->hcfuse && !env_off("HALO_CUDA_HCPOST2");
 #endif

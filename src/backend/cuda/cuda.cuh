@@ -42,6 +42,30 @@ typedef struct cu_copy_batch {
     int n;
     uint64_t max_n;
 } cu_copy_batch;
+/* Blocks per descriptor of a launch of the batch (grid.x): 16 x 256 16-byte pieces a block. */
+static inline unsigned cu_copy_blocks(const cu_copy_batch *b) {
+    const uint64_t blocks = (b->max_n + 16 * 256 - 1) / (16 * 256);
+    return (unsigned)(blocks < 1024 ? (blocks ? blocks : 1) : 1024);
+}
+/* Thread i0 of a grid of `stride` threads' part of one queued copy (copy_batch_kernel's, and
+ * rope_copy_kernel's in norm_rope.cu). */
+static __device__ __forceinline__ void cu_copy_part(const cu_copy_desc &d, uint64_t i0,
+                                                    uint64_t stride) {
+    if ((((uintptr_t)d.dst | (uintptr_t)d.src | d.n) & 15) == 0) {
+        uint4 *o = (uint4 *)d.dst;
+        const uint4 *in = (const uint4 *)d.src;
+        for (uint64_t i = i0; i < d.n / 16; i += stride)
+            o[i] = in[i];
+    } else if ((((uintptr_t)d.dst | (uintptr_t)d.src | d.n) & 3) == 0) {
+        uint32_t *o = (uint32_t *)d.dst;
+        const uint32_t *in = (const uint32_t *)d.src;
+        for (uint64_t i = i0; i < d.n / 4; i += stride)
+            o[i] = in[i];
+    } else {
+        for (uint64_t i = i0; i < d.n; i += stride)
+            d.dst[i] = d.src[i];
+    }
+}
 
 /* A one-token hc_post not launched yet (hc.cu): the next hc_pre of the same streams runs it in
  * its first kernel; any other op, copy, buffer call or sync launches it first (cu_hc_flush). */
@@ -172,6 +196,8 @@ typedef struct cu_backend {
                       HALO_CUDA_HCPOST2=0: two launches) */
     bool nrpair;   /* a norm + rope waits to run with the next one (norm_rope.cu;
                       HALO_CUDA_NRPAIR=0: off) */
+    bool ropecopy; /* a rope runs the queued row copies in its launch (norm_rope.cu;
+                      HALO_CUDA_ROPECOPY=0: off) */
     int grid_rep;  /* log2 of the IQ2_XXS grid's copies in shared memory (HALO_CUDA_GRIDREP) */
     bool multi;    /* matmul_multi in one launch (mvq.cu; HALO_CUDA_MULTI=0: off) */
     bool hold;     /* expert gate/up activations in registers (moe.cu; HALO_CUDA_HOLD=0: off) */
@@ -516,6 +542,9 @@ void cu_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
 /* Launches a deferred one-token hc_post (be->hcp), if any. */
 void cu_hc_flush(cu_backend *be);
 /* Launches a deferred rms_norm (be->np), if any. */
+void cu_flush_copies(cu_backend *be); /* the queued row copies (backend.cu) */
+/* Whether a queued copy reads or writes bytes [p, p + n). */
+bool cu_copies_touch(const cu_backend *be, const char *p, uint64_t n);
 void cu_norm_flush(cu_backend *be); /* the pending norm + rope, then the pending norm */
 void cu_np_flush(cu_backend *be);    /* the pending norm only */
 void cu_nrp_flush(cu_backend *be);   /* the pending norm + rope only */

@@ -175,12 +175,12 @@ void cu_norm_flush(cu_backend *be) {
     cu_np_flush(be);
 }
 
-/* One thread per (token, head, pair): rotate (x[2i], x[2i+1]) of the head's tail. */
-__global__ void rope_kernel(float *x, int64_t head_dim, int64_t n_head, int64_t n_tok,
-                            const int32_t *pos, cu_ints pos_small, cu_rope_freq f, bool inverse) {
-    cu_pdl_entry();
+/* Thread id's pair (token, head, i): rotate (x[2i], x[2i+1]) of the head's tail. */
+static __device__ __forceinline__ void rope_pair(float *x, int64_t head_dim, int64_t n_head,
+                                                 int64_t n_tok, const int32_t *pos,
+                                                 const cu_ints &pos_small, const cu_rope_freq &f,
+                                                 bool inverse, int64_t id) {
     int64_t half = f.n_rot / 2;
-    int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= n_tok * n_head * half) return;
     int64_t i = id % half, h = (id / half) % n_head, t = id / (half * n_head);
     float *p = x + (t * n_head + h) * head_dim + head_dim - f.n_rot + 2 * i;
@@ -192,10 +192,45 @@ __global__ void rope_kernel(float *x, int64_t head_dim, int64_t n_head, int64_t 
     p[1] = b * c + a * s;
 }
 
+/* One thread per (token, head, pair). */
+__global__ void rope_kernel(float *x, int64_t head_dim, int64_t n_head, int64_t n_tok,
+                            const int32_t *pos, cu_ints pos_small, cu_rope_freq f, bool inverse) {
+    cu_pdl_entry();
+    rope_pair(x, head_dim, n_head, n_tok, pos, pos_small, f, inverse,
+              (int64_t)blockIdx.x * blockDim.x + threadIdx.x);
+}
+
+/* The queued row copies (blocks [0, cx · b.n): copy_batch_kernel's grid, flattened) and a rope
+ * of other bytes (the rest: rope_kernel's grid) in one launch. After a decode step's attention
+ * the forward writes the new kv row into the ring (a one-block copy) and ropes the output back
+ * (8 blocks): ~2.8 and ~1.7 us one after the other in cuda-decode-1's trace, two chains. */
+__global__ void rope_copy_kernel(cu_copy_batch b, unsigned cx, float *x, int64_t head_dim,
+                                 int64_t n_head, int64_t n_tok, const int32_t *pos,
+                                 cu_ints pos_small, cu_rope_freq f, bool inverse) {
+    cu_pdl_entry();
+    const unsigned nc = cx * (unsigned)b.n;
+    if (blockIdx.x < nc) {
+        cu_copy_part(b.d[blockIdx.x / cx],
+                     (uint64_t)(blockIdx.x % cx) * blockDim.x + threadIdx.x,
+                     (uint64_t)cx * blockDim.x);
+        return;
+    }
+    rope_pair(x, head_dim, n_head, n_tok, pos, pos_small, f, inverse,
+              (int64_t)(blockIdx.x - nc) * blockDim.x + threadIdx.x);
+}
+
 void cu_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_rope *rope,
              bool inverse) {
     cu_backend *be = cu_of(hbe);
     int64_t n_tok = x->ne[2], n_head = x->ne[1];
+    /* The queued copies (op_rope left them): run by this rope's kernel when they touch none of
+     * x's bytes and the positions go by value (no scratch request with copies queued), else
+     * launched first. A queued copy and a pending norm cannot both be there (a copy launches
+     * the norms first, a norm the copies). */
+    const bool with_copies = be->ropecopy && be->copies.n > 0 && !be->np.on && !be->nrp.on &&
+                             n_tok <= CU_INTS &&
+                             !cu_copies_touch(be, cu_ptr(x), halo_tensor_nbytes(x));
+    if (!with_copies) cu_flush_copies(be);
     const cu_norm_pending np = be->np;
     const bool fuse = np.on && np.x == cu_f32(x) && np.width == x->ne[0] &&
                       np.rows == n_head * n_tok && x->ne[3] == 1 && rope->n_rot <= np.width;
@@ -205,10 +240,13 @@ void cu_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_r
         cu_norm_flush(be);
     cu_rope_freq f;
     if (be->failed || n_tok <= 0 || !cu_rope_freq_make(be, rope, &f, "rope")) return;
-    int32_t *spos = (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t), "rope");
+    int32_t *spos = with_copies ? NULL /* by value */
+                                : (int32_t *)cu_scratch(be, (uint64_t)n_tok * sizeof(int32_t),
+                                                        "rope");
     cu_ints ps;
     const int32_t *dpos = NULL;
-    if (!spos || !cu_ints_pass(be, spos, pos, n_tok, &ps, &dpos, "rope")) return;
+    if ((!spos && !with_copies) || !cu_ints_pass(be, spos, pos, n_tok, &ps, &dpos, "rope"))
+        return;
     if (fuse) {
         const cu_norm_rope_pending me = {true,   np.x, np.w, np.width, np.eps,
                                          n_head, ps,   f,    inverse,  (unsigned)np.rows};
@@ -233,6 +271,16 @@ void cu_rope(halo_backend *hbe, halo_tensor *x, const int32_t *pos, const halo_r
         return;
     }
     int64_t n = n_tok * n_head * (rope->n_rot / 2);
+    if (with_copies) {
+        cu_copy_batch &b = be->copies;
+        const unsigned cx = cu_copy_blocks(&b);
+        cu_launch(be, rope_copy_kernel, cx * (unsigned)b.n + (n ? cu_blocks(n, 256) : 0), 256, 0,
+                  b, cx, cu_f32(x), x->ne[0], n_head, n_tok, dpos, ps, f, inverse);
+        b.n = 0;
+        b.max_n = 0;
+        CU_LAUNCHED(be, "rope", "rope_copy_kernel");
+        return;
+    }
     if (n == 0) return;
     cu_launch(be, rope_kernel, cu_blocks(n, 256), 256, 0, cu_f32(x), x->ne[0], n_head, n_tok, dpos,
               ps, f, inverse);

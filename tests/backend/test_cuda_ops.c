@@ -1199,10 +1199,11 @@ static void moe_then_hc_sites_match_the_cpu(void) {
  * the random state is replayed), and checks that every output the tests kept is bitwise the
  * same and that the second backend launched `fewer` kernels more (which shows the fused path
  * ran; HIP builds have none of these paths, so the same number there). */
-static void same_bits_without(const char *env, void (*run)(void), int fewer, const char *what) {
+static void same_bits_with(const char *env, const char *val, void (*run)(void), int fewer,
+                           const char *what) {
     halo_backend *keep = gpu, *other = NULL;
     halo_error err = {0};
-    setenv(env, "0", 1);
+    setenv(env, val, 1);
     CHECK_INT(halo_backend_cuda_create(0, &other, &err), HALO_OK);
     unsetenv(env);
     if (!other) return;
@@ -1235,8 +1236,8 @@ static void same_bits_without(const char *env, void (*run)(void), int fewer, con
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < kept[b]; i++)
             free(outs[b][i]);
-    printf("  %s: %d of %d outputs differ from %s=0's; %llu kernels launched against %llu\n",
-           what, differ, kept[0], env, (unsigned long long)launched[0],
+    printf("  %s: %d of %d outputs differ from %s=%s's; %llu kernels launched against %llu\n",
+           what, differ, kept[0], env, val, (unsigned long long)launched[0],
            (unsigned long long)launched[1]);
     CHECK_INT(differ, 0);
 #ifdef HALO_HIP
@@ -1244,6 +1245,36 @@ static void same_bits_without(const char *env, void (*run)(void), int fewer, con
 #endif
     CHECK_INT((int64_t)(launched[1] - launched[0]), fewer);
     other->ops->destroy(other);
+}
+
+static void same_bits_without(const char *env, void (*run)(void), int fewer, const char *what) {
+    same_bits_with(env, "0", run, fewer, what);
+}
+
+/* One token's Q8_0 projection of 8,192 inputs in fast mode (int8 activations, mvq_dense_kernel),
+ * its output kept. */
+static void q8_projection_of_one_token(void) {
+    both w = rand_w(HALO_TYPE_Q8_0, 8192, 4096, 1, 0.05f), x = rand_f32(8192, 1, 1, 1.0f);
+    both y = make(HALO_TYPE_F32, 4096, 1, 1, NULL);
+    CHECK(halo_backend_cuda_set_precise(gpu, false));
+    gpu->ops->matmul(gpu, &w.g, &x.g, 1, &y.g);
+    CHECK(halo_backend_cuda_set_precise(gpu, true));
+    float *out = fetch(gpu, &y.g);
+    int nonzero = 0;
+    for (int i = 0; i < 4096; i++)
+        nonzero += out[i] != 0.0f && out[i] == out[i];
+    free(out);
+    CHECK(nonzero > 4000); /* a real result, not an untouched buffer */
+    keep_gpu(&y);
+    drop(&w), drop(&x), drop(&y);
+}
+
+/* The int8 projection's warps with seven chunk slots (HALO_CUDA_MVQRING=7, for measuring)
+ * against six: the same rows and sums, bitwise (test_backend_cuda_intdot checks six against the
+ * CPU). */
+static void mvq_ring_of_seven_same_bits(void) {
+    same_bits_with("HALO_CUDA_MVQRING", "7", q8_projection_of_one_token, 0,
+                   "Q8_0 projection, 7 chunk slots a warp");
 }
 
 static void hc_sites_then_moe_sites(void) {
@@ -1529,6 +1560,7 @@ int main(void) {
     RUN(norm_rope_pair_same_bits);
     RUN(copy_then_rope_match_the_cpu);
     RUN(rope_copy_same_bits);
+    RUN(mvq_ring_of_seven_same_bits);
     RUN(moe_streamed_matches_the_cpu_resident);
     RUN(a_failing_op_is_reported_at_sync_by_name);
     RUN(weights_in_every_pool_give_the_same_result);

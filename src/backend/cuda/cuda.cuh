@@ -212,6 +212,8 @@ typedef struct cu_backend {
                       HALO_CUDA_SCORENJ=0: score_kernel) */
     int att_split; /* decode attention: a block more a head per this many valid rows, up to 4
                       (attention.cu; HALO_CUDA_ATTSPLIT=N, 160 by default; 0: one block a head) */
+    int mvq_ring;   /* HALO_CUDA_MVQRING=7: the Q8_0 int8 projections' warps with 7 chunk slots
+                       (mvq.cu; for measuring; 0: 6) */
     int mvq_sm;     /* int8 / multi projections' blocks a multiprocessor, at most (HALO_CUDA_MVQSM=1
                        or 2, for measuring; 0: as many as stay resident, three) */
     bool pdl_first; /* kernels trigger the next launch before their wait (HALO_CUDA_PDLFIRST=1,

@@ -46,7 +46,11 @@ template <int T> struct mvq_dense_rows {
     }
 };
 
-template <int T>
+/* RING: a warp's bytes of chunk slots: MV_STAGES x MV_STAGE (six Q8_0 chunks of 1,024), or
+ * seven (HALO_CUDA_MVQRING=7, Q8_0 only, for measuring: one chunk more in flight a warp, still
+ * three blocks a multiprocessor). */
+enum { MVQ_RING7 = 7 * 1088 };
+template <int T, int RING = MV_STAGES * MV_STAGE>
 __global__ void __launch_bounds__(MVQ_WARPS *WARP, 3)
     mvq_dense_kernel(GPU_GRID_CONST const mvq_args a) {
     /* With a.early the first chunks of every warp's rows are in flight before the previous
@@ -68,34 +72,36 @@ __global__ void __launch_bounds__(MVQ_WARPS *WARP, 3)
     } else {
         cu_pdl_entry();
     }
-    uint8_t *stage = mvq_dyn + warp * MV_STAGES * MV_STAGE;
-    uint8_t *act = mvq_dyn + MVQ_WARPS * MV_STAGES * MV_STAGE + 16;
+    uint8_t *stage = mvq_dyn + warp * RING;
+    uint8_t *act = mvq_dyn + MVQ_WARPS * RING + 16;
     mvq_tabs *tab = (mvq_tabs *)(act + mvq_act_bytes(a.n_in));
     mvq_dense_rows<T> rows = {a, (int64_t)blockIdx.y * a.out_per_group, act, tab};
-    mvq_stream<T>(rows, (int64_t)blockIdx.x * MVQ_WARPS + warp, (int64_t)gridDim.x * MVQ_WARPS,
-                  a.out_per_group, stage, mvq_grid_at(tab, a.g));
+    mvq_stream<T, false, mvq_dense_rows<T>, false, RING>(
+        rows, (int64_t)blockIdx.x * MVQ_WARPS + warp, (int64_t)gridDim.x * MVQ_WARPS,
+        a.out_per_group, stage, mvq_grid_at(tab, a.g));
 }
 
-template <int T>
+template <int T, int RING = MV_STAGES * MV_STAGE>
 static void mvq_launch_t(cu_backend *be, const mvq_args &a, uint32_t groups, const char *op) {
-    const int smem = mvq_smem_bytes(T, MVQ_WARPS, a.n_in, be->grid_rep);
+    const int smem = mvq_smem_bytes(T, MVQ_WARPS, a.n_in, be->grid_rep, RING);
     static int done_bytes; /* the largest size the attribute was set for */
     if (smem > done_bytes) {
         bool done = false;
-        if (!cu_smem_attr(be, mvq_dense_kernel<T>, smem, &done, op)) return;
+        if (!cu_smem_attr(be, mvq_dense_kernel<T, RING>, smem, &done, op)) return;
         done_bytes = smem;
     }
     /* As many blocks as stay resident (three a multiprocessor, two with IQ2_XXS's 16 grid
      * copies), shared by the groups: rounded down, so no block waits for a second wave (out_a's
      * 8 groups took 8 x 50 = 400 blocks against 396 resident). Each row is one warp's, so the
      * sums do not change. */
-    int64_t resident = cu_resident(be, mvq_dense_kernel<T>, MVQ_WARPS * WARP, smem);
+    int64_t resident = cu_resident(be, mvq_dense_kernel<T, RING>, MVQ_WARPS * WARP, smem);
     if (be->mvq_sm > 0 && be->mvq_sm * (int64_t)be->sm_count < resident)
         resident = be->mvq_sm * (int64_t)be->sm_count;
     int64_t per = resident / groups > 0 ? resident / groups : 1;
     const int64_t need = (a.out_per_group + MVQ_WARPS - 1) / MVQ_WARPS;
     if (per > need) per = need;
-    cu_launch(be, mvq_dense_kernel<T>, dim3((unsigned)per, groups), MVQ_WARPS * WARP, smem, a);
+    cu_launch(be, mvq_dense_kernel<T, RING>, dim3((unsigned)per, groups), MVQ_WARPS * WARP, smem,
+              a);
     CU_LAUNCHED(be, op, "mvq_dense_kernel");
 }
 #endif
@@ -124,7 +130,10 @@ bool cu_mvq_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, i
                   be->qbatch};
     switch (type) {
     case HALO_TYPE_Q8_0:
-        mvq_launch_t<HALO_TYPE_Q8_0>(be, a, groups, op);
+        if (be->mvq_ring == 7)
+            mvq_launch_t<HALO_TYPE_Q8_0, MVQ_RING7>(be, a, groups, op);
+        else
+            mvq_launch_t<HALO_TYPE_Q8_0>(be, a, groups, op);
         return true;
     case HALO_TYPE_IQ2_XXS:
         mvq_launch_t<HALO_TYPE_IQ2_XXS>(be, a, groups, op);

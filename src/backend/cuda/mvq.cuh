@@ -311,13 +311,15 @@ static __host__ __device__ constexpr int mvq_stages(int t) {
  * latencies (H200 session 6 base, ncu: 44 MB in 48 us, 0.92 TB/s); matmul_multi's q_b rows
  * (one 1024-weight chunk each) take it too. The same rows and the same sums as one at a time;
  * p.begin is called again right before each p.end. */
-template <int T, bool HOLD = false, class P, bool TWO = false>
+/* RING: the warp's bytes of shared memory for the slots (MV_STAGES x MV_STAGE unless the caller
+ * gives it more: mvq_dense_kernel's HALO_CUDA_MVQRING). */
+template <int T, bool HOLD = false, class P, bool TWO = false, int RING = MV_STAGES * MV_STAGE>
 static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t stride,
                                                   int64_t n_items, uint8_t *stage,
                                                   const mvq_grid tab) {
     constexpr int E = cx_block_elems(T), B = cx_block_bytes(T), CH = mvq_ch(T);
-    constexpr int SLOT = mvq_slot(T), S = mvq_stages(T);
-    static_assert(SLOT % 16 == 0 && S >= 3 && S * SLOT <= MV_STAGES * MV_STAGE, "chunk");
+    constexpr int SLOT = mvq_slot(T), S = RING / SLOT;
+    static_assert(SLOT % 16 == 0 && S >= 3 && S * SLOT <= RING, "chunk");
     const int lane = threadIdx.x % WARP;
     int64_t ii = first, ik1 = 0, ikc = 0;
     int jn = 0;
@@ -446,8 +448,9 @@ static __device__ __forceinline__ void mvq_stream(P &p, int64_t first, int64_t s
 /* Shared memory of a block of `warps` warps streaming type t over an activation of n values:
  * the chunk slots (+16 bytes the Q8_0 unit may read past the last), the activation, and the
  * IQ2_XXS grid's copies (rep: their log2). */
-static inline int mvq_smem_bytes(int t, int warps, int64_t n, int rep) {
-    return warps * MV_STAGES * MV_STAGE + 16 + (int)mvq_act_bytes(n) +
+static inline int mvq_smem_bytes(int t, int warps, int64_t n, int rep,
+                                 int ring = MV_STAGES * MV_STAGE) {
+    return warps * ring + 16 + (int)mvq_act_bytes(n) +
            (t == HALO_TYPE_IQ2_XXS ? mvq_tabs_bytes(rep) : 0);
 }
 

@@ -1195,12 +1195,49 @@ static void moe_then_hc_sites_match_the_cpu(void) {
         drop(all[i]);
 }
 
+/* The ffn site: pre, post, the next pre of the same streams, then the rms_norm of its collapsed
+ * row with nothing read between (the GPU runs the norm inside the hc kernel, HALO_CUDA_HCNORM,
+ * with a second grid barrier); the outputs against the CPU. */
+static void hc_then_norm_match_the_cpu(void) {
+    const int64_t E = 4096, HC = 4;
+    both streams = rand_f32(E, HC, 1, 1.0f);
+    both fn = rand_w(HALO_TYPE_F16, HC * E, (2 + HC) * HC, 1, 0.05f);
+    both base = rand_f32((2 + HC) * HC, 1, 1, 0.5f), scale = rand_f32(3, 1, 1, 1.0f);
+    both col = make(HALO_TYPE_F32, E, 1, 1, NULL), post = make(HALO_TYPE_F32, HC, 1, 1, NULL);
+    both comb = make(HALO_TYPE_F32, HC, HC, 1, NULL);
+    both y1 = rand_f32(E, 1, 1, 1.0f), nw = rand_f32(E, 1, 1, 1.0f);
+    hc_pre_both(&streams, &fn, &base, &scale, &col, &post, &comb);
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        be->ops->hc_post(be, g ? &streams.g : &streams.c, g ? &y1.g : &y1.c, g ? &post.g : &post.c,
+                         g ? &comb.g : &comb.c);
+    }
+    hc_pre_both(&streams, &fn, &base, &scale, &col, &post, &comb);
+    for (int g = 0; g < 2; g++) {
+        halo_backend *be = g ? gpu : cpu;
+        be->ops->rms_norm(be, g ? &col.g : &col.c, (uint32_t)E, g ? &nw.g : &nw.c, 1e-6f);
+    }
+    compare("1 token: post, pre, then the norm: normed row", &col, 1e-5);
+    compare("1 token: post, pre, then the norm: comb", &comb, 1e-5);
+    compare("1 token: post, pre, then the norm: streams", &streams, 1e-5);
+    keep_gpu(&col), keep_gpu(&post), keep_gpu(&comb), keep_gpu(&streams);
+    both *all[] = {&streams, &fn, &base, &scale, &col, &post, &comb, &y1, &nw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        drop(all[i]);
+}
+
 /* Runs `run` on the GPU backend and again on a second one made with env=0 (the same inputs:
  * the random state is replayed), and checks that every output the tests kept is bitwise the
  * same and that the second backend launched `fewer` kernels more (which shows the fused path
  * ran; HIP builds have none of these paths, so the same number there). */
 static void same_bits_with(const char *env, const char *val, void (*run)(void), int fewer,
-                           const char *what) {
+                           const char *what, double tol);
+static void same_bits_without(const char *env, void (*run)(void), int fewer, const char *what) {
+    same_bits_with(env, "0", run, fewer, what, 0.0);
+}
+/* tol > 0: float outputs within tol (max |d| over max |value|) instead of bitwise. */
+static void same_bits_with(const char *env, const char *val, void (*run)(void), int fewer,
+                           const char *what, double tol) {
     halo_backend *keep = gpu, *other = NULL;
     halo_error err = {0};
     setenv(env, val, 1);
@@ -1231,24 +1268,32 @@ static void same_bits_with(const char *env, const char *val, void (*run)(void), 
     gpu_keep = NULL;
     CHECK(kept[0] > 0 && kept[0] == kept[1]);
     int differ = 0;
-    for (int i = 0; i < kept[0] && i < kept[1]; i++)
-        differ += memcmp(outs[0][i], outs[1][i], gpu_keep_bytes[i]) != 0;
+    for (int i = 0; i < kept[0] && i < kept[1]; i++) {
+        if (tol <= 0.0) {
+            differ += memcmp(outs[0][i], outs[1][i], gpu_keep_bytes[i]) != 0;
+            continue;
+        }
+        const float *a = outs[0][i], *b = outs[1][i];
+        double md = 0.0, mx = 0.0;
+        for (uint64_t j = 0; j < gpu_keep_bytes[i] / sizeof(float); j++) {
+            const double dd = fabs((double)a[j] - (double)b[j]);
+            md = dd > md ? dd : md;
+            mx = fabs((double)b[j]) > mx ? fabs((double)b[j]) : mx;
+        }
+        differ += !(md <= tol * mx);
+    }
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < kept[b]; i++)
             free(outs[b][i]);
-    printf("  %s: %d of %d outputs differ from %s=%s's; %llu kernels launched against %llu\n",
-           what, differ, kept[0], env, val, (unsigned long long)launched[0],
-           (unsigned long long)launched[1]);
+    printf("  %s: %d of %d outputs differ from %s=%s's%s; %llu kernels launched against %llu\n",
+           what, differ, kept[0], env, val, tol > 0.0 ? " beyond the tolerance" : "",
+           (unsigned long long)launched[0], (unsigned long long)launched[1]);
     CHECK_INT(differ, 0);
 #ifdef HALO_HIP
     fewer = 0;
 #endif
     CHECK_INT((int64_t)(launched[1] - launched[0]), fewer);
     other->ops->destroy(other);
-}
-
-static void same_bits_without(const char *env, void (*run)(void), int fewer, const char *what) {
-    same_bits_with(env, "0", run, fewer, what);
 }
 
 /* One token's Q8_0 projection of 8,192 inputs in fast mode (int8 activations, mvq_dense_kernel),
@@ -1274,7 +1319,7 @@ static void q8_projection_of_one_token(void) {
  * CPU). */
 static void mvq_ring_of_seven_same_bits(void) {
     same_bits_with("HALO_CUDA_MVQRING", "7", q8_projection_of_one_token, 0,
-                   "Q8_0 projection, 7 chunk slots a warp");
+                   "Q8_0 projection, 7 chunk slots a warp", 0.0);
 }
 
 static void hc_sites_then_moe_sites(void) {
@@ -1289,6 +1334,14 @@ static void hc_sites_then_moe_sites(void) {
 static void hcpost2_same_bits(void) {
     same_bits_without("HALO_CUDA_HCPOST2", hc_sites_then_moe_sites, 4,
                       "hc_post + hc_pre in one launch");
+}
+
+/* The ffn site's norm inside the hc kernel against its own launch (HALO_CUDA_HCNORM=0): one
+ * launch fewer, every output within 1e-6 of it (the normed row's squares are summed in
+ * another order; post, comb and the streams are the same values). */
+static void hc_norm_close_to_its_launch(void) {
+    same_bits_with("HALO_CUDA_HCNORM", "0", hc_then_norm_match_the_cpu, 1,
+                   "the ffn norm inside hcpost2", 1e-6);
 }
 
 /* The ring copy and the output's rope in one launch (rope_copy_kernel) against two
@@ -1573,6 +1626,8 @@ int main(void) {
     RUN_SEL(moe_with_the_norm_in_the_router_matches_the_cpu);
     RUN_SEL(moe_then_hc_sites_match_the_cpu);
     RUN_SEL(hcpost2_same_bits);
+    RUN_SEL(hc_then_norm_match_the_cpu);
+    RUN_SEL(hc_norm_close_to_its_launch);
     RUN_SEL(norm_rope_pair_same_bits);
     RUN_SEL(copy_then_rope_match_the_cpu);
     RUN_SEL(rope_copy_same_bits);

@@ -412,7 +412,10 @@ void cu_prof_end(cu_backend *be, int part, const uint64_t mark[2], cudaEvent_t e
     cu_backend *be_ = cu_of(hbe);                                                                  \
     cu_graph_op(be_, prof_names[op], (embed_tokens));                                              \
     cu_ahead_op(be_);                                                                              \
-    if ((op) != P_HCPRE) cu_hc_flush(be_); /* hc_pre may run it itself */                          \
+    if ((op) == P_RMS)                                                                             \
+        cu_hcp_flush(be_); /* a pending hc_pre may run the norm (cu_hc2_norm) */                   \
+    else if ((op) != P_HCPRE)                                                                      \
+        cu_hc_flush(be_); /* hc_pre may run them itself */                                         \
     if ((op) != P_HCPRE && (op) != P_HCPOST) cu_sum_flush(be_); /* or hc_post take it on */        \
     if ((op) == P_RMS)                                                                             \
         cu_np_flush(be_); /* a pending norm + rope may pair with this norm's rope (cu_rope) */    \
@@ -780,6 +783,7 @@ static void destroy(halo_backend *hbe) {
     cu_graph_free(be);
     cu_ahead_free(be);
     cu_trace_free(be);
+    cu_hc_free(be);
     if (be->prof) {
         prof_collect(be->prof);
         prof_print(be->prof);
@@ -960,6 +964,7 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     const char *rf = getenv("HALO_CUDA_ROUTEFUSE"); /* opt-in until measured */
     be->routefuse = !be->naive && rf && strcmp(rf, "1") == 0;
     be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");
+    be->hcnorm = be->hcpost2 && !env_off("HALO_CUDA_HCNORM");
     be->nrpair = be->normrope && !env_off("HALO_CUDA_NRPAIR");
     be->ropecopy = !be->naive && !env_off("HALO_CUDA_ROPECOPY");
 #ifndef HALO_HIP

@@ -194,6 +194,8 @@ typedef struct cu_backend {
                       HALO_CUDA_HCFUSE=0: off) */
     bool hcpost2;  /* ... and that kernel doing hc2's part after a grid barrier (hc.cu;
                       HALO_CUDA_HCPOST2=0: two launches) */
+    bool hcnorm;   /* hcpost2 waits for the next op and runs the ffn site's rms_norm (hc.cu;
+                      HALO_CUDA_HCNORM=0: off) */
     bool nrpair;   /* a norm + rope waits to run with the next one (norm_rope.cu;
                       HALO_CUDA_NRPAIR=0: off) */
     bool ropecopy; /* a rope runs the queued row copies in its launch (norm_rope.cu;
@@ -226,6 +228,7 @@ typedef struct cu_backend {
     int dnhold;    /* one-token moe down: a warp's rows in one pair, its h in registers, 2: two
                       rows at a time (moe_dn.cuh; HALO_CUDA_DNHOLD=1 or 2, off by default) */
     cu_hc_pending hcp;
+    struct cu_hc2_pending *h2p; /* hc.cu; NULL until first needed */
     cu_norm_pending np;
     cu_norm_rope_pending nrp;
     cu_sum_pending sp;
@@ -541,8 +544,15 @@ void cu_rope(halo_backend *be, halo_tensor *x, const int32_t *pos, const halo_ro
 void cu_hc_pre(halo_backend *be, const halo_hc_args *a);
 void cu_hc_post(halo_backend *be, halo_tensor *streams, const halo_tensor *y,
                 const halo_tensor *post, const halo_tensor *comb);
-/* Launches a deferred one-token hc_post (be->hcp), if any. */
+/* Launches a deferred one-token hc_pre (be->h2p), then a deferred hc_post (be->hcp). */
 void cu_hc_flush(cu_backend *be);
+void cu_hcp_flush(cu_backend *be); /* the deferred hc_post only */
+/* An rms_norm of x (rows x width, weight w: F32 when w_f32) with a deferred hc_pre pending:
+ * run inside its kernel when x is its collapsed row (true), else the hc_pre is launched first
+ * (false: the caller norms). */
+bool cu_hc2_norm(cu_backend *be, float *x, int64_t rows, int64_t width, bool w_f32,
+                 const float *w, float eps);
+void cu_hc_free(cu_backend *be);
 /* Launches a deferred rms_norm (be->np), if any. */
 void cu_flush_copies(cu_backend *be); /* the queued row copies (backend.cu) */
 /* Whether a queued copy reads or writes bytes [p, p + n). */

@@ -302,8 +302,8 @@ __global__ void __launch_bounds__(HC1_WARPS *WARP)
 /* From the summed mixing values (mix[n_mix]: the sum of squares) in shared memory: pre for
  * every block; the lead block also writes post and the Sinkhorn-normalised comb (warp 0, after
  * the block's last barrier here: the other warps go on). hc2_kernel and hcpost2_kernel. */
-static __device__ __forceinline__ void hc2_weights(const hc_mix_args &a, const float *mix,
-                                                   float *pre, float *comb_s, bool lead) {
+static __device__ __forceinline__ void hc2_logits(const hc_mix_args &a, const float *mix,
+                                                  float *pre, float *comb_s, bool lead) {
     const uint32_t hc = a.hc, n_mix = a.n_mix;
     const float r = 1.0f / sqrtf(mix[n_mix] / (float)((int64_t)hc * a.n_embd) + a.norm_eps);
     for (uint32_t i = threadIdx.x; i < n_mix; i += blockDim.x) {
@@ -318,6 +318,9 @@ static __device__ __forceinline__ void hc2_weights(const hc_mix_args &a, const f
             comb_s[i - 2 * hc] = v * load_float(a.scale_type, a.scale, 2) + b;
     }
     __syncthreads();
+}
+static __device__ __forceinline__ void hc2_comb(const hc_mix_args &a, float *comb_s, bool lead) {
+    const uint32_t hc = a.hc;
     if (lead && hc != 4 && threadIdx.x == 0) sinkhorn(comb_s, hc, a.sinkhorn_iters, a.eps);
     __syncthreads();
     if (lead && threadIdx.x < WARP) {
@@ -329,6 +332,11 @@ static __device__ __forceinline__ void hc2_weights(const hc_mix_args &a, const f
                 a.comb[i] = comb_s[i];
         }
     }
+}
+static __device__ __forceinline__ void hc2_weights(const hc_mix_args &a, const float *mix,
+                                                   float *pre, float *comb_s, bool lead) {
+    hc2_logits(a, mix, pre, comb_s, lead);
+    hc2_comb(a, comb_s, lead);
 }
 
 /* n_coll: the blocks that collapse (the first n_coll). The lead block, which also writes post
@@ -448,10 +456,27 @@ static __device__ __forceinline__ void hc_grid_barrier(unsigned *ctr) {
  * order as the two launches, so the same bits (test_backend_cuda_ops checks it against
  * HALO_CUDA_HCPOST2=0). Why: in cuda-decode-1's trace hc2 took ~7 us a call after hcpost1 (a
  * kernel boundary, then a chain of L2 loads, sums and the collapse's loads), twice a layer. */
-__global__ void __launch_bounds__(HC1_WARPS *WARP)
-    hcpost2_kernel(hc_mix_args m, float *y, const float *post, const float *comb, const char *fn,
-                   uint32_t fn_type, float *part, const float *ys, const float *yw,
-                   uint32_t slots, unsigned *ctr) {
+/* hc2_args: the rest of hcpost2_kernel's arguments (cu_hc2_pending keeps them while the launch
+ * waits for the next op). */
+typedef struct hc2_args {
+    float *y;
+    const float *post, *comb;
+    const char *fn;
+    uint32_t fn_type;
+    float *part; /* n_part x (n_mix + 1) partial sums, then n_part for the norm */
+    const float *ys, *yw;
+    uint32_t slots;
+    unsigned *ctr;
+    /* The rms_norm of the collapsed row that follows (the ffn site), done here (nw: its
+     * weight, NULL for none): every block's sum of its 64 squares, a second barrier, the sum of
+     * those in block order, then the norm of its columns (rms_norm4_kernel's expressions; the
+     * squares summed in another order than its block reduction). */
+    bool norm;
+    const float *nw;
+    float eps;
+} hc2_args;
+
+__global__ void __launch_bounds__(HC1_WARPS *WARP) hcpost2_kernel(hc_mix_args m, hc2_args h) {
     cu_pdl_entry();
     __shared__ float mix[HC1_MAX_MIX + 1];
     __shared__ float pre[HC_MAX];
@@ -460,11 +485,11 @@ __global__ void __launch_bounds__(HC1_WARPS *WARP)
     const int64_t n_embd = m.n_embd, n_part = gridDim.x;
     const uint32_t n_mix = m.n_mix;
     const int64_t d = (int64_t)blockIdx.x * HCP_COLS + 8 * (lane & 7);
-    float *xs = (float *)m.streams;
+    float *xs = (float *)m.streams, *part = h.part;
     float x[8];
-    hcpost_cols(x, xs, y, post, comb, n_embd, ys, yw, slots, warp, lane, d);
-    hc1_slice_sums(x, k * n_embd + d, fn, fn_type, 4 * n_embd, n_mix, part, warp, lane);
-    hc_grid_barrier(ctr);
+    hcpost_cols(x, xs, h.y, h.post, h.comb, n_embd, h.ys, h.yw, h.slots, warp, lane, d);
+    hc1_slice_sums(x, k * n_embd + d, h.fn, h.fn_type, 4 * n_embd, n_mix, part, warp, lane);
+    hc_grid_barrier(h.ctr);
     float pv[HC2_V][HC2_B];
 #pragma unroll
     for (int i = 0; i < HC2_V; i++) {
@@ -487,28 +512,109 @@ __global__ void __launch_bounds__(HC1_WARPS *WARP)
         if (lane == 0) mix[v] = s;
     }
     __syncthreads();
-    hc2_weights(m, mix, pre, comb_s, blockIdx.x == 0 && m.post);
-    if (warp != 1) return; /* warp 0 of block 0 may still run the Sinkhorn chain */
-    /* Lanes 0-7 collapse columns d .. d + 7 from the four streams' lanes c, c + 8, c + 16, c + 24
-     * as hc2 does: s = pre[0] x0 + ... + pre[3] x3, in order. */
-    float v[4][8];
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            v[j][i] = __shfl_sync(0xffffffffu, x[i], (lane & 7) + 8 * j);
-    if (lane >= 8) return;
-    float o[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        float s = 0;
+    const bool lead = blockIdx.x == 0 && m.post;
+    hc2_logits(m, mix, pre, comb_s, lead);
+    /* Warp 1's lanes 0-7 collapse columns d .. d + 7 from the four streams' lanes c, c + 8,
+     * c + 16, c + 24 as hc2 does: s = pre[0] x0 + ... + pre[3] x3, in order. */
+    float o[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    if (warp == 1) {
+        float v[4][8];
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            s += pre[j] * v[j][i];
-        o[i] = s;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                v[j][i] = __shfl_sync(0xffffffffu, x[i], (lane & 7) + 8 * j);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            float s = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                s += pre[j] * v[j][i];
+            o[i] = s;
+        }
     }
+    if (h.norm) {
+        float *sq = part + n_part * (n_mix + 1);
+        if (warp == 1) {
+            float ss = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                ss += lane < 8 ? o[i] * o[i] : 0.0f;
+            ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+            ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+            ss += __shfl_xor_sync(0xffffffffu, ss, 4);
+            if (lane == 0) sq[blockIdx.x] = ss;
+        }
+        hc_grid_barrier(h.ctr);
+        if (warp == 1) {
+            float ss = 0.0f;
+            for (int64_t b = lane; b < n_part; b += WARP)
+                ss += __ldcg(sq + b);
+            ss = warp_sum(ss);
+            const float r = 1.0f / sqrtf(ss / (float)n_embd + h.eps);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                o[i] *= r;
+                if (h.nw) o[i] *= h.nw[d + i];
+            }
+        }
+    }
+    hc2_comb(m, comb_s, lead); /* block 0's warp 0 then runs the Sinkhorn chain */
+    if (warp != 1 || lane >= 8) return;
     *(float4 *)(m.collapsed + d) = make_float4(o[0], o[1], o[2], o[3]);
     *(float4 *)(m.collapsed + d + 4) = make_float4(o[4], o[5], o[6], o[7]);
+}
+
+/* A one-token hc_pre's hcpost2 launch, waiting for the next op (HALO_CUDA_HCNORM): an rms_norm
+ * of its collapsed row runs inside it (cu_hc2_norm); anything else launches it first
+ * (cu_hc_flush). */
+struct cu_hc2_pending {
+    bool on;
+    unsigned n_part;
+    hc_mix_args m;
+    hc2_args h;
+};
+
+static void hc2_launch(cu_backend *be, const cu_hc2_pending &q) {
+    cu_launch(be, hcpost2_kernel, q.n_part, HC1_WARPS * WARP, 0, q.m, q.h);
+    CU_LAUNCHED(be, "hc_pre", "hcpost2_kernel");
+}
+
+static void hc2_flush(cu_backend *be) {
+    cu_hc2_pending *q = be->h2p;
+    if (!q || !q->on) return;
+    q->on = false;
+    if (!be->failed) hc2_launch(be, *q);
+}
+
+bool cu_hc2_norm(cu_backend *be, float *x, int64_t rows, int64_t width, bool w_f32,
+                 const float *w, float eps) {
+    cu_hc2_pending *q = be->h2p;
+    if (!q || !q->on) return false;
+    if (x != q->m.collapsed || rows != 1 || width != q->m.n_embd || !w_f32) {
+        hc2_flush(be);
+        return false;
+    }
+    q->on = false;
+    q->h.norm = true;
+    q->h.nw = w;
+    q->h.eps = eps;
+    if (!be->failed) hc2_launch(be, *q);
+    return true;
+}
+
+void cu_hc_free(cu_backend *be) {
+    free(be->h2p);
+    be->h2p = NULL;
+}
+#else
+bool cu_hc2_norm(cu_backend *be, float *x, int64_t rows, int64_t width, bool w_f32,
+                 const float *w, float eps) {
+    (void)be, (void)x, (void)rows, (void)width, (void)w_f32, (void)w, (void)eps;
+    return false;
+}
+void cu_hc_free(cu_backend *be) {
+    (void)be;
 }
 #endif
 
@@ -525,7 +631,8 @@ static bool hc_pre_one(cu_backend *be, const halo_hc_args *a, const hc_mix_args 
     bool fuse = p.on && p.streams == m.streams && p.n_embd == m.n_embd && a->hc == 4 &&
                 m.n_embd % HCP_COLS == 0 && m.n_embd / HCP_COLS <= 65535;
     const int64_t n_part = fuse ? m.n_embd / HCP_COLS : width / HC1_SLICE;
-    const uint64_t part_bytes = (uint64_t)(n_part * (m.n_mix + 1)) * sizeof(float);
+    /* + n_part for hcpost2's norm (HALO_CUDA_HCNORM) */
+    const uint64_t part_bytes = (uint64_t)(n_part * (m.n_mix + 2)) * sizeof(float);
     /* With the moe's sum, the partials go past the moe's scratch (still to be read), and only
      * where the scratch need not grow (growing it would drop that data). */
     const uint64_t off = fuse && p.sum ? (sp.scratch_end + 255) & ~255ull : 0;
@@ -547,11 +654,19 @@ static bool hc_pre_one(cu_backend *be, const halo_hc_args *a, const hc_mix_args 
     if (one) {
 #ifndef HALO_HIP
         const bool s = p.sum;
-        cu_launch(be, hcpost2_kernel, (unsigned)n_part, HC1_WARPS * WARP, 0, m, (float *)p.y,
-                  p.post, p.comb, cu_ptr(a->fn), t, part, s ? sp.y : (const float *)NULL,
-                  s ? sp.weight : (const float *)NULL, s ? sp.slots : 0u,
-                  be->counters + CU_CTR_HC);
-        CU_LAUNCHED(be, "hc_pre", "hcpost2_kernel");
+        cu_hc2_pending q = {true,
+                            (unsigned)n_part,
+                            m,
+                            {(float *)p.y, p.post, p.comb, cu_ptr(a->fn), t, part,
+                             s ? sp.y : (const float *)NULL, s ? sp.weight : (const float *)NULL,
+                             s ? sp.slots : 0u, be->counters + CU_CTR_HC, false, NULL, 0.0f}};
+        /* With a post (not the head's), the ffn site's norm may follow: wait for it. */
+        if (be->hcnorm && m.post && !be->h2p)
+            be->h2p = (cu_hc2_pending *)calloc(1, sizeof(cu_hc2_pending));
+        if (be->hcnorm && m.post && be->h2p)
+            *be->h2p = q;
+        else
+            hc2_launch(be, q);
 #endif
         return true;
     }
@@ -576,6 +691,9 @@ static bool hc_pre_one(cu_backend *be, const halo_hc_args *a, const hc_mix_args 
 
 void cu_hc_pre(halo_backend *hbe, const halo_hc_args *a) {
     cu_backend *be = cu_of(hbe);
+#ifndef HALO_HIP
+    hc2_flush(be); /* a pending hc_pre before this one */
+#endif
     const int64_t n_tok = a->collapsed->ne[1], n_embd = a->collapsed->ne[0];
     const int64_t width = (int64_t)a->hc * n_embd;
     const bool head = a->post == NULL;
@@ -659,6 +777,13 @@ void cu_hc_post(halo_backend *hbe, halo_tensor *streams, const halo_tensor *y,
 }
 
 void cu_hc_flush(cu_backend *be) {
+#ifndef HALO_HIP
+    hc2_flush(be); /* older than a pending post (a post launches it first) */
+#endif
+    cu_hcp_flush(be);
+}
+
+void cu_hcp_flush(cu_backend *be) {
     cu_hc_pending &p = be->hcp;
     if (!p.on) return;
     p.on = false;

@@ -72,6 +72,8 @@ void cu_rms_norm_op(halo_backend *hbe, halo_tensor *x, uint32_t width, const hal
     const int64_t rows = halo_tensor_nelements(x) / width;
     float *xp = cu_f32(x);
     const float *w = weight ? cu_f32(weight) : NULL;
+    /* The ffn site's norm of the row a pending hc_pre collapses: in its kernel. */
+    if (cu_hc2_norm(be, xp, rows, width, !weight || weight->type == HALO_TYPE_F32, w, eps)) return;
     if (be->failed || rows <= 0) return;
     if (be->normrope && width % 4 == 0 && width <= 4096 && rows <= NR_ROWS &&
         (((uintptr_t)xp | (uintptr_t)w) & 15) == 0 &&

@@ -1231,13 +1231,15 @@ static void hc_then_norm_match_the_cpu(void) {
  * same and that the second backend launched `fewer` kernels more (which shows the fused path
  * ran; HIP builds have none of these paths, so the same number there). */
 static void same_bits_with(const char *env, const char *val, void (*run)(void), int fewer,
-                           const char *what, double tol);
+                           const char *what, double tol, bool must_differ);
 static void same_bits_without(const char *env, void (*run)(void), int fewer, const char *what) {
-    same_bits_with(env, "0", run, fewer, what, 0.0);
+    same_bits_with(env, "0", run, fewer, what, 0.0, false);
 }
-/* tol > 0: float outputs within tol (max |d| over max |value|) instead of bitwise. */
+/* tol > 0: float outputs within tol (max |d| over max |value|) instead of bitwise; must_differ:
+ * and some bits differ (the only sign that the other path ran, where the kernel count is the
+ * same). */
 static void same_bits_with(const char *env, const char *val, void (*run)(void), int fewer,
-                           const char *what, double tol) {
+                           const char *what, double tol, bool must_differ) {
     halo_backend *keep = gpu, *other = NULL;
     halo_error err = {0};
     setenv(env, val, 1);
@@ -1267,8 +1269,9 @@ static void same_bits_with(const char *env, const char *val, void (*run)(void), 
     gpu = keep;
     gpu_keep = NULL;
     CHECK(kept[0] > 0 && kept[0] == kept[1]);
-    int differ = 0;
+    int differ = 0, bits = 0;
     for (int i = 0; i < kept[0] && i < kept[1]; i++) {
+        bits += memcmp(outs[0][i], outs[1][i], gpu_keep_bytes[i]) != 0;
         if (tol <= 0.0) {
             differ += memcmp(outs[0][i], outs[1][i], gpu_keep_bytes[i]) != 0;
             continue;
@@ -1289,6 +1292,7 @@ static void same_bits_with(const char *env, const char *val, void (*run)(void), 
            what, differ, kept[0], env, val, tol > 0.0 ? " beyond the tolerance" : "",
            (unsigned long long)launched[0], (unsigned long long)launched[1]);
     CHECK_INT(differ, 0);
+    if (must_differ) CHECK(bits > 0);
 #ifdef HALO_HIP
     fewer = 0;
 #endif
@@ -1319,7 +1323,15 @@ static void q8_projection_of_one_token(void) {
  * CPU). */
 static void mvq_ring_of_seven_same_bits(void) {
     same_bits_with("HALO_CUDA_MVQRING", "7", q8_projection_of_one_token, 0,
-                   "Q8_0 projection, 7 chunk slots a warp", 0.0);
+                   "Q8_0 projection, 7 chunk slots a warp", 0.0, false);
+}
+
+/* out_b's shape (4,096 rows of 8,192 over ~3,168 warps) in half rows (HALO_CUDA_MVQSPLIT, the
+ * default) against whole rows: each row's two halves summed apart then added, so within float
+ * rounding of it, and some bits differ (the kernel count is the same). */
+static void mvq_half_rows_close_to_whole(void) {
+    same_bits_with("HALO_CUDA_MVQSPLIT", "0", q8_projection_of_one_token, 0,
+                   "Q8_0 projection in half rows", 1e-5, true);
 }
 
 static void hc_sites_then_moe_sites(void) {
@@ -1341,7 +1353,7 @@ static void hcpost2_same_bits(void) {
  * another order; post, comb and the streams are the same values). */
 static void hc_norm_close_to_its_launch(void) {
     same_bits_with("HALO_CUDA_HCNORM", "0", hc_then_norm_match_the_cpu, 1,
-                   "the ffn norm inside hcpost2", 1e-6);
+                   "the ffn norm inside hcpost2", 1e-6, false);
 }
 
 /* The ring copy and the output's rope in one launch (rope_copy_kernel) against two
@@ -1632,6 +1644,7 @@ int main(void) {
     RUN_SEL(copy_then_rope_match_the_cpu);
     RUN_SEL(rope_copy_same_bits);
     RUN_SEL(mvq_ring_of_seven_same_bits);
+    RUN_SEL(mvq_half_rows_close_to_whole);
     RUN_SEL(moe_streamed_matches_the_cpu_resident);
     RUN_SEL(a_failing_op_is_reported_at_sync_by_name);
     RUN_SEL(weights_in_every_pool_give_the_same_result);

@@ -1,7 +1,7 @@
 # budget_s: 130
 # cuda-dense-1 (session 8): build, then the whole CUDA GPU test set once (main's refactored topk
 # tests; this branch's tests of hcpost2 (and the ffn norm in it), the norm-rope pair, the rope
-# with the queued copies and the 7-slot ring against their switches; the graph replay with HALO_CUDA_GRAPH_FIRST=1). In the
+# with the queued copies, the half-row projection and the 7-slot ring against their switches; the graph replay with HALO_CUDA_GRAPH_FIRST=1). In the
 # seconds left, 4-layer tg64 with HALO_CUDA_GRAPH_STATS=1 (graph counters and the host's times of
 # a graph step): defaults, then the three new paths off. Logs under $OUT; summary on stdout.
 set -u; out=${OUT:-/tmp/halo-out}; mkdir -p $out
@@ -23,7 +23,7 @@ grep -E "Test +#|tests passed|DIFFER|outputs differ from" $out/gpu-tests.log | c
 el tests
 H=build-gpu/src/cli/halo
 B4="--synthetic dsv4-flash-q2:4 --backend cuda --weights device -p 0 -n 64 -r 2 -o md"
-for v in X=1 "HALO_CUDA_HCPOST2=0 HALO_CUDA_NRPAIR=0 HALO_CUDA_ROPECOPY=0 HALO_CUDA_HCNORM=0"; do
+for v in X=1 "HALO_CUDA_HCPOST2=0 HALO_CUDA_NRPAIR=0 HALO_CUDA_ROPECOPY=0 HALO_CUDA_HCNORM=0 HALO_CUDA_MVQSPLIT=0"; do
   [ $(left) -gt 9 ] || { echo "no time for $v"; break; }
   echo "== $v" >> $out/ab4.md
   env $v HALO_CUDA_GRAPH_STATS=1 timeout 8 $H bench $B4 >> $out/ab4.md 2>&1

@@ -944,6 +944,7 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     if (be->att_split < 0 || be->naive) be->att_split = 0;
     const char *msm = getenv("HALO_CUDA_MVQSM");
     be->mvq_sm = msm && atoi(msm) > 0 ? atoi(msm) : 0;
+    be->mvq_split = !env_off("HALO_CUDA_MVQSPLIT");
     const char *mring = getenv("HALO_CUDA_MVQRING");
     be->mvq_ring = mring && atoi(mring) == 7 ? 7 : 0;
     /* Opt-in (HALO_CUDA_PDLFIRST=1): request cuda-decode-1 measured no gain (4L tg64 753 with

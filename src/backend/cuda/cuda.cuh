@@ -137,7 +137,11 @@ enum {
                                                 (token, head), CU_ATT_CTRS at most */
     CU_ATT_CTRS = 256,
     CU_CTR_HC = CU_CTR_ATT + CU_ATT_CTRS, /* hcpost2_kernel's grid barrier: count, generation */
-    CU_COUNTERS = CU_CTR_HC + 2
+    /* mvq_dense_kernel's half rows (HALO_CUDA_MVQSPLIT): a count a row, then two partial sums
+     * a row (floats) */
+    CU_CTR_ROWS = CU_CTR_HC + 2,
+    CU_ROW_CTRS = 8192,
+    CU_COUNTERS = CU_CTR_ROWS + 3 * CU_ROW_CTRS
 };
 
 typedef struct cu_prof cu_prof;
@@ -214,6 +218,8 @@ typedef struct cu_backend {
                       HALO_CUDA_SCORENJ=0: score_kernel) */
     int att_split; /* decode attention: a block more a head per this many valid rows, up to 4
                       (attention.cu; HALO_CUDA_ATTSPLIT=N, 160 by default; 0: one block a head) */
+    bool mvq_split; /* a one-group Q8_0 projection with 1-2 rows a warp split in half rows
+                       (mvq.cu; HALO_CUDA_MVQSPLIT=0: whole rows) */
     int mvq_ring;   /* HALO_CUDA_MVQRING=7: the Q8_0 int8 projections' warps with 7 chunk slots
                        (mvq.cu; for measuring; 0: 6) */
     int mvq_sm;     /* int8 / multi projections' blocks a multiprocessor, at most (HALO_CUDA_MVQSM=1

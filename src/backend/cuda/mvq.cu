@@ -17,6 +17,12 @@ typedef struct mvq_args {
      * HALO_CUDA_EARLY, 8192 by default (3168 warps: ~25 MB), 0 none. */
     uint32_t early;
     bool qbatch; /* x's pieces loaded MVQ_QB at a time (mvq.cuh; HALO_CUDA_QBATCH=0: one) */
+    /* Half rows (HALO_CUDA_MVQSPLIT): item i is half i % 2 of row i / 2, its sum kept in
+     * parts[i]; the warp that ends a row's second half (ctr[row], which it resets) writes
+     * parts[2 row] + parts[2 row + 1], in that order. */
+    bool split;
+    unsigned *ctr;
+    float *parts;
 } mvq_args;
 
 /* The rows of output group blockIdx.y, the activation quantized in shared memory. */
@@ -25,7 +31,12 @@ template <int T> struct mvq_dense_rows {
     int64_t o0; /* the group's first row */
     uint8_t *xq;
     mvq_tabs *tab;
+    int64_t half; /* of the item begun last (split) */
     __device__ int64_t row(int64_t i, const char **r) const {
+        if (a.split) {
+            *r = a.w + (uint64_t)(o0 + i / 2) * a.row_bytes + (uint64_t)(i & 1) * (a.row_bytes / 2);
+            return a.n_in / 2;
+        }
         *r = a.w + (uint64_t)(o0 + i) * a.row_bytes;
         return a.n_in;
     }
@@ -35,14 +46,30 @@ template <int T> struct mvq_dense_rows {
         mvq_quant_block<mvq_k(T)>(a.x + (o0 / a.out_per_group) * a.n_in, a.n_in, xq, a.qbatch);
         __syncthreads();
     }
-    __device__ int64_t begin(int64_t) const {
-        return a.n_in;
+    __device__ int64_t begin(int64_t i) {
+        half = a.split ? (i & 1) : 0;
+        return a.split ? a.n_in / 2 : a.n_in;
     }
     __device__ q8act act() const {
-        return mvq_act_at(xq, a.n_in);
+        q8act q = mvq_act_at(xq, a.n_in);
+        const int64_t off = half * (a.n_in / 2);
+        q.qs += off, q.d += off / 32, q.bs += off / 16;
+        return q;
     }
     __device__ void end(int64_t i, float sum) const {
-        if (threadIdx.x % WARP == 0) a.out[o0 + i] = sum;
+        if (threadIdx.x % WARP) return;
+        if (!a.split) {
+            a.out[o0 + i] = sum;
+            return;
+        }
+        const int64_t r = i / 2;
+        a.parts[i] = sum;
+        __threadfence(); /* the sum before the count */
+        if (atomicAdd(a.ctr + r, 1u) == 1u) { /* the other half is in */
+            atomicExch(a.ctr + r, 0u);
+            const float other = __ldcg(a.parts + (i ^ 1));
+            a.out[o0 + r] = (i & 1) ? other + sum : sum + other;
+        }
     }
 };
 
@@ -62,11 +89,13 @@ __global__ void __launch_bounds__(MVQ_WARPS *WARP, 3)
         /* The warp's rows towards L2, a.early bytes at most (a 562 MB head would thrash L2);
          * mvq_stream's first chunks come on top by cp.async. */
         const int64_t o0 = (int64_t)blockIdx.y * a.out_per_group;
+        const int64_t items = a.split ? 2 * a.out_per_group : a.out_per_group;
+        const uint64_t bytes = a.split ? a.row_bytes / 2 : a.row_bytes;
         uint64_t left = a.early;
-        for (int64_t i = (int64_t)blockIdx.x * MVQ_WARPS + warp; i < a.out_per_group && left;
+        for (int64_t i = (int64_t)blockIdx.x * MVQ_WARPS + warp; i < items && left;
              i += (int64_t)gridDim.x * MVQ_WARPS) {
-            const uint64_t n = a.row_bytes < left ? a.row_bytes : left;
-            cu_prefetch_l2(a.w + (uint64_t)(o0 + i) * a.row_bytes, n);
+            const uint64_t n = bytes < left ? bytes : left;
+            cu_prefetch_l2(a.w + (uint64_t)o0 * a.row_bytes + (uint64_t)i * bytes, n);
             left -= n;
         }
     } else {
@@ -75,14 +104,14 @@ __global__ void __launch_bounds__(MVQ_WARPS *WARP, 3)
     uint8_t *stage = mvq_dyn + warp * RING;
     uint8_t *act = mvq_dyn + MVQ_WARPS * RING + 16;
     mvq_tabs *tab = (mvq_tabs *)(act + mvq_act_bytes(a.n_in));
-    mvq_dense_rows<T> rows = {a, (int64_t)blockIdx.y * a.out_per_group, act, tab};
+    mvq_dense_rows<T> rows = {a, (int64_t)blockIdx.y * a.out_per_group, act, tab, 0};
     mvq_stream<T, false, mvq_dense_rows<T>, false, RING>(
         rows, (int64_t)blockIdx.x * MVQ_WARPS + warp, (int64_t)gridDim.x * MVQ_WARPS,
-        a.out_per_group, stage, mvq_grid_at(tab, a.g));
+        a.split ? 2 * a.out_per_group : a.out_per_group, stage, mvq_grid_at(tab, a.g));
 }
 
 template <int T, int RING = MV_STAGES * MV_STAGE>
-static void mvq_launch_t(cu_backend *be, const mvq_args &a, uint32_t groups, const char *op) {
+static void mvq_launch_t(cu_backend *be, mvq_args a, uint32_t groups, const char *op) {
     const int smem = mvq_smem_bytes(T, MVQ_WARPS, a.n_in, be->grid_rep, RING);
     static int done_bytes; /* the largest size the attribute was set for */
     if (smem > done_bytes) {
@@ -98,7 +127,18 @@ static void mvq_launch_t(cu_backend *be, const mvq_args &a, uint32_t groups, con
     if (be->mvq_sm > 0 && be->mvq_sm * (int64_t)be->sm_count < resident)
         resident = be->mvq_sm * (int64_t)be->sm_count;
     int64_t per = resident / groups > 0 ? resident / groups : 1;
-    const int64_t need = (a.out_per_group + MVQ_WARPS - 1) / MVQ_WARPS;
+    /* Between one and two rows a warp (out_b: 4,096 rows of 8 chunks over 3,168 warps), the
+     * warps with two finish last: half rows (2.6 a warp, 3 at most) shorten that tail. */
+    const int64_t warps = per * MVQ_WARPS;
+    a.split = be->mvq_split && T == HALO_TYPE_Q8_0 && groups == 1 && a.n_in % 2048 == 0 &&
+              a.out_per_group > warps && a.out_per_group < 2 * warps &&
+              a.out_per_group <= CU_ROW_CTRS;
+    if (a.split) {
+        a.ctr = be->counters + CU_CTR_ROWS;
+        a.parts = (float *)(be->counters + CU_CTR_ROWS + CU_ROW_CTRS);
+    }
+    const int64_t items = a.split ? 2 * a.out_per_group : a.out_per_group;
+    const int64_t need = (items + MVQ_WARPS - 1) / MVQ_WARPS;
     if (per > need) per = need;
     cu_launch(be, mvq_dense_kernel<T, RING>, dim3((unsigned)per, groups), MVQ_WARPS * WARP, smem,
               a);
@@ -127,7 +167,10 @@ bool cu_mvq_matmul(cu_backend *be, uint32_t type, const char *w, int64_t n_in, i
                   out,
                   cu_grids_get(&be->base),
                   be->early ? be->early_bytes : 0,
-                  be->qbatch};
+                  be->qbatch,
+                  false,
+                  NULL,
+                  NULL};
     switch (type) {
     case HALO_TYPE_Q8_0:
         if (be->mvq_ring == 7)

@@ -965,12 +965,12 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     const char *rf = getenv("HALO_CUDA_ROUTEFUSE"); /* opt-in until measured */
     be->routefuse = !be->naive && rf && strcmp(rf, "1") == 0;
     be->hcfuse = !be->naive && !env_off("HALO_CUDA_HCFUSE");
-    be->hcnorm = be->hcpost2 && !env_off("HALO_CUDA_HCNORM");
     be->nrpair = be->normrope && !env_off("HALO_CUDA_NRPAIR");
     be->ropecopy = !be->naive && !env_off("HALO_CUDA_ROPECOPY");
 #ifndef HALO_HIP
     be->hcpost2 = be->hcfuse && !env_off("HALO_CUDA_HCPOST2");
 #endif
+    be->hcnorm = be->hcpost2 && !env_off("HALO_CUDA_HCNORM"); /* after hcpost2 */
     be->qcost[0] = 2.0, be->qcost[1] = 1.0, be->qcost[2] = 0.8;
     const char *qc = getenv("HALO_CUDA_QCOST");
     double q0, q1, q2;

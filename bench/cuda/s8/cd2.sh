@@ -4,8 +4,9 @@
 # (HALO_CUDA_HCNORM: cd-1's build never enabled it), the half-row projection (MVQSPLIT), against
 # the CPU and their switches, and the forward, full-width and graph tests with them on. Then
 # 4-layer traced tg32: this branch's defaults, all five new paths off (session 7's launches),
-# MVQRING=7; one 43-layer traced tg32 with HALO_CUDA_GRAPH_STATS=1 (per-kernel and host times);
-# GRAPH_FIRST=2 at 4 layers if time is left.
+# PDLFIRST=1 (kernels trigger the next launch before their wait: cuda-moe-1's trace shows most
+# kernels placed only ~1 us before their release now); one 43-layer traced tg32 with
+# HALO_CUDA_GRAPH_STATS=1 (per-kernel and host times); MVQRING=7, GRAPH_FIRST=2 if time is left.
 set -u; out=${OUT:-/tmp/halo-out}; mkdir -p $out
 t0=$(date +%s); el() { echo "[+$(( $(date +%s) - t0 ))s] $*"; }
 left() { echo $(( 126 - ($(date +%s) - t0) )); }
@@ -54,8 +55,9 @@ trace() { # one traced tg32 ($1: layers, $2: env assignments, $3: seconds it nee
 OFF="HALO_CUDA_HCPOST2=0 HALO_CUDA_HCNORM=0 HALO_CUDA_NRPAIR=0 HALO_CUDA_ROPECOPY=0 HALO_CUDA_MVQSPLIT=0"
 trace 4 X=1 10 10
 trace 4 "$OFF" 10 10
-trace 4 HALO_CUDA_MVQRING=7 10 10
+trace 4 HALO_CUDA_PDLFIRST=1 10 10
 el traces4
 l=$(( $(left) - 1 )); [ $l -gt 40 ] && l=40; trace 43 X=1 28 $l
+trace 4 HALO_CUDA_MVQRING=7 10 10
 trace 4 HALO_CUDA_GRAPH_FIRST=2 10 10
 el done

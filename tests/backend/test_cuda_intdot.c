@@ -437,8 +437,9 @@ static void down_rows_held_by_pair_give_the_same_sums(void) {
  * units a lane in the same order, the same unit values, reductions adding the same pairs, the
  * same SwiGLU expression and h quantized on the same lanes. Scored and hash-routed q2, and
  * Q8_0 throughout (a second instantiation). The q2 cases run twice, the second time with other
- * shares of blocks for the shared expert (HALO_CUDA_MDQSPLIT): the same bits (no result depends
- * on which warp computes it, and nothing left behind changes the next call). */
+ * shares of blocks for the shared expert (HALO_CUDA_MDQSPLIT) and the IQ2_XXS sign masks
+ * computed (HALO_CUDA_MDQSIGN=0): the same bits (the same masks; no result depends on which
+ * warp computes it, and nothing left behind changes the next call). */
 static void experts_kernels_for_the_shape_give_the_generic_streams_sums(void) {
     static const uint32_t t[3][3] = {{HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0},
                                      {HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0},
@@ -455,20 +456,21 @@ static void experts_kernels_for_the_shape_give_the_generic_streams_sums(void) {
         setenv("HALO_CUDA_MDQ", "2", 1); /* the op fails unless the new kernels take it */
         for (int r = 0; r < (c < 2 ? 2 : 1); r++) { /* Q8_0's 6.8 GB of experts: once */
             rng = seed;
-            if (r) setenv("HALO_CUDA_MDQSPLIT", "12,55", 1);
+            if (r) setenv("HALO_CUDA_MDQSPLIT", "12,55", 1), setenv("HALO_CUDA_MDQSIGN", "0", 1);
             moe_keep = r ? &again : &new_out;
             snprintf(what, sizeof what, "moe %s, built for the shape%s", name[c],
-                     r ? ", other split" : "");
+                     r ? ", other split, signs computed" : "");
             moe_once(what, t[c][0], t[c][1], t[c][2], c == 1);
         }
         unsetenv("HALO_CUDA_MDQ");
         unsetenv("HALO_CUDA_MDQSPLIT");
+        unsetenv("HALO_CUDA_MDQSIGN");
         moe_keep = NULL;
         float *copy = new_out ? malloc(4096 * sizeof(float)) : NULL;
         if (copy) memcpy(copy, new_out, 4096 * sizeof(float));
         snprintf(what, sizeof what, "moe %s, built for the shape vs generic", name[c]);
         same_bits(what, new_out, old_out, 4096);
-        snprintf(what, sizeof what, "moe %s, built for the shape, other split", name[c]);
+        snprintf(what, sizeof what, "moe %s, other split, signs computed", name[c]);
         if (c < 2)
             same_bits(what, again, copy, 4096);
         else

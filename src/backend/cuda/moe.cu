@@ -1045,7 +1045,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     const bool fast_in = fast_ok && (double)n_groups * 2 * sp.n_pg * (double)(n_h + n_embd) < 2e9;
     const bool q_ok = fast_in && nt == 1 && moeq_ok(be, m, tr, ts, tdr, tds, cu_f32(a->x));
     /* The kernels built for this shape (moe_dec.cuh), else the generic streams (moeq_*). */
-    const int dq = q_ok && mdq_ok(m, tr, ts, tdr, tds, k)
+    const int dq = q_ok && mdq_ok(be, m, tr, ts, tdr, tds, k)
                        ? mdq_run(be, m, tr, ts, tdr, tds, sel, cu_f32(a->x), h, y, k, 0, op)
                        : MDQ_NOT;
     if (dq == MDQ_FAIL) return;

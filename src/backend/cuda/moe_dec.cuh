@@ -84,22 +84,47 @@ template <int T> static __device__ __forceinline__ mdq_x mdq_xload(const q8act &
     return x;
 }
 
-/* The dot of unit u (words w, mdq_load) with its activation: mvq_unit_x's value. */
-template <int T>
+/* The IQ2_XXS tables a lane reads in shared memory, each in 16 copies side by side (lane l
+ * reads copy l % 16: a half-warp's 8-byte reads hit 16 different bank pairs, two wavefronts a
+ * read whatever the indices, as mvq.cuh's grid): grid row i at grid[16 i]; at sign[16 c] the
+ * masks of the 7-bit sign code c (its 8th sign the parity), 0xff in each negated byte of the
+ * low and the high four weights. The table takes the sign masks from ~9 instructions per 8
+ * weights (moe_iq2_unit's multiplies, prmt and popc) to 3, of ~25 per 8 weights in all: the
+ * routed gate/up rows are bound by issue, not by their bytes (session 7's ncu). */
+typedef struct mdq_tab {
+    const uint2 *grid, *sign;
+} mdq_tab;
+
+static __device__ __forceinline__ void mdq_signs_load(uint2 *t) {
+    for (int i = threadIdx.x; i < 128 * 16; i += blockDim.x) {
+        const uint32_t b = iq_signs((uint32_t)i >> 4);
+        t[i] = make_uint2(mvq_sign_bytes(b & 15) * 0xffu, mvq_sign_bytes(b >> 4) * 0xffu);
+    }
+}
+
+/* The dot of unit u (words w, mdq_load) with its activation: mvq_unit_x's value. STAB: the
+ * IQ2_XXS sign masks from tab.sign (else computed as moe_iq2_unit computes them). */
+template <int T, bool STAB>
 static __device__ __forceinline__ float mdq_unit(const uint32_t *w, int u, const mdq_x &x,
-                                                 const mvq_grid &tab) {
+                                                 const mdq_tab &tab) {
     if constexpr (T == HALO_TYPE_IQ2_XXS) {
         const bool even = ((u >> 3) & 1) == 0;
         const uint32_t sel = even ? 0x5432u : 0x3210u;
         const uint32_t qi = __byte_perm(w[0], w[1], sel), aux = __byte_perm(w[1], w[2], sel);
-        int s = 0, c = 0; /* moe_iq2_unit's sign masks (moe_gu.cuh) */
+        int s = 0, c = 0;
 #pragma unroll
         for (int l = 0; l < 4; l++) {
-            const uint2 g = tab.lane[moe_prmt(qi, 0x4440u + l) << tab.shift];
-            const uint32_t t = aux >> (7 * l);
-            const uint32_t mlo = moe_prmt((t & 15u) * 0x10204080u, 0xba98u);
-            const uint32_t mhi =
-                moe_prmt((t & 0x70u) * 0x01020408u + ((uint32_t)__popc(t & 127u) << 31), 0xba98u);
+            const uint2 g = tab.grid[moe_prmt(qi, 0x4440u + l) << 4];
+            uint32_t mlo, mhi;
+            if constexpr (STAB) {
+                const uint2 sm = tab.sign[((aux >> (7 * l)) & 127u) << 4];
+                mlo = sm.x, mhi = sm.y;
+            } else { /* moe_iq2_unit's masks (moe_gu.cuh) */
+                const uint32_t t = aux >> (7 * l);
+                mlo = moe_prmt((t & 15u) * 0x10204080u, 0xba98u);
+                mhi = moe_prmt((t & 0x70u) * 0x01020408u + ((uint32_t)__popc(t & 127u) << 31),
+                               0xba98u);
+            }
             s = __dp4a((int)(g.x ^ mlo), x.v[2 * l], s);
             c = __dp4a((int)mlo, x.v[2 * l], c);
             s = __dp4a((int)(g.y ^ mhi), x.v[2 * l + 1], s);
@@ -171,10 +196,10 @@ static __device__ __forceinline__ void mdq_prefetch(const char *p, uint64_t n) {
  * w / wpp (lw = w % wpp); the shared expert's warps all take its pair (slot k). U units a lane
  * (n_embd = 1024 U). HOLD: the activations in registers (else read per unit from shared
  * memory: the Q8_0 rows' words take twice the registers). Calls cu_pdl_entry. */
-template <int T, int U, bool SH, bool HOLD>
+template <int T, int U, bool SH, bool HOLD, bool STAB>
 static __device__ __forceinline__ void
 mdq_gu_part(const expert_mats &m, const int32_t *sel, const float *x, float *h, uint8_t *xq,
-            const mvq_grid tab, uint32_t w, uint32_t nw, uint32_t k, bool early) {
+            const mdq_tab tab, uint32_t w, uint32_t nw, uint32_t k, bool early) {
     constexpr int NW = mdq_nw<T>();
     const int lane = threadIdx.x % WARP;
     const uint32_t wpp = SH ? nw : nw / k, j = SH ? k : w / wpp, lw = SH ? w : w % wpp;
@@ -230,16 +255,16 @@ mdq_gu_part(const expert_mats &m, const int32_t *sel, const float *x, float *h, 
         float sg = 0.0f, su = 0.0f;
 #pragma unroll
         for (int i = 0; i < U; i++)
-            sg += mdq_unit<T>(wg[i], lane + WARP * i,
-                              HOLD ? xs[i] : mdq_xload<T>(a, lane + WARP * i), tab);
+            sg += mdq_unit<T, STAB>(wg[i], lane + WARP * i,
+                                    HOLD ? xs[i] : mdq_xload<T>(a, lane + WARP * i), tab);
         if (more)
 #pragma unroll
             for (int i = 0; i < U; i++)
                 mdq_load<T>(g0 + rn * rb, lane + WARP * i, wg[i]);
 #pragma unroll
         for (int i = 0; i < U; i++)
-            su += mdq_unit<T>(wu[i], lane + WARP * i,
-                              HOLD ? xs[i] : mdq_xload<T>(a, lane + WARP * i), tab);
+            su += mdq_unit<T, STAB>(wu[i], lane + WARP * i,
+                                    HOLD ? xs[i] : mdq_xload<T>(a, lane + WARP * i), tab);
         if (more)
 #pragma unroll
             for (int i = 0; i < U; i++)
@@ -258,26 +283,29 @@ mdq_gu_part(const expert_mats &m, const int32_t *sel, const float *x, float *h, 
     }
 }
 
-/* blocks_r blocks take the routed pairs (TR, with the IQ2_XXS grid's copies in shared memory
- * when TR is IQ2_XXS), the rest the shared expert (TS). h[pair, r] as moeq_swiglu_kernel. */
-template <int TR, int TS>
+/* blocks_r blocks take the routed pairs (TR, with the IQ2_XXS tables in shared memory when TR
+ * is IQ2_XXS), the rest the shared expert (TS). h[pair, r] as moeq_swiglu_kernel. */
+template <int TR, int TS, bool STAB>
 __global__ void __launch_bounds__(MDQ_WARPS *WARP, 2)
     mdq_gu_kernel(GPU_GRID_CONST const expert_mats m, const int32_t *sel, const float *x, float *h,
                   uint32_t k, unsigned blocks_r, bool early) {
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     uint8_t *xq = mv_dyn;
-    mvq_tabs *tab = (mvq_tabs *)(mv_dyn + mvq_act_bytes(m.n_embd));
+    uint2 *grid = (uint2 *)(mv_dyn + mvq_act_bytes(m.n_embd)), *sign = grid + 256 * 16;
     const bool routed = blockIdx.x < blocks_r;
     const uint32_t warp = threadIdx.x / WARP;
     if constexpr (TR == HALO_TYPE_IQ2_XXS)
-        if (routed) mvq_tabs_load(tab, m.g); /* a constant: before the wait */
-    const mvq_grid g = mvq_grid_at(TR == HALO_TYPE_IQ2_XXS ? tab : NULL, m.g);
+        if (routed) { /* constants: before the wait */
+            mvq_tabs_load(grid, m.g);
+            if (STAB) mdq_signs_load(sign);
+        }
+    const mdq_tab t = {grid + (threadIdx.x & 15), sign + (threadIdx.x & 15)};
     if (routed)
-        mdq_gu_part<TR, 4, false, TR != HALO_TYPE_Q8_0>(
-            m, sel, x, h, xq, g, blockIdx.x * MDQ_WARPS + warp, blocks_r * MDQ_WARPS, k, early);
+        mdq_gu_part<TR, 4, false, TR != HALO_TYPE_Q8_0, STAB>(
+            m, sel, x, h, xq, t, blockIdx.x * MDQ_WARPS + warp, blocks_r * MDQ_WARPS, k, early);
     else
-        mdq_gu_part<TS, 4, true, TS != HALO_TYPE_Q8_0>(
-            m, sel, x, h, xq, g, (blockIdx.x - blocks_r) * MDQ_WARPS + warp,
+        mdq_gu_part<TS, 4, true, TS != HALO_TYPE_Q8_0, false>(
+            m, sel, x, h, xq, t, (blockIdx.x - blocks_r) * MDQ_WARPS + warp,
             (gridDim.x - blocks_r) * MDQ_WARPS, k, early);
 }
 
@@ -339,7 +367,7 @@ mdq_dn_part(const expert_mats &m, const int32_t *sel, const float *h, float *y, 
     for (int i = 0; i < U; i++)
         xs[i] = mdq_xload<T>(a, lane + WARP * i);
     float *yp = y + (int64_t)j * m.n_embd;
-    const mvq_grid none = {NULL, 0};
+    const mdq_tab none = {NULL, NULL};
     for (;;) {
         const uint32_t gn = gi + W;
         const bool more = gn < groups;
@@ -349,7 +377,7 @@ mdq_dn_part(const expert_mats &m, const int32_t *sel, const float *h, float *y, 
             s[q] = 0.0f;
 #pragma unroll
             for (int i = 0; i < U; i++)
-                s[q] += mdq_unit<T>(wv[q][i], lane + WARP * i, xs[i], none);
+                s[q] += mdq_unit<T, false>(wv[q][i], lane + WARP * i, xs[i], none);
             if (more)
 #pragma unroll
                 for (int i = 0; i < U; i++)
@@ -391,12 +419,14 @@ static bool mdq_must(void) {
 }
 
 /* Whether one token's experts (moeq_ok said yes) take these kernels: the shape they are built
- * for, a shared expert of the same width or none, and HALO_CUDA_MDQ not 0. Read at each call
+ * for, a shared expert of the same width or none, the grid's 16 copies (HALO_CUDA_GRIDREP
+ * unset), and HALO_CUDA_MDQ not 0. Read at each call
  * (graphs capture it once), so a test can A/B it on one backend. */
-static bool mdq_ok(const expert_mats &m, uint32_t tr, uint32_t ts, uint32_t tdr, uint32_t tds,
-                   uint32_t k) {
+static bool mdq_ok(const cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t ts,
+                   uint32_t tdr, uint32_t tds, uint32_t k) {
     const char *env = getenv("HALO_CUDA_MDQ");
     if (env && strcmp(env, "0") == 0) return false;
+    if (tr == HALO_TYPE_IQ2_XXS && be->grid_rep != 4) return false; /* 16 copies (the default) */
     if (m.n_embd != 4096 || m.n_ff != 2048 || m.n_h != 2048 || k < 1 || k > 64 ||
         (m.gate_sh && m.n_ff_sh != 2048))
         return false;
@@ -429,38 +459,47 @@ static unsigned mdq_blocks_r(int64_t blocks, int pct, bool sh, int64_t least) {
 
 /* Stage 0: gate/up with SwiGLU into h; stage 1: down into y (mdq_ok said yes, and stage 0 was
  * launched). Checks its launches: MDQ_FAIL after a failure, MDQ_NOT (stage 0 only) when the GPU
- * holds too few blocks for the parts (moeq_* then). */
+ * holds too few blocks for the parts (moeq_* then). HALO_CUDA_MDQSIGN=0: the IQ2_XXS sign masks
+ * computed, not read from the table. */
 enum { MDQ_FAIL, MDQ_DONE, MDQ_NOT };
-static int mdq_run(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t ts, uint32_t tdr,
-                   uint32_t tds, const int32_t *sel, const float *x, float *h, float *y, uint32_t k,
-                   int stage, const char *op) {
+template <int TR, int TS, int TDR, int TDS>
+static int mdq_launch(cu_backend *be, const expert_mats &m, const int32_t *sel, const float *x,
+                      float *h, float *y, uint32_t k, int stage, const char *op) {
     const bool sh = m.gate_sh != NULL;
     int pg, pd;
     mdq_split(&pg, &pd);
-    const int smem_gu =
-        (int)mvq_act_bytes(m.n_embd) + (tr == HALO_TYPE_IQ2_XXS ? mvq_tabs_bytes(be->grid_rep) : 0);
+    const char *sg = getenv("HALO_CUDA_MDQSIGN");
+    const bool stab = TR == HALO_TYPE_IQ2_XXS && !(sg && strcmp(sg, "0") == 0);
+    const int smem_gu = (int)mvq_act_bytes(m.n_embd) +
+                        (TR == HALO_TYPE_IQ2_XXS ? 256 * 8 * 16 + (stab ? 128 * 8 * 16 : 0) : 0);
     const int smem_dn = (int)mvq_act_bytes(m.n_ff);
-#define MDQ_RUN(a, b, c, d)                                                                        \
-    if (tr == (a) && ts == (b) && tdr == (c) && tds == (d)) {                                      \
-        static int done_gu; /* the largest size the attribute was set for */                       \
-        bool done = smem_gu <= done_gu;                                                            \
-        if (!cu_smem_attr(be, mdq_gu_kernel<a, b>, smem_gu, &done, op)) return MDQ_FAIL;           \
-        if (smem_gu > done_gu) done_gu = smem_gu;                                                  \
-        const int64_t nb1 = cu_resident(be, mdq_gu_kernel<a, b>, MDQ_WARPS * WARP, smem_gu);       \
-        const int64_t nb2 = cu_resident(be, mdq_dn_kernel<c, d>, MDQ_WARPS * WARP, smem_dn);       \
-        if (nb1 < 2 || (nb1 - 1) * MDQ_WARPS < (int64_t)k || nb2 < (int64_t)k + 1) return MDQ_NOT; \
-        if (stage == 0) {                                                                          \
-            const int64_t least = ((int64_t)k + MDQ_WARPS - 1) / MDQ_WARPS;                        \
-            const unsigned br = mdq_blocks_r(nb1, pg, sh, least);                                  \
-            cu_launch(be, mdq_gu_kernel<a, b>, (unsigned)nb1, MDQ_WARPS *WARP, smem_gu, m, sel, x, \
-                      h, k, br, be->early);                                                        \
-            return CU_LAUNCHED(be, op, "mdq_gu_kernel") ? MDQ_DONE : MDQ_FAIL;                     \
-        }                                                                                          \
-        const unsigned br = mdq_blocks_r(nb2, pd, sh, (int64_t)k);                                 \
-        cu_launch(be, mdq_dn_kernel<c, d>, (unsigned)nb2, MDQ_WARPS *WARP, smem_dn, m, sel, h, y,  \
-                  k, br, be->early);                                                               \
-        return CU_LAUNCHED(be, op, "mdq_dn_kernel") ? MDQ_DONE : MDQ_FAIL;                         \
+    void (*gu)(const expert_mats, const int32_t *, const float *, float *, uint32_t, unsigned,
+               bool) = stab ? mdq_gu_kernel<TR, TS, true> : mdq_gu_kernel<TR, TS, false>;
+    static int done_gu[2]; /* the largest size the attribute was set for */
+    bool done = smem_gu <= done_gu[stab];
+    if (!cu_smem_attr(be, gu, smem_gu, &done, op)) return MDQ_FAIL;
+    if (smem_gu > done_gu[stab]) done_gu[stab] = smem_gu;
+    const int64_t nb1 = cu_resident(be, gu, MDQ_WARPS * WARP, smem_gu);
+    const int64_t nb2 = cu_resident(be, mdq_dn_kernel<TDR, TDS>, MDQ_WARPS * WARP, smem_dn);
+    if (nb1 < 2 || (nb1 - 1) * MDQ_WARPS < (int64_t)k || nb2 < (int64_t)k + 1) return MDQ_NOT;
+    if (stage == 0) {
+        const int64_t least = ((int64_t)k + MDQ_WARPS - 1) / MDQ_WARPS;
+        const unsigned br = mdq_blocks_r(nb1, pg, sh, least);
+        cu_launch(be, gu, (unsigned)nb1, MDQ_WARPS * WARP, smem_gu, m, sel, x, h, k, br, be->early);
+        return CU_LAUNCHED(be, op, "mdq_gu_kernel") ? MDQ_DONE : MDQ_FAIL;
     }
+    const unsigned br = mdq_blocks_r(nb2, pd, sh, (int64_t)k);
+    cu_launch(be, mdq_dn_kernel<TDR, TDS>, (unsigned)nb2, MDQ_WARPS * WARP, smem_dn, m, sel, h, y,
+              k, br, be->early);
+    return CU_LAUNCHED(be, op, "mdq_dn_kernel") ? MDQ_DONE : MDQ_FAIL;
+}
+
+static int mdq_run(cu_backend *be, const expert_mats &m, uint32_t tr, uint32_t ts, uint32_t tdr,
+                   uint32_t tds, const int32_t *sel, const float *x, float *h, float *y, uint32_t k,
+                   int stage, const char *op) {
+#define MDQ_RUN(a, b, c, d)                                                                        \
+    if (tr == (a) && ts == (b) && tdr == (c) && tds == (d))                                        \
+        return mdq_launch<a, b, c, d>(be, m, sel, x, h, y, k, stage, op);
     MDQ_TYPES(MDQ_RUN)
 #undef MDQ_RUN
     return stage == 0 ? MDQ_NOT : MDQ_FAIL;

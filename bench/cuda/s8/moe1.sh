@@ -2,7 +2,7 @@
 # cuda-moe-1 (session 8): the one-token experts' kernels built for their shape (moe_dec.cuh,
 # HALO_CUDA_MDQ). Build with the kernel trace compiled in (-DHALO_CUDA_TRACE_KERNELS=ON; only
 # the CLI and test_backend_cuda_intdot), 4-layer in-graph traces of the generic streams and the
-# new kernels, the new test case (bitwise against HALO_CUDA_MDQ=0, and against the CPU), then
+# new kernels (IQ2_XXS sign masks from the table, and computed), the new test case (bitwise against HALO_CUDA_MDQ=0, and against the CPU), then
 # traces with two other shares of blocks for the shared expert in the time left.
 set -u; out=${OUT:-/tmp/halo-out}; mkdir -p $out
 t0=$(date +%s); el() { echo "[+$(( $(date +%s) - t0 ))s] $*"; }
@@ -33,7 +33,7 @@ trace() { # one 4-layer traced tg32 with the env assignment $1
   echo "== $1: $(grep -E '^\| deep' $f | awk -F'|' '{print $(NF-3)}') t/s; $(grep -o 'a paired step [0-9.]* us' $f)"
   grep -E "^  ($K) " $f | awk '{printf "   %-16s %6s us/launch\n", $1, $4}'
 }
-trace HALO_CUDA_MDQ=0; trace X=1; el traces
+trace HALO_CUDA_MDQ=0; trace X=1; trace HALO_CUDA_MDQSIGN=0; el traces
 l=$(( $(left) - 14 )); [ $l -gt 45 ] && l=45
 HALO_TEST_ONLY=experts_kernels timeout $l build-gpu/tests/backend/test_backend_cuda_intdot \
   > $out/test-mdq.log 2>&1; echo "test rc=$? (timeout $l s)"

@@ -27,6 +27,7 @@
  * between the routed pairs and the shared expert by a fixed fraction (HALO_CUDA_MDQSPLIT). */
 
 enum { MDQ_WARPS = 8, MDQ_DR = 4 /* down rows a warp takes at once */ };
+static_assert(MDQ_WARPS * 32 == 256, "mdq_tabs_load: a thread a grid row");
 
 /* Words a lane loads for one 32-weight unit of type T. */
 template <int T> static __host__ __device__ constexpr int mdq_nw() {
@@ -95,10 +96,25 @@ typedef struct mdq_tab {
     const uint2 *grid, *sign;
 } mdq_tab;
 
-static __device__ __forceinline__ void mdq_signs_load(uint2 *t) {
-    for (int i = threadIdx.x; i < 128 * 16; i += blockDim.x) {
-        const uint32_t b = iq_signs((uint32_t)i >> 4);
-        t[i] = make_uint2(mvq_sign_bytes(b & 15) * 0xffu, mvq_sign_bytes(b >> 4) * 0xffu);
+/* Both tables, by a block of 256 threads: a thread loads one grid row (one L2 round trip for
+ * the block) and stores its 16 copies, and (STAB) computes half the copies of one sign code.
+ * mvq_tabs_load's loop of 16 dependent-in-turn loads a thread was on the critical path of
+ * cuda-moe-1's kernel: its first block reached the PDL wait ~0.03 us after the kernel before
+ * had finished, though it had started ~10 us before. */
+template <bool STAB>
+static __device__ __forceinline__ void mdq_tabs_load(uint2 *grid, uint2 *sign, const cu_grids &g) {
+    const uint32_t t = threadIdx.x;
+    const uint64_t r = g.iq2xxs[t];
+    const uint2 v = make_uint2((uint32_t)r, (uint32_t)(r >> 32));
+#pragma unroll
+    for (int c = 0; c < 16; c++)
+        grid[16 * t + c] = v;
+    if constexpr (STAB) {
+        const uint32_t b = iq_signs(t >> 1);
+        const uint2 m = make_uint2(mvq_sign_bytes(b & 15) * 0xffu, mvq_sign_bytes(b >> 4) * 0xffu);
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+            sign[16 * (t >> 1) + 8 * (t & 1) + c] = m;
     }
 }
 
@@ -186,9 +202,19 @@ static __device__ __forceinline__ float mdq_sum4(const float s[4]) {
     return v;
 }
 
-/* Asks L2 for the n bytes at p (weights: before the PDL wait). */
-static __device__ __forceinline__ void mdq_prefetch(const char *p, uint64_t n) {
-    cu_prefetch_l2(p, n);
+/* Asks L2 for rows r0, r0 + step, ... < rows of a and b (rb bytes each; b may be NULL): the
+ * rest of a warp's rows, right after its first rows' loads, so the memory streams them while
+ * the warp computes (HALO_CUDA_MDQPF: 0 none, 1 the shared expert's only, before the PDL wait;
+ * 2, the default, the routed experts' too, once the routing is known). Without it each warp
+ * has only its next rows in flight, and the kernels' few rows a warp (4-9) each waited about
+ * a memory latency (request cuda-moe-1: down 16 us for 25.4 MB, 1.6 TB/s). */
+static __device__ __forceinline__ void mdq_prefetch_rows(const char *a, const char *b, uint64_t rb,
+                                                         uint32_t r0, uint32_t step,
+                                                         uint32_t rows) {
+    for (uint32_t r = r0; r < rows; r += step) {
+        cu_prefetch_l2(a + r * rb, rb);
+        if (b) cu_prefetch_l2(b + r * rb, rb);
+    }
 }
 
 /* One warp's gate/up rows: warp w of nw of its part. Routed (SH false): the part's warps are
@@ -199,7 +225,7 @@ static __device__ __forceinline__ void mdq_prefetch(const char *p, uint64_t n) {
 template <int T, int U, bool SH, bool HOLD, bool STAB>
 static __device__ __forceinline__ void
 mdq_gu_part(const expert_mats &m, const int32_t *sel, const float *x, float *h, uint8_t *xq,
-            const mdq_tab tab, uint32_t w, uint32_t nw, uint32_t k, bool early) {
+            const mdq_tab tab, uint32_t w, uint32_t nw, uint32_t k, int pf) {
     constexpr int NW = mdq_nw<T>();
     const int lane = threadIdx.x % WARP;
     const uint32_t wpp = SH ? nw : nw / k, j = SH ? k : w / wpp, lw = SH ? w : w % wpp;
@@ -219,11 +245,7 @@ mdq_gu_part(const expert_mats &m, const int32_t *sel, const float *x, float *h, 
                 mdq_load<T>(g0 + r * rb, lane + WARP * i, wg[i]);
                 mdq_load<T>(u0 + r * rb, lane + WARP * i, wu[i]);
             }
-            if (early)
-                for (uint32_t rr = r + wpp; rr < rows; rr += wpp) {
-                    mdq_prefetch(g0 + rr * rb, rb);
-                    mdq_prefetch(u0 + rr * rb, rb);
-                }
+            if (pf >= 1) mdq_prefetch_rows(g0, u0, rb, r + wpp, wpp, rows);
         }
         cu_pdl_entry();
     } else {
@@ -237,6 +259,7 @@ mdq_gu_part(const expert_mats &m, const int32_t *sel, const float *x, float *h, 
                 mdq_load<T>(g0 + r * rb, lane + WARP * i, wg[i]);
                 mdq_load<T>(u0 + r * rb, lane + WARP * i, wu[i]);
             }
+            if (pf >= 2) mdq_prefetch_rows(g0, u0, rb, r + wpp, wpp, rows);
         }
     }
     mvq_quant_block<mvq_k(T)>(x, m.n_embd, xq);
@@ -288,25 +311,22 @@ mdq_gu_part(const expert_mats &m, const int32_t *sel, const float *x, float *h, 
 template <int TR, int TS, bool STAB>
 __global__ void __launch_bounds__(MDQ_WARPS *WARP, 2)
     mdq_gu_kernel(GPU_GRID_CONST const expert_mats m, const int32_t *sel, const float *x, float *h,
-                  uint32_t k, unsigned blocks_r, bool early) {
+                  uint32_t k, unsigned blocks_r, int pf) {
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     uint8_t *xq = mv_dyn;
     uint2 *grid = (uint2 *)(mv_dyn + mvq_act_bytes(m.n_embd)), *sign = grid + 256 * 16;
     const bool routed = blockIdx.x < blocks_r;
     const uint32_t warp = threadIdx.x / WARP;
     if constexpr (TR == HALO_TYPE_IQ2_XXS)
-        if (routed) { /* constants: before the wait */
-            mvq_tabs_load(grid, m.g);
-            if (STAB) mdq_signs_load(sign);
-        }
+        if (routed) mdq_tabs_load<STAB>(grid, sign, m.g); /* constants: before the wait */
     const mdq_tab t = {grid + (threadIdx.x & 15), sign + (threadIdx.x & 15)};
     if (routed)
         mdq_gu_part<TR, 4, false, TR != HALO_TYPE_Q8_0, STAB>(
-            m, sel, x, h, xq, t, blockIdx.x * MDQ_WARPS + warp, blocks_r * MDQ_WARPS, k, early);
+            m, sel, x, h, xq, t, blockIdx.x * MDQ_WARPS + warp, blocks_r * MDQ_WARPS, k, pf);
     else
         mdq_gu_part<TS, 4, true, TS != HALO_TYPE_Q8_0, false>(
             m, sel, x, h, xq, t, (blockIdx.x - blocks_r) * MDQ_WARPS + warp,
-            (gridDim.x - blocks_r) * MDQ_WARPS, k, early);
+            (gridDim.x - blocks_r) * MDQ_WARPS, k, pf);
 }
 
 /* One block's down rows: block b of nb of its part. Routed: the blocks are dealt to the k
@@ -315,9 +335,9 @@ __global__ void __launch_bounds__(MDQ_WARPS *WARP, 2)
  * groups of MDQ_DR rows, lw, lw + W, ... (W = 8 bpp warps on the pair). U units a lane
  * (n_ff = 1024 U). Calls cu_pdl_entry. */
 template <int T, int U, bool SH>
-static __device__ __forceinline__ void
-mdq_dn_part(const expert_mats &m, const int32_t *sel, const float *h, float *y, uint8_t *hq,
-            uint32_t b, uint32_t nb, uint32_t k, bool early) {
+static __device__ __forceinline__ void mdq_dn_part(const expert_mats &m, const int32_t *sel,
+                                                   const float *h, float *y, uint8_t *hq,
+                                                   uint32_t b, uint32_t nb, uint32_t k, int pf) {
     constexpr int NW = mdq_nw<T>(), R = MDQ_DR;
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     const uint32_t bpp = SH ? nb : nb / k, j = SH ? k : b / bpp, lb = SH ? b : b % bpp;
@@ -336,21 +356,21 @@ mdq_dn_part(const expert_mats &m, const int32_t *sel, const float *h, float *y, 
 #pragma unroll
                 for (int i = 0; i < U; i++)
                     mdq_load<T>(r0 + (R * gi + q) * rb, lane + WARP * i, wv[q][i]);
-            if (early)
-                for (uint32_t gg = gi + W; gg < groups; gg += W)
-                    mdq_prefetch(r0 + R * gg * rb, R * rb);
+            if (pf >= 1) mdq_prefetch_rows(r0, NULL, R * rb, gi + W, W, groups);
         }
         cu_pdl_entry();
     } else {
         cu_pdl_entry();
         const uint64_t e = on ? (uint64_t)sel[j] : 0;
         r0 = m.down + e * (uint64_t)m.n_embd * rb;
-        if (any)
+        if (any) {
 #pragma unroll
             for (int q = 0; q < R; q++)
 #pragma unroll
                 for (int i = 0; i < U; i++)
                     mdq_load<T>(r0 + (R * gi + q) * rb, lane + WARP * i, wv[q][i]);
+            if (pf >= 2) mdq_prefetch_rows(r0, NULL, R * rb, gi + W, W, groups);
+        }
     }
     if (on)
         for (int64_t ch = warp; ch < width / 256; ch += MDQ_WARPS) {
@@ -395,13 +415,13 @@ mdq_dn_part(const expert_mats &m, const int32_t *sel, const float *h, float *y, 
 template <int TR, int TS>
 __global__ void __launch_bounds__(MDQ_WARPS *WARP, 2)
     mdq_dn_kernel(GPU_GRID_CONST const expert_mats m, const int32_t *sel, const float *h, float *y,
-                  uint32_t k, unsigned blocks_r, bool early) {
+                  uint32_t k, unsigned blocks_r, int pf) {
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     if (blockIdx.x < blocks_r)
-        mdq_dn_part<TR, 2, false>(m, sel, h, y, mv_dyn, blockIdx.x, blocks_r, k, early);
+        mdq_dn_part<TR, 2, false>(m, sel, h, y, mv_dyn, blockIdx.x, blocks_r, k, pf);
     else
         mdq_dn_part<TS, 2, true>(m, sel, h, y, mv_dyn, blockIdx.x - blocks_r, gridDim.x - blocks_r,
-                                 k, early);
+                                 k, pf);
 }
 
 /* ---- host ---------------------------------------------------------------------------------- */
@@ -438,10 +458,11 @@ static bool mdq_ok(const cu_backend *be, const expert_mats &m, uint32_t tr, uint
 }
 
 /* The shared expert's share of the blocks, percent (gate/up, down): HALO_CUDA_MDQSPLIT=a,b.
- * The defaults are estimates between the parts' bytes (41 % and 35 % of each kernel's are the
- * shared expert's) and their instructions (~15 %); the trace decides them. */
+ * Between the parts' bytes (41 % and 35 % of each kernel's are the shared expert's) and their
+ * instructions (~15 %). Request cuda-moe-1 (4-layer in-graph trace, us a launch, gate/up and
+ * down): 30,30 24.2 and 18.9; 20,20 21.1 and 16.1; 40,40 26.6 and 16.1. */
 static void mdq_split(int *gu, int *dn) {
-    *gu = 30, *dn = 30;
+    *gu = 20, *dn = 20;
     const char *env = getenv("HALO_CUDA_MDQSPLIT");
     int a, b;
     if (env && sscanf(env, "%d,%d", &a, &b) == 2 && a > 0 && a < 100 && b > 0 && b < 100)
@@ -468,13 +489,14 @@ static int mdq_launch(cu_backend *be, const expert_mats &m, const int32_t *sel, 
     const bool sh = m.gate_sh != NULL;
     int pg, pd;
     mdq_split(&pg, &pd);
-    const char *sg = getenv("HALO_CUDA_MDQSIGN");
+    const char *sg = getenv("HALO_CUDA_MDQSIGN"), *pfs = getenv("HALO_CUDA_MDQPF");
     const bool stab = TR == HALO_TYPE_IQ2_XXS && !(sg && strcmp(sg, "0") == 0);
+    const int pf = pfs && (strcmp(pfs, "0") == 0 || strcmp(pfs, "1") == 0) ? atoi(pfs) : 2;
     const int smem_gu = (int)mvq_act_bytes(m.n_embd) +
                         (TR == HALO_TYPE_IQ2_XXS ? 256 * 8 * 16 + (stab ? 128 * 8 * 16 : 0) : 0);
     const int smem_dn = (int)mvq_act_bytes(m.n_ff);
     void (*gu)(const expert_mats, const int32_t *, const float *, float *, uint32_t, unsigned,
-               bool) = stab ? mdq_gu_kernel<TR, TS, true> : mdq_gu_kernel<TR, TS, false>;
+               int) = stab ? mdq_gu_kernel<TR, TS, true> : mdq_gu_kernel<TR, TS, false>;
     static int done_gu[2]; /* the largest size the attribute was set for */
     bool done = smem_gu <= done_gu[stab];
     if (!cu_smem_attr(be, gu, smem_gu, &done, op)) return MDQ_FAIL;
@@ -485,12 +507,12 @@ static int mdq_launch(cu_backend *be, const expert_mats &m, const int32_t *sel, 
     if (stage == 0) {
         const int64_t least = ((int64_t)k + MDQ_WARPS - 1) / MDQ_WARPS;
         const unsigned br = mdq_blocks_r(nb1, pg, sh, least);
-        cu_launch(be, gu, (unsigned)nb1, MDQ_WARPS * WARP, smem_gu, m, sel, x, h, k, br, be->early);
+        cu_launch(be, gu, (unsigned)nb1, MDQ_WARPS * WARP, smem_gu, m, sel, x, h, k, br, pf);
         return CU_LAUNCHED(be, op, "mdq_gu_kernel") ? MDQ_DONE : MDQ_FAIL;
     }
     const unsigned br = mdq_blocks_r(nb2, pd, sh, (int64_t)k);
     cu_launch(be, mdq_dn_kernel<TDR, TDS>, (unsigned)nb2, MDQ_WARPS * WARP, smem_dn, m, sel, h, y,
-              k, br, be->early);
+              k, br, pf);
     return CU_LAUNCHED(be, op, "mdq_dn_kernel") ? MDQ_DONE : MDQ_FAIL;
 }
 

@@ -205,7 +205,8 @@ static __device__ __forceinline__ float mdq_sum4(const float s[4]) {
 /* Asks L2 for rows r0, r0 + step, ... < rows of a and b (rb bytes each; b may be NULL): the
  * rest of a warp's rows, right after its first rows' loads, so the memory streams them while
  * the warp computes (HALO_CUDA_MDQPF: 0 none, 1 the shared expert's only, before the PDL wait;
- * 2, the default, the routed experts' too, once the routing is known). Without it each warp
+ * 2 the routed experts' too, once the routing is known; 3, the default, and down's routed
+ * blocks read the routing and start before their wait, mdq_dn_part). Without it each warp
  * has only its next rows in flight, and the kernels' few rows a warp (4-9) each waited about
  * a memory latency (request cuda-moe-1: down 16 us for 25.4 MB, 1.6 TB/s). */
 static __device__ __forceinline__ void mdq_prefetch_rows(const char *a, const char *b, uint64_t rb,
@@ -262,7 +263,9 @@ mdq_gu_part(const expert_mats &m, const int32_t *sel, const float *x, float *h, 
             if (pf >= 2) mdq_prefetch_rows(g0, u0, rb, r + wpp, wpp, rows);
         }
     }
-    mvq_quant_block<mvq_k(T)>(x, m.n_embd, xq);
+    /* The routed IQ2_XXS rows: both pieces a warp loaded at once (mvq_quant_block's batch:
+     * one L2 round trip before any row, not two; with Q8_0 rows the kernel spills with it). */
+    mvq_quant_block<mvq_k(T)>(x, m.n_embd, xq, T == HALO_TYPE_IQ2_XXS);
     __syncthreads(); /* x's quantization (and the grid's copies) */
     if (!any) return;
     const q8act a = mvq_act_at(xq, m.n_embd);
@@ -360,8 +363,13 @@ static __device__ __forceinline__ void mdq_dn_part(const expert_mats &m, const i
         }
         cu_pdl_entry();
     } else {
-        cu_pdl_entry();
-        const uint64_t e = on ? (uint64_t)sel[j] : 0;
+        /* pf 3: the routing is two kernels back (gate/up's blocks waited for it before this
+         * kernel could launch), so its choice is read past L1 before the wait, and the first
+         * rows' loads and the rest's prefetch overlap gate/up's last blocks (cuda-moe-1's
+         * trace: this kernel's first block placed 11-19 us before its release). */
+        const bool soon = pf >= 3;
+        if (!soon) cu_pdl_entry();
+        const uint64_t e = on ? (uint64_t)(soon ? __ldcg(sel + j) : sel[j]) : 0;
         r0 = m.down + e * (uint64_t)m.n_embd * rb;
         if (any) {
 #pragma unroll
@@ -371,6 +379,7 @@ static __device__ __forceinline__ void mdq_dn_part(const expert_mats &m, const i
                     mdq_load<T>(r0 + (R * gi + q) * rb, lane + WARP * i, wv[q][i]);
             if (pf >= 2) mdq_prefetch_rows(r0, NULL, R * rb, gi + W, W, groups);
         }
+        if (soon) cu_pdl_entry();
     }
     if (on)
         for (int64_t ch = warp; ch < width / 256; ch += MDQ_WARPS) {
@@ -491,7 +500,7 @@ static int mdq_launch(cu_backend *be, const expert_mats &m, const int32_t *sel, 
     mdq_split(&pg, &pd);
     const char *sg = getenv("HALO_CUDA_MDQSIGN"), *pfs = getenv("HALO_CUDA_MDQPF");
     const bool stab = TR == HALO_TYPE_IQ2_XXS && !(sg && strcmp(sg, "0") == 0);
-    const int pf = pfs && (strcmp(pfs, "0") == 0 || strcmp(pfs, "1") == 0) ? atoi(pfs) : 2;
+    const int pf = pfs && *pfs >= '0' && *pfs <= '2' && !pfs[1] ? *pfs - '0' : 3;
     const int smem_gu = (int)mvq_act_bytes(m.n_embd) +
                         (TR == HALO_TYPE_IQ2_XXS ? 256 * 8 * 16 + (stab ? 128 * 8 * 16 : 0) : 0);
     const int smem_dn = (int)mvq_act_bytes(m.n_ff);

@@ -440,10 +440,9 @@ static void down_rows_held_by_pair_give_the_same_sums(void) {
  * units a lane in the same order, the same unit values, reductions adding the same pairs, the
  * same SwiGLU expression and h quantized on the same lanes. Scored and hash-routed q2, and
  * Q8_0 throughout (a second instantiation), 16 experts. The new path runs twice, the second
- * time with other shares of blocks for the shared expert (HALO_CUDA_MDQSPLIT), the IQ2_XXS sign
- * masks computed (HALO_CUDA_MDQSIGN=0) and no L2 prefetch (HALO_CUDA_MDQPF=0): the same bits
- * (the same masks; no result depends on which warp computes it, and nothing left behind
- * changes the next call). */
+ * time with other shares of blocks for the shared expert (HALO_CUDA_MDQSPLIT) and the IQ2_XXS
+ * sign masks computed (HALO_CUDA_MDQSIGN=0): the same bits (the same masks; no result depends
+ * on which warp computes it, and nothing left behind changes the next call). */
 static void experts_kernels_for_the_shape_give_the_generic_streams_sums(void) {
     static const uint32_t t[3][3] = {{HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0},
                                      {HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0},
@@ -464,7 +463,6 @@ static void experts_kernels_for_the_shape_give_the_generic_streams_sums(void) {
             if (r) {
                 setenv("HALO_CUDA_MDQSPLIT", "12,55", 1);
                 setenv("HALO_CUDA_MDQSIGN", "0", 1);
-                setenv("HALO_CUDA_MDQPF", "0", 1);
             }
             moe_keep = r ? &again : &new_out;
             snprintf(what, sizeof what, "moe %s, built for the shape%s", name[c],
@@ -474,7 +472,6 @@ static void experts_kernels_for_the_shape_give_the_generic_streams_sums(void) {
         unsetenv("HALO_CUDA_MDQ");
         unsetenv("HALO_CUDA_MDQSPLIT");
         unsetenv("HALO_CUDA_MDQSIGN");
-        unsetenv("HALO_CUDA_MDQPF");
         moe_keep = NULL;
         float *copy = new_out ? malloc(4096 * sizeof(float)) : NULL;
         if (copy) memcpy(copy, new_out, 4096 * sizeof(float));

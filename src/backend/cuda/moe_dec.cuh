@@ -203,12 +203,12 @@ static __device__ __forceinline__ float mdq_sum4(const float s[4]) {
 }
 
 /* Asks L2 for rows r0, r0 + step, ... < rows of a and b (rb bytes each; b may be NULL): the
- * rest of a warp's rows, right after its first rows' loads, so the memory streams them while
- * the warp computes (HALO_CUDA_MDQPF: 0 none, 1 the shared expert's only, before the PDL wait;
- * 2 the routed experts' too, once the routing is known; 3, the default, and down's routed
- * blocks read the routing and start before their wait, mdq_dn_part). Without it each warp
- * has only its next rows in flight, and the kernels' few rows a warp (4-9) each waited about
- * a memory latency (request cuda-moe-1: down 16 us for 25.4 MB, 1.6 TB/s). */
+ * shared expert's later rows of a warp, before the PDL wait (its weights are no kernel's
+ * output), so they stream in while the routing runs (HALO_CUDA_EARLY=0: off). The routed rows
+ * are not prefetched: cuda-moe-2 measured that (after the routing), and down's routed blocks
+ * reading the routing before their wait, as moving time between the two kernels (4-layer
+ * trace, us a layer: gate/up 22.4 -> 24.0 / 24.7, down 18.6 -> 17.1 / 16.0) but not their sum
+ * (40.95, 41.04, 40.69). */
 static __device__ __forceinline__ void mdq_prefetch_rows(const char *a, const char *b, uint64_t rb,
                                                          uint32_t r0, uint32_t step,
                                                          uint32_t rows) {
@@ -226,7 +226,7 @@ static __device__ __forceinline__ void mdq_prefetch_rows(const char *a, const ch
 template <int T, int U, bool SH, bool HOLD, bool STAB>
 static __device__ __forceinline__ void
 mdq_gu_part(const expert_mats &m, const int32_t *sel, const float *x, float *h, uint8_t *xq,
-            const mdq_tab tab, uint32_t w, uint32_t nw, uint32_t k, int pf) {
+            const mdq_tab tab, uint32_t w, uint32_t nw, uint32_t k, bool early) {
     constexpr int NW = mdq_nw<T>();
     const int lane = threadIdx.x % WARP;
     const uint32_t wpp = SH ? nw : nw / k, j = SH ? k : w / wpp, lw = SH ? w : w % wpp;
@@ -246,7 +246,7 @@ mdq_gu_part(const expert_mats &m, const int32_t *sel, const float *x, float *h, 
                 mdq_load<T>(g0 + r * rb, lane + WARP * i, wg[i]);
                 mdq_load<T>(u0 + r * rb, lane + WARP * i, wu[i]);
             }
-            if (pf >= 1) mdq_prefetch_rows(g0, u0, rb, r + wpp, wpp, rows);
+            if (early) mdq_prefetch_rows(g0, u0, rb, r + wpp, wpp, rows);
         }
         cu_pdl_entry();
     } else {
@@ -260,7 +260,6 @@ mdq_gu_part(const expert_mats &m, const int32_t *sel, const float *x, float *h, 
                 mdq_load<T>(g0 + r * rb, lane + WARP * i, wg[i]);
                 mdq_load<T>(u0 + r * rb, lane + WARP * i, wu[i]);
             }
-            if (pf >= 2) mdq_prefetch_rows(g0, u0, rb, r + wpp, wpp, rows);
         }
     }
     /* The routed IQ2_XXS rows: both pieces a warp loaded at once (mvq_quant_block's batch:
@@ -314,7 +313,7 @@ mdq_gu_part(const expert_mats &m, const int32_t *sel, const float *x, float *h, 
 template <int TR, int TS, bool STAB>
 __global__ void __launch_bounds__(MDQ_WARPS *WARP, 2)
     mdq_gu_kernel(GPU_GRID_CONST const expert_mats m, const int32_t *sel, const float *x, float *h,
-                  uint32_t k, unsigned blocks_r, int pf) {
+                  uint32_t k, unsigned blocks_r, bool early) {
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     uint8_t *xq = mv_dyn;
     uint2 *grid = (uint2 *)(mv_dyn + mvq_act_bytes(m.n_embd)), *sign = grid + 256 * 16;
@@ -325,11 +324,11 @@ __global__ void __launch_bounds__(MDQ_WARPS *WARP, 2)
     const mdq_tab t = {grid + (threadIdx.x & 15), sign + (threadIdx.x & 15)};
     if (routed)
         mdq_gu_part<TR, 4, false, TR != HALO_TYPE_Q8_0, STAB>(
-            m, sel, x, h, xq, t, blockIdx.x * MDQ_WARPS + warp, blocks_r * MDQ_WARPS, k, pf);
+            m, sel, x, h, xq, t, blockIdx.x * MDQ_WARPS + warp, blocks_r * MDQ_WARPS, k, early);
     else
         mdq_gu_part<TS, 4, true, TS != HALO_TYPE_Q8_0, false>(
             m, sel, x, h, xq, t, (blockIdx.x - blocks_r) * MDQ_WARPS + warp,
-            (gridDim.x - blocks_r) * MDQ_WARPS, k, pf);
+            (gridDim.x - blocks_r) * MDQ_WARPS, k, early);
 }
 
 /* One block's down rows: block b of nb of its part. Routed: the blocks are dealt to the k
@@ -338,9 +337,9 @@ __global__ void __launch_bounds__(MDQ_WARPS *WARP, 2)
  * groups of MDQ_DR rows, lw, lw + W, ... (W = 8 bpp warps on the pair). U units a lane
  * (n_ff = 1024 U). Calls cu_pdl_entry. */
 template <int T, int U, bool SH>
-static __device__ __forceinline__ void mdq_dn_part(const expert_mats &m, const int32_t *sel,
-                                                   const float *h, float *y, uint8_t *hq,
-                                                   uint32_t b, uint32_t nb, uint32_t k, int pf) {
+static __device__ __forceinline__ void
+mdq_dn_part(const expert_mats &m, const int32_t *sel, const float *h, float *y, uint8_t *hq,
+            uint32_t b, uint32_t nb, uint32_t k, bool early) {
     constexpr int NW = mdq_nw<T>(), R = MDQ_DR;
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     const uint32_t bpp = SH ? nb : nb / k, j = SH ? k : b / bpp, lb = SH ? b : b % bpp;
@@ -359,27 +358,19 @@ static __device__ __forceinline__ void mdq_dn_part(const expert_mats &m, const i
 #pragma unroll
                 for (int i = 0; i < U; i++)
                     mdq_load<T>(r0 + (R * gi + q) * rb, lane + WARP * i, wv[q][i]);
-            if (pf >= 1) mdq_prefetch_rows(r0, NULL, R * rb, gi + W, W, groups);
+            if (early) mdq_prefetch_rows(r0, NULL, R * rb, gi + W, W, groups);
         }
         cu_pdl_entry();
     } else {
-        /* pf 3: the routing is two kernels back (gate/up's blocks waited for it before this
-         * kernel could launch), so its choice is read past L1 before the wait, and the first
-         * rows' loads and the rest's prefetch overlap gate/up's last blocks (cuda-moe-1's
-         * trace: this kernel's first block placed 11-19 us before its release). */
-        const bool soon = pf >= 3;
-        if (!soon) cu_pdl_entry();
-        const uint64_t e = on ? (uint64_t)(soon ? __ldcg(sel + j) : sel[j]) : 0;
+        cu_pdl_entry();
+        const uint64_t e = on ? (uint64_t)sel[j] : 0;
         r0 = m.down + e * (uint64_t)m.n_embd * rb;
-        if (any) {
+        if (any)
 #pragma unroll
             for (int q = 0; q < R; q++)
 #pragma unroll
                 for (int i = 0; i < U; i++)
                     mdq_load<T>(r0 + (R * gi + q) * rb, lane + WARP * i, wv[q][i]);
-            if (pf >= 2) mdq_prefetch_rows(r0, NULL, R * rb, gi + W, W, groups);
-        }
-        if (soon) cu_pdl_entry();
     }
     if (on)
         for (int64_t ch = warp; ch < width / 256; ch += MDQ_WARPS) {
@@ -424,13 +415,13 @@ static __device__ __forceinline__ void mdq_dn_part(const expert_mats &m, const i
 template <int TR, int TS>
 __global__ void __launch_bounds__(MDQ_WARPS *WARP, 2)
     mdq_dn_kernel(GPU_GRID_CONST const expert_mats m, const int32_t *sel, const float *h, float *y,
-                  uint32_t k, unsigned blocks_r, int pf) {
+                  uint32_t k, unsigned blocks_r, bool early) {
     extern __shared__ __align__(16) uint8_t mv_dyn[];
     if (blockIdx.x < blocks_r)
-        mdq_dn_part<TR, 2, false>(m, sel, h, y, mv_dyn, blockIdx.x, blocks_r, k, pf);
+        mdq_dn_part<TR, 2, false>(m, sel, h, y, mv_dyn, blockIdx.x, blocks_r, k, early);
     else
         mdq_dn_part<TS, 2, true>(m, sel, h, y, mv_dyn, blockIdx.x - blocks_r, gridDim.x - blocks_r,
-                                 k, pf);
+                                 k, early);
 }
 
 /* ---- host ---------------------------------------------------------------------------------- */
@@ -498,14 +489,13 @@ static int mdq_launch(cu_backend *be, const expert_mats &m, const int32_t *sel, 
     const bool sh = m.gate_sh != NULL;
     int pg, pd;
     mdq_split(&pg, &pd);
-    const char *sg = getenv("HALO_CUDA_MDQSIGN"), *pfs = getenv("HALO_CUDA_MDQPF");
+    const char *sg = getenv("HALO_CUDA_MDQSIGN");
     const bool stab = TR == HALO_TYPE_IQ2_XXS && !(sg && strcmp(sg, "0") == 0);
-    const int pf = pfs && *pfs >= '0' && *pfs <= '2' && !pfs[1] ? *pfs - '0' : 3;
     const int smem_gu = (int)mvq_act_bytes(m.n_embd) +
                         (TR == HALO_TYPE_IQ2_XXS ? 256 * 8 * 16 + (stab ? 128 * 8 * 16 : 0) : 0);
     const int smem_dn = (int)mvq_act_bytes(m.n_ff);
     void (*gu)(const expert_mats, const int32_t *, const float *, float *, uint32_t, unsigned,
-               int) = stab ? mdq_gu_kernel<TR, TS, true> : mdq_gu_kernel<TR, TS, false>;
+               bool) = stab ? mdq_gu_kernel<TR, TS, true> : mdq_gu_kernel<TR, TS, false>;
     static int done_gu[2]; /* the largest size the attribute was set for */
     bool done = smem_gu <= done_gu[stab];
     if (!cu_smem_attr(be, gu, smem_gu, &done, op)) return MDQ_FAIL;
@@ -516,12 +506,12 @@ static int mdq_launch(cu_backend *be, const expert_mats &m, const int32_t *sel, 
     if (stage == 0) {
         const int64_t least = ((int64_t)k + MDQ_WARPS - 1) / MDQ_WARPS;
         const unsigned br = mdq_blocks_r(nb1, pg, sh, least);
-        cu_launch(be, gu, (unsigned)nb1, MDQ_WARPS * WARP, smem_gu, m, sel, x, h, k, br, pf);
+        cu_launch(be, gu, (unsigned)nb1, MDQ_WARPS * WARP, smem_gu, m, sel, x, h, k, br, be->early);
         return CU_LAUNCHED(be, op, "mdq_gu_kernel") ? MDQ_DONE : MDQ_FAIL;
     }
     const unsigned br = mdq_blocks_r(nb2, pd, sh, (int64_t)k);
     cu_launch(be, mdq_dn_kernel<TDR, TDS>, (unsigned)nb2, MDQ_WARPS * WARP, smem_dn, m, sel, h, y,
-              k, br, pf);
+              k, br, be->early);
     return CU_LAUNCHED(be, op, "mdq_dn_kernel") ? MDQ_DONE : MDQ_FAIL;
 }
 

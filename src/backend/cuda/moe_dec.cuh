@@ -16,9 +16,11 @@
  * reduction (6 shuffles for 2 rows), and down takes 4 rows a warp at once (6 shuffles).
  *
  * The same sums as moeq_*: a lane takes units lane + 32 i in order i (moeq's order), a unit's
- * integer sum is the same (the IQ2_XXS decoder is moe_gu.cuh's), its float expression mvq.cuh's,
- * and the reductions add the same pairs as warp_sum. So the output is meant to be bitwise the
- * old path's (the test says whether it is) and is held to the CPU's bound either way.
+ * integer sum is the same (the IQ2_XXS sign masks moe_gu.cuh's, from a table), its float
+ * expression mvq.cuh's, and the reductions add the same pairs as warp_sum: the output is
+ * bitwise the old path's (test_backend_cuda_intdot, H200 request cuda-moe-2, all three type
+ * mixes) and within the CPU's bound. H200 4-layer trace (cuda-moe-2): gate/up + SwiGLU + down
+ * 90.6 -> ~41 us a layer.
  *
  * h's quantization for down moves into the down kernel: a block works on one pair, so it
  * quantizes that pair's h (2048 values, one 256-value piece a warp) into shared memory, with

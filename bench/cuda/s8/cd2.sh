@@ -1,17 +1,17 @@
 # budget_s: 130
-# cuda-dense-2 (session 8). Build with the kernel trace compiled in (-DHALO_CUDA_TRACE_KERNELS=ON;
-# the CLI and three tests only). Tests of what cd-1 did not run: hcpost2 with the ffn norm inside
-# (HALO_CUDA_HCNORM: cd-1's build never enabled it), the half-row projection (MVQSPLIT), against
-# the CPU and their switches, and the forward, full-width and graph tests with them on. Then
-# 4-layer traced tg32: this branch's defaults, all five new paths off (session 7's launches),
-# PDLFIRST=1 (kernels trigger the next launch before their wait: cuda-moe-1's trace shows most
-# kernels placed only ~1 us before their release now); one 43-layer traced tg32 with
-# HALO_CUDA_GRAPH_STATS=1 (per-kernel and host times); MVQRING=7, GRAPH_FIRST=2 if time is left.
+# cuda-dense-2 (session 8), on main with cuda-moe merged. Build with the kernel trace compiled in
+# (-DHALO_CUDA_TRACE_KERNELS=ON; the CLI and three tests). Tests of what cd-1 did not run (hcpost2
+# with the ffn norm inside, HALO_CUDA_HCNORM; the half-row projection, MVQSPLIT) against the CPU
+# and their switches, with the forward and graph-replay tests, while the 43-layer model is made.
+# Then 43-layer traced tg32 with HALO_CUDA_GRAPH_STATS=1 (per-kernel times and the host's times of
+# a graph step: does the host bound decode now?), the same with HALO_CUDA_GRAPH_FIRST=2, and in the
+# time left 4-layer traces: all five new paths off, PDLFIRST=1 (kernels trigger the next launch
+# before their wait), the defaults.
 set -u; out=${OUT:-/tmp/halo-out}; mkdir -p $out
 t0=$(date +%s); el() { echo "[+$(( $(date +%s) - t0 ))s] $*"; }
 left() { echo $(( 126 - ($(date +%s) - t0) )); }
 ls .carry/cuda/debs/*.deb >/dev/null 2>&1 || { mkdir -p .carry/cuda && rm -rf .carry/cuda/debs && cp -a .carry/vulkan/debs/prefix .carry/cuda/debs; }
-# scripts/device-setup.sh's steps, with the trace compiled in and five targets built
+# scripts/device-setup.sh's steps, with the trace compiled in and four targets built
 prefix=/tmp/halo-prefix; mkdir -p $prefix
 for f in .carry/cuda/debs/*.deb; do dpkg -x "$f" $prefix; done
 lib=$prefix/usr/lib/x86_64-linux-gnu
@@ -24,40 +24,40 @@ timeout 30 cmake -S . -B build-gpu -DHALO_CUDA=ON -DHALO_WERROR=OFF -DCMAKE_CUDA
   -DHALO_CUDA_TRACE_KERNELS=ON -DPKG_CONFIG_EXECUTABLE="$pc" -DCMAKE_PREFIX_PATH="$prefix/usr" \
   > $out/configure.log 2>&1 || { tail -20 $out/configure.log; exit 1; }
 timeout 75 cmake --build build-gpu -j "$(nproc)" --target halo test_backend_cuda_ops \
-  test_model_forward_gpu test_backend_cuda_graphs test_model_gpu_full_width > $out/build.log 2>&1 ||
+  test_model_forward_gpu test_backend_cuda_graphs > $out/build.log 2>&1 ||
   { grep -E "error|Error" $out/build.log | head -30; exit 1; }
 el built
 T=build-gpu/tests
-(HALO_TEST_ONLY=hcpost2_same,hc_then_norm,hc_norm_close,mvq_ring,mvq_half timeout 30 \
-  $T/backend/test_backend_cuda_ops > $out/test-ops.log 2>&1; echo "ops rc=$?" >> $out/test-ops.log) &
-# ctest in a process group of its own, killed whole at 40 s (its kill alone leaves the tests)
-(cd build-gpu && exec setsid ctest -j 3 -R "test_model_forward_gpu|test_backend_cuda_graphs$|full_width" \
-  > $out/test-fwd.log 2>&1) &
-tp=$!
-(exec setsid bash -c "sleep 40; kill -TERM -- -$tp; sleep 2; kill -KILL -- -$tp") >/dev/null 2>&1 &
-wp=$!
-wait $tp; echo "fwd rc=$?" >> $out/test-fwd.log; kill -- -$wp 2>/dev/null
-wait
-grep -E "rc=|^FAIL|^ok  |outputs differ|failed" $out/test-ops.log | cut -c1-170
-grep -E "rc=|Test +#|tests passed|differ" $out/test-fwd.log | cut -c1-170 | tail -8
-el tests
 H=build-gpu/src/cli/halo
-K="hcpost2_kernel|hcpost1_kernel|hc2_kernel|rms_norm4_kernel|norm_rope2_kernel|norm_rope_kernel|rope_copy_kernel|copy_batch_kernel|rope_kernel|mvq_dense_kernel|multi_kernel|score_nj_kernel|attention_decode_kernel"
+K="hcpost2_kernel|hcpost1_kernel|hc2_kernel|rms_norm4_kernel|norm_rope2_kernel|norm_rope_kernel|rope_copy_kernel|copy_batch_kernel|rope_kernel|mvq_dense_kernel|multi_kernel|score_nj_kernel|attention_decode_kernel|mdq_gu_kernel|mdq_dn_kernel|route1_kernel"
 trace() { # one traced tg32 ($1: layers, $2: env assignments, $3: seconds it needs, $4: timeout)
   [ $(left) -gt $3 ] || { echo "skipped $1L $2"; return; }
   local f=$out/trace$1-$(echo "$2" | tr -c 'A-Za-z0-9\n' _ | cut -c1-60).txt
   env $2 HALO_CUDA_TRACE=1 HALO_CUDA_GRAPH_STATS=1 timeout $4 $H bench \
     --synthetic dsv4-flash-q2:$1 --backend cuda --weights device -p 0 -n 32 -r 1 -o md > $f 2>&1
   echo "== $1L $2: $(grep -E '^\| deep' $f | awk -F'|' '{print $(NF-3)}') t/s; $(grep -o 'a paired step [0-9.]* us' $f)"
-  grep -E "^  ($K) " $f | awk '{printf "   %-24s %5s/step %7s us/launch\n", $1, $2, $4}'
-  grep -E "host us a graph step" $f | sed -E 's/halo cuda graphs: host us a graph step: //' | cut -c1-300
+  grep -E "^  ($K) " $f | awk '{printf "   %-24s %5s/step %7s us/launch %6s lead\n", $1, $2, $4, $5}'
+  grep -E "host us a graph step|launches per graph" $f | sed -E 's/halo cuda graphs: //' | cut -c1-330
 }
+# The tests (~15 s) run while the first 43-layer model is made (~20 s, before any timed step).
+(HALO_TEST_ONLY=hcpost2_same,hc_then_norm,hc_norm_close,mvq_ring,mvq_half timeout 30 \
+  $T/backend/test_backend_cuda_ops > $out/test-ops.log 2>&1; echo "ops rc=$?" >> $out/test-ops.log) &
+# ctest in a process group of its own, killed whole at 30 s (its kill alone leaves the tests)
+(cd build-gpu && exec setsid ctest -j 2 -R "test_model_forward_gpu|test_backend_cuda_graphs$" \
+  > $out/test-fwd.log 2>&1) &
+tp=$!
+(exec setsid bash -c "sleep 30; kill -TERM -- -$tp; sleep 2; kill -KILL -- -$tp") >/dev/null 2>&1 &
+wp=$!
+trace 43 X=1 30 40
+wait $tp; echo "fwd rc=$?" >> $out/test-fwd.log; kill -- -$wp 2>/dev/null
+wait
+grep -E "rc=|^FAIL|^ok  |outputs differ|failed" $out/test-ops.log | cut -c1-170
+grep -E "rc=|Test +#|tests passed|differ" $out/test-fwd.log | cut -c1-170 | tail -6
+el "tests, 43L"
+trace 43 HALO_CUDA_GRAPH_FIRST=2 30 35
+el "43L first"
 OFF="HALO_CUDA_HCPOST2=0 HALO_CUDA_HCNORM=0 HALO_CUDA_NRPAIR=0 HALO_CUDA_ROPECOPY=0 HALO_CUDA_MVQSPLIT=0"
-trace 4 X=1 10 10
-trace 4 "$OFF" 10 10
-trace 4 HALO_CUDA_PDLFIRST=1 10 10
-el traces4
-l=$(( $(left) - 1 )); [ $l -gt 40 ] && l=40; trace 43 X=1 28 $l
-trace 4 HALO_CUDA_MVQRING=7 10 10
-trace 4 HALO_CUDA_GRAPH_FIRST=2 10 10
+trace 4 "$OFF" 9 9
+trace 4 HALO_CUDA_PDLFIRST=1 9 9
+trace 4 X=1 9 9
 el done

@@ -1238,21 +1238,30 @@ static void same_bits_without(const char *env, void (*run)(void), int fewer, con
 /* tol > 0: float outputs within tol (max |d| over max |value|) instead of bitwise; must_differ:
  * and some bits differ (the only sign that the other path ran, where the kernel count is the
  * same). */
+/* Set (NAME, VALUE): both backends are made with it (an opt-in path the compared switch needs). */
+static const char *same_base_name, *same_base_val;
 static void same_bits_with(const char *env, const char *val, void (*run)(void), int fewer,
                            const char *what, double tol, bool must_differ) {
-    halo_backend *keep = gpu, *other = NULL;
+    halo_backend *keep = gpu, *base = NULL, *other = NULL;
     halo_error err = {0};
+    if (same_base_name) {
+        setenv(same_base_name, same_base_val, 1);
+        CHECK_INT(halo_backend_cuda_create(0, &base, &err), HALO_OK);
+        if (!base) return;
+    }
     setenv(env, val, 1);
     CHECK_INT(halo_backend_cuda_create(0, &other, &err), HALO_OK);
     unsetenv(env);
+    if (same_base_name) unsetenv(same_base_name);
     if (!other) return;
+    halo_backend *first = base ? base : keep;
     void *outs[2][KEEP_MAX];
     int kept[2] = {0, 0};
     uint64_t launched[2] = {0, 0};
     const uint64_t seed = rng;
     for (int b = 0; b < 2; b++) {
         rng = seed;
-        gpu = b ? other : keep;
+        gpu = b ? other : first;
         gpu_keep = outs[b];
         gpu_kept = 0;
 #if defined(HALO_CUDA) || defined(HALO_HIP)
@@ -1298,6 +1307,7 @@ static void same_bits_with(const char *env, const char *val, void (*run)(void), 
 #endif
     CHECK_INT((int64_t)(launched[1] - launched[0]), fewer);
     other->ops->destroy(other);
+    if (base) base->ops->destroy(base);
 }
 
 /* One token's Q8_0 projection of 8,192 inputs in fast mode (int8 activations, mvq_dense_kernel),
@@ -1339,22 +1349,67 @@ static void hc_sites_then_moe_sites(void) {
     moe_then_hc_sites_match_the_cpu();
 }
 
-/* One token's hc_post then hc_pre in one launch with a grid barrier (hcpost2_kernel, the
- * default) against the two launches (hcpost1 then hc2): the hc sites above (post then pre,
- * post then the head's pre) and the moe's sum folded in, one launch fewer at each of the three
- * sites where a pre follows a post. The fused kernel's outputs are checked against the CPU in
- * those tests too. */
+/* One token's hc_post then hc_pre in one launch with a grid barrier (hcpost2_kernel, opt-in:
+ * HALO_CUDA_HCPOST2=1) against the two launches (hcpost1 then hc2, the default): the hc sites
+ * above (post then pre, post then the head's pre) and the moe's sum folded in, one launch fewer
+ * at each of the three sites where a pre follows a post. */
 static void hcpost2_same_bits(void) {
-    same_bits_without("HALO_CUDA_HCPOST2", hc_sites_then_moe_sites, 3,
-                      "hc_post + hc_pre in one launch");
+    same_bits_with("HALO_CUDA_HCPOST2", "1", hc_sites_then_moe_sites, -3,
+                   "hc_post + hc_pre in one launch", 0.0, false);
 }
 
 /* The ffn site's norm inside the hc kernel against its own launch (HALO_CUDA_HCNORM=0): one
  * launch fewer, every output within 1e-6 of it (the normed row's squares are summed in
  * another order; post, comb and the streams are the same values). */
 static void hc_norm_close_to_its_launch(void) {
+    same_base_name = "HALO_CUDA_HCPOST2", same_base_val = "1"; /* both with hcpost2 */
     same_bits_with("HALO_CUDA_HCNORM", "0", hc_then_norm_match_the_cpu, 1,
                    "the ffn norm inside hcpost2", 1e-6, false);
+    same_base_name = same_base_val = NULL;
+}
+
+/* Reads back of 64 KiB .. 64 MiB go through a pinned staging buffer (HALO_CUDA_PINREAD): every
+ * byte read equals the byte written, for a small read, two sizes that grow the staging, a read
+ * at an offset, and the same on a backend without it. */
+static void large_reads_return_what_was_written(void) {
+    const uint64_t n = 3u << 20; /* bytes */
+    unsigned char *src = malloc(n), *got = malloc(n);
+    for (uint64_t i = 0; i < n; i++)
+        src[i] = (unsigned char)(next() >> 56);
+    halo_backend *bes[2] = {gpu, NULL};
+    halo_error err = {0};
+    setenv("HALO_CUDA_PINREAD", "0", 1);
+    CHECK_INT(halo_backend_cuda_create(0, &bes[1], &err), HALO_OK);
+    unsetenv("HALO_CUDA_PINREAD");
+    const uint64_t reads[4][2] = {{0, 4096}, {0, 600000}, {0, n}, {12345, n - 12345}};
+    for (int b = 0; b < 2 && bes[b]; b++) {
+        halo_buf *buf = NULL;
+        CHECK_INT(bes[b]->ops->buf_alloc(bes[b], n, &buf, &err), HALO_OK);
+        if (!buf) continue;
+        CHECK_INT(bes[b]->ops->buf_write(bes[b], buf, 0, src, n, &err), HALO_OK);
+        int bad = 0;
+        for (int r = 0; r < 4; r++) {
+            memset(got, 0, n);
+            CHECK_INT(bes[b]->ops->buf_read(bes[b], buf, reads[r][0], got, reads[r][1], &err),
+                      HALO_OK);
+            bad += memcmp(got, src + reads[r][0], reads[r][1]) != 0;
+        }
+        printf("  reads back (%s): %d of 4 differ from what was written\n",
+               b ? "HALO_CUDA_PINREAD=0" : "pinned staging", bad);
+        CHECK_INT(bad, 0);
+        bes[b]->ops->buf_free(bes[b], buf);
+    }
+    if (bes[1]) bes[1]->ops->destroy(bes[1]);
+    free(src);
+    free(got);
+}
+
+/* One token's k choices by rank (route1_body, the default) against k arg-max rounds
+ * (HALO_CUDA_ROUTERANK=0): the same experts, so the moe and the hc site after it the same bits;
+ * the moe's outputs are checked against the CPU in that test too. */
+static void route_rank_same_bits(void) {
+    same_bits_without("HALO_CUDA_ROUTERANK", moe_then_hc_sites_match_the_cpu, 0,
+                      "one token's expert choice by rank");
 }
 
 /* The ring copy and the output's rope in one launch (rope_copy_kernel) against two
@@ -1641,6 +1696,8 @@ int main(void) {
     RUN_SEL(hcpost2_same_bits);
     RUN_SEL(hc_then_norm_match_the_cpu);
     RUN_SEL(hc_norm_close_to_its_launch);
+    RUN_SEL(route_rank_same_bits);
+    RUN_SEL(large_reads_return_what_was_written);
     RUN_SEL(norm_rope_pair_same_bits);
     RUN_SEL(copy_then_rope_match_the_cpu);
     RUN_SEL(rope_copy_same_bits);

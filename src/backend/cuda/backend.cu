@@ -719,6 +719,25 @@ static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, co
     return copy_sync(cu_of(hbe), b->dev + offset, src, n, cudaMemcpyHostToDevice, "buf_write", err);
 }
 
+/* Reads of RD_MIN .. RD_MAX bytes from device memory go through a pinned staging buffer
+ * (be->rd, grown to the largest such read): a copy into pageable memory is staged by the
+ * driver in pieces, and a decode step ends with one of 517 KB (the logits) right after its
+ * sync, on the critical path between two steps (HALO_CUDA_PINREAD=0: straight into dst). */
+enum { RD_MIN = 64 << 10, RD_MAX = 64 << 20 };
+static bool rd_room(cu_backend *be, uint64_t n) {
+    if (be->rd && n <= be->rd_cap) return true;
+    if (be->rd) (void)cudaFreeHost(be->rd);
+    be->rd = NULL;
+    be->rd_cap = 0;
+    if (cudaHostAlloc((void **)&be->rd, n, cudaHostAllocDefault) != cudaSuccess) {
+        (void)cudaGetLastError();
+        be->rd = NULL;
+        return false; /* straight into dst */
+    }
+    be->rd_cap = n;
+    return true;
+}
+
 static halo_status buf_read(halo_backend *hbe, const halo_buf *b, uint64_t offset, void *dst,
                             uint64_t n, halo_error *err) {
     cu_hc_flush(cu_of(hbe));
@@ -729,7 +748,14 @@ static halo_status buf_read(halo_backend *hbe, const halo_buf *b, uint64_t offse
     if (offset > b->size || n > b->size - offset)
         return halo_fail(err, HALO_E_OUT_OF_BOUNDS,
                          GPU_RUNTIME " backend: read past a buffer's end");
-    return copy_sync(cu_of(hbe), dst, b->dev + offset, n, cudaMemcpyDeviceToHost, "buf_read", err);
+    cu_backend *be = cu_of(hbe);
+    if (b->kind == CU_DEVICE && n >= RD_MIN && n <= RD_MAX && be->pinread && rd_room(be, n)) {
+        halo_status st = copy_sync(be, be->rd, b->dev + offset, n, cudaMemcpyDeviceToHost,
+                                   "buf_read", err);
+        if (st == HALO_OK) memcpy(dst, be->rd, n);
+        return st;
+    }
+    return copy_sync(be, dst, b->dev + offset, n, cudaMemcpyDeviceToHost, "buf_read", err);
 }
 
 /* The first failure since the last report, as an error (and cleared). */
@@ -790,6 +816,7 @@ static void destroy(halo_backend *hbe) {
         prof_free(be->prof);
     }
     if (be->ring) (void)cudaFreeHost(be->ring);
+    if (be->rd) (void)cudaFreeHost(be->rd);
     (void)cudaFree(be->scratch);
     (void)cudaFree(((cu_backend_full *)be)->grids);
     (void)cudaStreamDestroy(be->stream);
@@ -919,6 +946,8 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
 #endif
     const char *r1 = getenv("HALO_CUDA_ROUTE1");
     be->route1 = !be->naive && !(r1 && strcmp(r1, "0") == 0);
+    be->route_rank = !env_off("HALO_CUDA_ROUTERANK");
+    be->pinread = !be->naive && !env_off("HALO_CUDA_PINREAD");
     const char *h1 = getenv("HALO_CUDA_HC1");
     be->hc1 = !be->naive && !(h1 && strcmp(h1, "0") == 0);
     /* The IQ2_XXS grid's copies in the int8 kernels' shared memory (mvq.cuh): 16 (log2 4)
@@ -968,7 +997,11 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     be->nrpair = be->normrope && !env_off("HALO_CUDA_NRPAIR");
     be->ropecopy = !be->naive && !env_off("HALO_CUDA_ROPECOPY");
 #ifndef HALO_HIP
-    be->hcpost2 = be->hcfuse && !env_off("HALO_CUDA_HCPOST2");
+    /* Opt-in (HALO_CUDA_HCPOST2=1): in cuda-dense-2's 43-layer trace hcpost2_kernel took 16.5 us
+     * a launch against ~12 us for hcpost1 + hc2 (and 2.4 for the ffn norm it takes on): the grid
+     * barrier costs more than the launch boundary it saves. */
+    const char *h2 = getenv("HALO_CUDA_HCPOST2");
+    be->hcpost2 = be->hcfuse && h2 && strcmp(h2, "1") == 0;
 #endif
     be->hcnorm = be->hcpost2 && !env_off("HALO_CUDA_HCNORM"); /* after hcpost2 */
     be->qcost[0] = 2.0, be->qcost[1] = 1.0, be->qcost[2] = 0.8;

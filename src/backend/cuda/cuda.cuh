@@ -174,6 +174,10 @@ typedef struct cu_backend {
      * wait for the stream; from here it is queued. Reused from the start after each sync. */
     char *ring;
     uint64_t ring_cap, ring_used;
+    /* Pinned staging for large reads back (buf_read; HALO_CUDA_PINREAD=0: none). */
+    bool pinread;
+    char *rd;
+    uint64_t rd_cap;
     cu_copy_batch copies;
     bool naive;    /* HALO_CUDA_NAIVE=1: the generic kernels only (speed comparison, tests) */
     bool mma;      /* fast mode: prefill on tensor cores, f16 (halo_backend_cuda_set_precise,
@@ -181,6 +185,8 @@ typedef struct cu_backend {
     bool intdot;   /* fast mode: one-token projections over int8 activations (mvq.cu) */
     bool pdl;      /* programmatic dependent launch for cu_launch (sm_90+, HALO_CUDA_PDL=0: off) */
     bool route1;   /* one token's routing and grouping in one kernel (HALO_CUDA_ROUTE1=0: off) */
+    bool route_rank; /* ... its k choices by rank, in parallel (moe_route.cuh;
+                        HALO_CUDA_ROUTERANK=0: k arg-max rounds) */
     bool hc1;      /* one token's hc_pre in two wide kernels (hc.cu; HALO_CUDA_HC1=0: off) */
     bool att1;     /* decode attention on 16 warps a head (attention.cu; HALO_CUDA_ATT1=0: off) */
     bool normrope; /* a small rms_norm and the rope after it in one kernel (norm_rope.cu;

@@ -905,7 +905,8 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
                        a->weights_scale,
                        sel,
                        weight,
-                       tok_small};
+                       tok_small,
+                       be->route_rank};
     if (be->failed) return;
 #ifndef HALO_HIP
     if (fused) {

@@ -729,7 +729,7 @@ static bool rd_room(cu_backend *be, uint64_t n) {
     if (be->rd) (void)cudaFreeHost(be->rd);
     be->rd = NULL;
     be->rd_cap = 0;
-    if (cudaHostAlloc((void **)&be->rd, n, cudaHostAllocDefault) != cudaSuccess) {
+    if (cudaHostAlloc((void **)&be->rd, n, cudaHostAllocMapped) != cudaSuccess) {
         (void)cudaGetLastError();
         be->rd = NULL;
         return false; /* straight into dst */
@@ -973,7 +973,10 @@ extern "C" halo_status halo_backend_cuda_create(int device, halo_backend **out, 
     if (be->att_split < 0 || be->naive) be->att_split = 0;
     const char *msm = getenv("HALO_CUDA_MVQSM");
     be->mvq_sm = msm && atoi(msm) > 0 ? atoi(msm) : 0;
-    be->mvq_split = !env_off("HALO_CUDA_MVQSPLIT");
+    /* Opt-in (HALO_CUDA_MVQSPLIT=1): cuda-dense-2's 4-layer trace had mvq_dense at 14.84 us a
+     * launch with it, 14.91 without (out_a and out_b together): no gain worth the atomics. */
+    const char *msp = getenv("HALO_CUDA_MVQSPLIT");
+    be->mvq_split = msp && strcmp(msp, "1") == 0;
     const char *mring = getenv("HALO_CUDA_MVQRING");
     be->mvq_ring = mring && atoi(mring) == 7 ? 7 : 0;
     /* Opt-in (HALO_CUDA_PDLFIRST=1): request cuda-decode-1 measured no gain (4L tg64 753 with

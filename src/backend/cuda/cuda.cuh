@@ -225,7 +225,7 @@ typedef struct cu_backend {
     int att_split; /* decode attention: a block more a head per this many valid rows, up to 4
                       (attention.cu; HALO_CUDA_ATTSPLIT=N, 160 by default; 0: one block a head) */
     bool mvq_split; /* a one-group Q8_0 projection with 1-2 rows a warp split in half rows
-                       (mvq.cu; HALO_CUDA_MVQSPLIT=0: whole rows) */
+                       (mvq.cu; opt-in, HALO_CUDA_MVQSPLIT=1) */
     int mvq_ring;   /* HALO_CUDA_MVQRING=7: the Q8_0 int8 projections' warps with 7 chunk slots
                        (mvq.cu; for measuring; 0: 6) */
     int mvq_sm;     /* int8 / multi projections' blocks a multiprocessor, at most (HALO_CUDA_MVQSM=1

@@ -194,13 +194,18 @@ static __device__ void route1_body(const route_params &a, int32_t *first, int32_
     /* The scores on the whole block (sqrt-softplus is a chain of expf and log1pf: on one warp
      * eight in a row took most of the kernel's ~10 us, H200 request cd-2), the rest on warp 0. */
     const bool softmax = a.gating == HALO_GATING_SOFTMAX;
+    const bool by_rank = a.rank && !softmax && !a.tid2eid; /* below */
     for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
         const float in = route_in(a.score_in + e);
         const float sc = softmax ? in : score_fn(a.gating, in);
         score[e] = sc;
         taken[e] = 0;
-        if (!softmax) selv[e] = sc + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
+        if (!softmax) {
+            const float v = sc + (a.bias ? load_float(a.bias_type, a.bias, e) : 0.0f);
+            selv[e] = by_rank && v != v ? -INFINITY : v; /* the ranks need a total order */
+        }
     }
+    if (threadIdx.x < WARP) sel_s[threadIdx.x] = -1; /* no expert (fewer experts than k) */
     __syncthreads();
     /* The choices by rank: expert e is choice r when r experts beat it in route_better's order
      * (a larger value, or the same value and a lower index: a strict order, so the ranks are
@@ -208,16 +213,16 @@ static __device__ void route1_body(const route_params &a, int32_t *first, int32_
      * a thread, against every expert's value in shared memory (broadcast reads): ~n^2 compares
      * in parallel instead of k rounds of a warp's scan and butterfly (H200 cd-2 trace, 43
      * layers: route1 12.3-13.3 us a scored layer against 6.5-7 us a hash-routed one). A NaN
-     * value ranks as -inf here (the rounds' order with NaNs depends on the scan). */
-    const bool by_rank = a.rank && !softmax && !a.tid2eid;
+     * value ranks as -inf here (the rounds' order with NaNs depends on the scan). The experts
+     * below e beat it when not smaller, those above when larger. */
     if (by_rank) {
         for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
-            const float me = selv[e] == selv[e] ? selv[e] : -INFINITY;
+            const float me = selv[e];
             int c = 0;
-            for (int64_t j = 0; j < n; j++) {
-                const float v = selv[j] == selv[j] ? selv[j] : -INFINITY;
-                c += v > me || (v == me && j < e);
-            }
+            for (int64_t j = 0; j < e; j++)
+                c += selv[j] >= me;
+            for (int64_t j = e + 1; j < n; j++)
+                c += selv[j] > me;
             if (c < (int)a.k) sel_s[c] = (int32_t)e;
         }
         __syncthreads();

@@ -219,10 +219,30 @@ static __device__ void route1_body(const route_params &a, int32_t *first, int32_
         for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
             const float me = selv[e];
             int c = 0;
-            for (int64_t j = 0; j < e; j++)
-                c += selv[j] >= me;
-            for (int64_t j = e + 1; j < n; j++)
-                c += selv[j] > me;
+            if (n % 4 == 0 && ((uintptr_t)selv & 15) == 0) { /* four values a load */
+                const float4 *s4 = (const float4 *)selv;
+                const int64_t e4 = e / 4;
+                for (int64_t q = 0; q < e4; q++) {
+                    const float4 v = s4[q];
+                    c += (v.x >= me) + (v.y >= me) + (v.z >= me) + (v.w >= me);
+                }
+                const float4 v = s4[e4];
+                const float vq[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int64_t j = 4 * e4 + i;
+                    c += j < e ? vq[i] >= me : j > e ? vq[i] > me : 0;
+                }
+                for (int64_t q = e4 + 1; q < n / 4; q++) {
+                    const float4 w = s4[q];
+                    c += (w.x > me) + (w.y > me) + (w.z > me) + (w.w > me);
+                }
+            } else {
+                for (int64_t j = 0; j < e; j++)
+                    c += selv[j] >= me;
+                for (int64_t j = e + 1; j < n; j++)
+                    c += selv[j] > me;
+            }
             if (c < (int)a.k) sel_s[c] = (int32_t)e;
         }
         __syncthreads();

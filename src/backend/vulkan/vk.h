@@ -344,8 +344,12 @@ typedef struct vk_backend {
     bool barrier_all;
     bool barrier_host; /* HALO_VK_BARRIER_HOST=1: every barrier names the host (vk_hazard.c) */
     bool host_pending; /* a barrier without the host since the last one with it */
+    /* A copy or fill recorded since the last barrier: only then does the next barrier wait for
+     * the transfer stage (HALO_VK_BARRIER_XFER=1: always, as before session 8; vk_hazard.c). */
+    bool xfer_pending, barrier_xfer;
     uint64_t n_barriers;
     uint64_t n_host_barriers; /* those naming the host (counted in n_barriers or not) */
+    uint64_t n_xfer_barriers; /* those waiting for the transfer stage (the same) */
     vk_upload upload;
     halo_buf *scratch; /* grown on demand; ops are serialised by barriers, so it is shared */
     halo_buf *grid;    /* IQ2_XXS codebook */
@@ -365,6 +369,10 @@ typedef struct vk_backend {
     char prof_name[VK_PROF_LABELS][40];
     double prof_s[VK_PROF_LABELS];
     uint64_t prof_n[VK_PROF_LABELS];
+    /* each label's dispatch times (us), for the percentiles the profile prints: a mean hides
+     * a time that is bimodal (the MoE call's, session 7) */
+    float *prof_samp[VK_PROF_LABELS];
+    uint32_t prof_cap[VK_PROF_LABELS], prof_kept[VK_PROF_LABELS];
     double prof_gpu_s, prof_wall0, prof_wall1;
 
     halo_status failed; /* first failure since the last sync */
@@ -373,6 +381,11 @@ typedef struct vk_backend {
 
 static inline vk_backend *vk_of(halo_backend *be) {
     return (vk_backend *)be;
+}
+
+/* Called after each copy or fill command is recorded (the next barrier waits for transfers). */
+static inline void vk_note_transfer(vk_backend *vb) {
+    vb->xfer_pending = true;
 }
 
 /* Remembers the first failure (an op that cannot bind or allocate, a device error) for sync. */

@@ -110,6 +110,7 @@ static bool record_zero(vk_backend *vb, halo_buf *b) {
     vk_copy_flush(vb);
     vk_barrier_if_pending(vb);
     vb->fn.vkCmdFillBuffer(vb->cmd, b->buffer, 0, VK_WHOLE_SIZE, 0);
+    vk_note_transfer(vb);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
@@ -350,6 +351,7 @@ static halo_status staged_copy(vk_backend *vb, halo_buf *b, uint64_t offset, uin
         vb->fn.vkCmdCopyBuffer(vb->cmd, vb->staging->buffer, b->buffer, 1, &c);
     else
         vb->fn.vkCmdCopyBuffer(vb->cmd, b->buffer, vb->staging->buffer, 1, &c);
+    vk_note_transfer(vb);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT};

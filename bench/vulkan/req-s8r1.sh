@@ -1,0 +1,93 @@
+# budget_s: 150
+# Session 8, vulkan request 1 (run from a fresh main with the s8-vulkan overlay): where a decode
+# step's GPU time goes, first the MoE stage, whose time session 7 saw bimodal (158-184 or
+# 503-597 us for the same call). Here:
+#   1. build; the golden test (the whole forward on the GPU; the profile code is off there);
+#   2. bench_vk_matvec's MoE call only, warm (one input: the same 6 experts every call, mostly
+#      in L2) and cold (16 inputs in turn: other experts each call, from memory as in decode),
+#      three passes each, in the defaults, with per-dispatch stamps (HALO_VK_PROFILE=1, now with
+#      percentiles: which dispatch is slow) and with the knobs that change the MoE kernels or
+#      the memory they read;
+#   3. halo's decode step at 4 layers with HALO_VK_PROFILE=1 (per-dispatch percentiles: is the
+#      routed experts' dispatch bimodal inside a real step?);
+#   4. llama.cpp v0.5.0 Vulkan on a 4-layer GGUF with GGML_VK_PERF_LOGGER=1 (its per-op GPU
+#      times, if this build has the logger), and halo on the same file (tg64, PROFILE=2);
+#   5. halo 24 layers in place, tg64, PROFILE=2 (the baseline of this session), if time is left.
+# $OUT: summary.txt (this stdout), moe.md, prof4.txt, llama-perf.txt, tests.log.
+set -u
+final=${OUT:-/tmp/halo-out}
+out=/tmp/vk-s8r1
+mkdir -p "$final" "$out"
+exec > >(tee "$final/summary.txt") 2>&1
+t0=$(date +%s)
+el() { echo "[+$(($(date +%s) - t0))s] $*"; }
+left() { echo $((146 - ($(date +%s) - t0))); }
+CTEST_REGEX="vulkan_golden" OUT=$out timeout 50 scripts/device-vulkan.sh .carry/vulkan/debs \
+    >"$out/tests.log" 2>&1
+echo "tests rc=$?"
+grep -E "tests passed|tests failed|\(Failed\)|Passed +[0-9.]+ sec|built in" "$out/tests.log" |
+    tail -4 | tee "$final/tests.log"
+el "tests done"
+prefix=/tmp/halo-vk-prefix
+export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+export VK_ICD_FILENAMES=$VK_DRIVER_FILES
+export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+halo=build-vk-dev/src/cli/halo
+[ -x $halo ] || { echo "no halo binary"; exit 1; }
+
+# 2. the MoE call alone
+BENCH_VK_MOE_ONLY=1 BENCH_VK_MOE_PASSES=3 timeout 36 stdbuf -oL \
+    build-vk-dev/bench/bench_vk_matvec 100 - HALO_VK_PROFILE=1 HALO_VK_MOE_UNROLL=4 \
+    HALO_VK_MVMOE=4 HALO_VK_MVMOE=16 HALO_VK_FUSE_MOE=1 HALO_VK_DEVICE_MEM=staged \
+    HALO_VK_MOE_R=4 >"$final/moe.md" 2>"$out/moe.err"
+echo "bench_vk_matvec rc=$?"
+grep "^vulkan profile: moe" "$out/moe.err" | cut -c17- >>"$final/moe.md"
+awk -F'|' '/moe,/ {printf "%-28s %-10s %9s us\n", $2, ($3 ~ /in turn/ ? "cold" : "warm"), $6}' \
+    "$final/moe.md" | sed 's/  */ /g' | head -48
+grep "^vulkan profile: moe" "$out/moe.err" | cut -c17-130
+el "moe done"
+
+# 3. a real decode step, 4 layers, per-dispatch stamps
+HALO_VK_PROFILE=1 timeout 20 $halo bench --synthetic dsv4-flash-q2:4 --backend vulkan \
+    --weights device -p 0 -n 32 -r 1 >/dev/null 2>"$out/prof4.err"
+echo "prof4 rc=$?"
+grep "vulkan " "$out/prof4.err" | head -60 >"$final/prof4.txt"
+head -24 "$final/prof4.txt" | cut -c17-150
+el "profile done"
+
+# 4. llama.cpp's per-op times on a 4-layer GGUF, and halo on the same file
+m=/dev/shm/halo-dsv4-q2-4.gguf
+if [ "$(left)" -gt 40 ]; then
+    timeout 25 $halo bench --synthetic dsv4-flash-q2:4 --write-gguf $m.part >"$out/wg.log" 2>&1 &&
+        mv $m.part $m
+    el "4-layer gguf: $(du -h $m 2>/dev/null | cut -f1)"
+    xz -dc .carry/llvk/llama-bench.xz >/tmp/llama-bench-vk && chmod +x /tmp/llama-bench-vk
+    echo "perf logger in this llama-bench: $(grep -c GGML_VK_PERF_LOGGER /tmp/llama-bench-vk)"
+    GGML_VK_PERF_LOGGER=1 LD_LIBRARY_PATH=.carry/llvk:$LD_LIBRARY_PATH timeout 25 \
+        /tmp/llama-bench-vk -m $m -ngl 99 -p 0 -n 16 -r 1 >"$out/llama4.md" 2>"$out/llama4.err"
+    echo "llama rc=$?"
+    grep -E "tg16" "$out/llama4.md" | sed 's/  */ /g'
+    # the logger prints a table per graph: keep the last one or two
+    tail -80 "$out/llama4.err" >"$final/llama-perf.txt"
+    grep -iE "MUL_MAT|total" "$out/llama4.err" | tail -16 | cut -c1-150
+    LD_LIBRARY_PATH=.carry/llvk:$LD_LIBRARY_PATH timeout 20 \
+        /tmp/llama-bench-vk -m $m -ngl 99 -p 0 -n 64 -r 3 2>/dev/null | grep tg64 | sed 's/  */ /g'
+    HALO_VK_PROFILE=2 timeout 15 $halo bench -m $m --backend vulkan -p 0 -n 64 -r 3 \
+        >"$out/h4.md" 2>"$out/h4.err"
+    grep tg64 "$out/h4.md" | sed 's/  */ /g'
+    grep "GPU busy" "$out/h4.err" | tail -1 | cut -c1-200
+    rm -f $m $m.part
+    el "llama.cpp 4 layers done"
+fi
+
+# 5. the 24-layer baseline
+if [ "$(left)" -gt 30 ]; then
+    HALO_VK_PROFILE=2 timeout $(left) $halo bench --synthetic dsv4-flash-q2:24 --backend vulkan \
+        --weights device -p 0 -n 64 -r 2 >"$out/t24.md" 2>"$out/t24.err"
+    echo "24 layers rc=$?"
+    grep tg64 "$out/t24.md" | sed 's/  */ /g'
+    grep "GPU busy" "$out/t24.err" | tail -1 | cut -c1-200
+fi
+rm -f /dev/shm/halo-dsv4-q2-4.gguf*
+el "all done"

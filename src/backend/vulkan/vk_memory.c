@@ -86,6 +86,7 @@ void vk_memory_choose(vk_backend *vb) {
         vb->device_mapped = false;
         vb->type_device = vb->type_device_staged;
     }
+    vb->dedicated = env_is("HALO_VK_DEDICATED", "1");
     if (env_is("HALO_VK_IMPORT", "0")) vb->has_host_import = false;
     vb->wrap_to_device = env_is("HALO_VK_IMPORT", "device");
     vb->stage_uncached_reads = !env_is("HALO_VK_STAGED_READ", "0");
@@ -141,7 +142,13 @@ static VkResult alloc_buffer(vk_backend *vb, halo_buf *b, uint64_t size, uint32_
     VkMemoryRequirements req = {0};
     if (r == VK_SUCCESS) {
         vb->fn.vkGetBufferMemoryRequirements(vb->device, b->buffer, &req);
+        /* HALO_VK_DEDICATED=1: a large buffer's memory is a dedicated allocation (Vulkan 1.1),
+         * which lets a driver lay it out for that one buffer (larger GPU pages, say): a test
+         * of whether the expert weights' reads, scattered over GiBs, pay for page walks. */
+        VkMemoryDedicatedAllocateInfo ded = {
+            .sType = VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO, .buffer = b->buffer};
         VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                   .pNext = vb->dedicated && size >= (16u << 20) ? &ded : NULL,
                                    .allocationSize = req.size,
                                    .memoryTypeIndex = type};
         if (!(req.memoryTypeBits & (1u << type)))

@@ -3,7 +3,8 @@
 # step's GPU time goes, first the MoE stage, whose time session 7 saw bimodal (158-184 or
 # 503-597 us for the same call). Here:
 #   1. build; the golden test (the whole forward on the GPU; the profile code is off there);
-#   2. bench_vk_matvec's MoE call only, warm (one input: the same 6 experts every call, mostly
+#   2. bench_vk_matvec: each projection warm and cold (256 MB of copies in turn), then the MoE
+#      call only, warm (one input: the same 6 experts every call, mostly
 #      in L2) and cold (16 inputs in turn: other experts each call, from memory as in decode),
 #      three passes each, in the defaults, with per-dispatch stamps (HALO_VK_PROFILE=1, now with
 #      percentiles: which dispatch is slow) and with the knobs that change the MoE kernels or
@@ -38,7 +39,13 @@ export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d
 halo=build-vk-dev/src/cli/halo
 [ -x $halo ] || { echo "no halo binary"; exit 1; }
 
-# 2. the MoE call alone
+# 2. each projection alone, warm (one weight repeated: <= 50 MB stays in L2) and cold (256 MB of
+#    copies in turn: from memory, as in a decode step); then the MoE call alone
+timeout 20 stdbuf -oL build-vk-dev/bench/bench_vk_matvec 100 - >"$final/ops.md" 2>"$out/ops.err"
+echo "bench_vk_matvec (projections) rc=$?"
+echo "projection: warm us, cold us (cold GB/s)"
+awk -F'|' '$5 ~ /[0-9]/ && $3 !~ /moe/ { printf "  %-28s %8s %8s (%s)\n", $3, $6, $10, $11 }' \
+    "$final/ops.md" | sed 's/   */ /g'
 BENCH_VK_MOE_ONLY=1 BENCH_VK_MOE_PASSES=3 timeout 30 stdbuf -oL \
     build-vk-dev/bench/bench_vk_matvec 100 - HALO_VK_PROFILE=1,BENCH_VK_MOE_ONLY=warm \
     HALO_VK_PROFILE=1,BENCH_VK_MOE_ONLY=cold HALO_VK_MOE_UNROLL=4 HALO_VK_MVMOE=4 \

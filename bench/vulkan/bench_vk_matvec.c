@@ -14,8 +14,9 @@
  * (default 16: other experts each call, read from memory as in a decode step, where each layer's
  * experts were last read a token ago). BENCH_VK_MOE_PASSES=N repeats both N times (is a time
  * that differs between runs a property of the process or of the moment?); BENCH_VK_MOE_ONLY=1
- * skips the single projections, and =warm or =cold in a configuration times only that kind of
- * call (HALO_VK_PROFILE=1,BENCH_VK_MOE_ONLY=cold: the cold calls' dispatches). */
+ * skips the single projections (BENCH_VK_NO_MOE=1: the MoE call), and =warm or =cold in a
+ * configuration times only that kind of call (HALO_VK_PROFILE=1,BENCH_VK_MOE_ONLY=cold: the cold
+ * calls' dispatches). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -352,6 +353,7 @@ int main(int argc, char **argv) {
     ev = getenv("BENCH_VK_MOE_PASSES");
     int passes = ev && atoi(ev) >= 1 ? (atoi(ev) < 8 ? atoi(ev) : 8) : 1;
     bool moe_only = getenv("BENCH_VK_MOE_ONLY") && atoi(getenv("BENCH_VK_MOE_ONLY"));
+    bool no_moe = getenv("BENCH_VK_NO_MOE") && atoi(getenv("BENCH_VK_NO_MOE"));
     ev = getenv("BENCH_VK_COLD_MB");
     if (ev) COLD_MB = atoi(ev) > 0 ? atoi(ev) : 0;
     moe_host mh = {.x = malloc((size_t)MOE_X * ME * sizeof(float)),
@@ -416,7 +418,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
         double rel = -1;
-        if (run_moe(vk, HALO_POOL_DEVICE, &mh, reps, passes, tm, &rel, false, &err))
+        if (!no_moe && run_moe(vk, HALO_POOL_DEVICE, &mh, reps, passes, tm, &rel, false, &err))
             printf("| %s | moe | error: %s |\n", configs[c], err.message);
         for (int p = 0; p < passes && rel >= 0; p++) {
             if (tm[p].us > 0)

@@ -41,10 +41,12 @@ halo=build-vk-dev/src/cli/halo
 
 # 2. each projection alone, warm (one weight repeated: <= 50 MB stays in L2) and cold (256 MB of
 #    copies in turn: from memory, as in a decode step); then the MoE call alone
-timeout 20 stdbuf -oL build-vk-dev/bench/bench_vk_matvec 100 - >"$final/ops.md" 2>"$out/ops.err"
+BENCH_VK_NO_MOE=1 timeout 24 stdbuf -oL build-vk-dev/bench/bench_vk_matvec 100 - \
+    HALO_VK_MVQ8=1u HALO_VK_MVQ8=2u HALO_VK_MVQ8=1w >"$final/ops.md" 2>"$out/ops.err"
 echo "bench_vk_matvec (projections) rc=$?"
-echo "projection: warm us, cold us (cold GB/s)"
-awk -F'|' '$5 ~ /[0-9]/ && $3 !~ /moe/ { printf "  %-28s %8s %8s (%s)\n", $3, $6, $10, $11 }' \
+echo "projection: warm us, cold us (cold GB/s), by config"
+awk -F'|' '$5 ~ /[0-9]/ && $3 !~ /moe/ && $3 !~ /^ output |tiny|f16|plain/ {
+        printf "  %-18s %-24s %8s %8s (%s)\n", $2, $3, $6, $10, $11 }' \
     "$final/ops.md" | sed 's/   */ /g'
 BENCH_VK_MOE_ONLY=1 BENCH_VK_MOE_PASSES=3 timeout 30 stdbuf -oL \
     build-vk-dev/bench/bench_vk_matvec 100 - HALO_VK_PROFILE=1,BENCH_VK_MOE_ONLY=warm \

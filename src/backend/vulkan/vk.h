@@ -253,6 +253,8 @@ typedef struct vk_backend {
                            * HALO_VK_MOE_UNROLL) */
     uint32_t moe_r;       /* matvec_moe.comp: rows a subgroup takes at once, 2 or 4
                            * (HALO_VK_MOE_R) */
+    uint32_t moe_pre;     /* matvec_moe.comp: first loads ahead of the barriers
+                           * (HALO_VK_MOE_PRE=1) */
     uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 8;
                            * HALO_VK_MVMOE=N sets it, 0: matvec.comp takes them) */
     uint32_t fuse_moe;    /* HALO_VK_FUSE_MOE: 2 (default) SwiGLU folded into the down

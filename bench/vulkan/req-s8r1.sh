@@ -8,7 +8,7 @@
 #      in L2) and cold (16 inputs in turn: other experts each call, from memory as in decode),
 #      three passes each, in the defaults, with per-dispatch stamps (HALO_VK_PROFILE=1, now with
 #      percentiles: which dispatch is slow) and with the knobs that change the MoE kernels or
-#      the memory they read;
+#      the memory they read (new: HALO_VK_MOE_PRE=1, the first weight loads ahead of barriers);
 #   3. halo's decode step at 4 layers with HALO_VK_PROFILE=1 (per-dispatch percentiles: is the
 #      routed experts' dispatch bimodal inside a real step?);
 #   4. A/B at 4 layers (tg128, alternating, two rounds): defaults against the barriers that
@@ -48,10 +48,11 @@ echo "projection: warm us, cold us (cold GB/s), by config"
 awk -F'|' '$5 ~ /[0-9]/ && $3 !~ /moe/ && $3 !~ /^ output |tiny|f16|plain/ {
         printf "  %-18s %-24s %8s %8s (%s)\n", $2, $3, $6, $10, $11 }' \
     "$final/ops.md" | sed 's/   */ /g'
-BENCH_VK_MOE_ONLY=1 BENCH_VK_MOE_PASSES=3 timeout 30 stdbuf -oL \
+BENCH_VK_MOE_ONLY=1 BENCH_VK_MOE_PASSES=3 timeout 34 stdbuf -oL \
     build-vk-dev/bench/bench_vk_matvec 100 - HALO_VK_PROFILE=1,BENCH_VK_MOE_ONLY=warm \
     HALO_VK_PROFILE=1,BENCH_VK_MOE_ONLY=cold HALO_VK_MOE_UNROLL=4 HALO_VK_MVMOE=4 \
-    HALO_VK_FUSE_MOE=1 HALO_VK_DEVICE_MEM=staged HALO_VK_DEDICATED=1 - >"$final/moe.md" 2>"$out/moe.err"
+    HALO_VK_FUSE_MOE=1 HALO_VK_DEVICE_MEM=staged HALO_VK_DEDICATED=1 HALO_VK_MOE_PRE=1 \
+    HALO_VK_MOE_PRE=1,HALO_VK_MOE_UNROLL=4 - >"$final/moe.md" 2>"$out/moe.err"
 echo "bench_vk_matvec rc=$?"
 grep -E "^vulkan profile: moe|^bench_vk_matvec: config HALO_VK_PROFILE" "$out/moe.err" |
     sed 's/^vulkan profile: //' >>"$final/moe.md"

@@ -223,7 +223,8 @@ static void decode_types_match_the_cpu(void) {
  * that leave a partial last group or that R does not divide (its fallback to 1 row), 1..5 columns
  * (a second tile of one), and the grouped projection. */
 static void q8_0_decode_variants_match_the_cpu(void) {
-    static const char *const variants[] = {"1", "2", "3", "4u", "1w", "2wu", "3w", "4w"};
+    static const char *const variants[] = {"1",  "2",  "3",  "4u", "1w", "2wu",
+                                           "3w", "4w", "4q", "1q", "2wq"};
     enum { K = 4096, G = 8, KG = 1024, NG = 12 };
     static const int rows[] = {72, 70, 1};
     float *x = rnd(K * 5, 1.0f), *xg = rnd(G * KG * 2, 1.0f);

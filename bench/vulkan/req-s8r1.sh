@@ -3,7 +3,8 @@
 # step's GPU time goes, first the MoE stage, whose time session 7 saw bimodal (158-184 or
 # 503-597 us for the same call). Here:
 #   1. build; the golden test (the whole forward on the GPU; the profile code is off there);
-#   2. bench_vk_matvec: each projection warm and cold (256 MB of copies in turn), then the MoE
+#   2. bench_vk_matvec: each projection warm and cold (256 MB of copies in turn; matvec_q8's
+#      variants, new: q, four units in flight a lane), then the MoE
 #      call only, warm (one input: the same 6 experts every call, mostly
 #      in L2) and cold (16 inputs in turn: other experts each call, from memory as in decode),
 #      three passes each, in the defaults, with per-dispatch stamps (HALO_VK_PROFILE=1, now with
@@ -41,8 +42,8 @@ halo=build-vk-dev/src/cli/halo
 
 # 2. each projection alone, warm (one weight repeated: <= 50 MB stays in L2) and cold (256 MB of
 #    copies in turn: from memory, as in a decode step); then the MoE call alone
-BENCH_VK_NO_MOE=1 timeout 24 stdbuf -oL build-vk-dev/bench/bench_vk_matvec 100 - \
-    HALO_VK_MVQ8=1u HALO_VK_MVQ8=2u HALO_VK_MVQ8=1w >"$final/ops.md" 2>"$out/ops.err"
+BENCH_VK_NO_MOE=1 timeout 28 stdbuf -oL build-vk-dev/bench/bench_vk_matvec 100 - \
+    HALO_VK_MVQ8=1u HALO_VK_MVQ8=2u HALO_VK_MVQ8=1w HALO_VK_MVQ8=4q HALO_VK_MVQ8=1q >"$final/ops.md" 2>"$out/ops.err"
 echo "bench_vk_matvec (projections) rc=$?"
 echo "projection: warm us, cold us (cold GB/s), by config"
 awk -F'|' '$5 ~ /[0-9]/ && $3 !~ /moe/ && $3 !~ /^ output |tiny|f16|plain/ {

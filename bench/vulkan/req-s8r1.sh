@@ -81,7 +81,7 @@ ab() { # NAME ENV...
         --backend vulkan --weights device -p 0 -n 128 -r 3 >"$out/ab-$name.md" 2>"$out/ab-$name.err"
     local rc=$? ts=$(grep -E "\| +tg128 " "$out/ab-$name.md" | awk -F'|' '{print $(NF-3)}')
     echo "$name: rc=$rc tg128 $ts"
-    grep "GPU busy" "$out/ab-$name.err" | tail -1 | cut -c15-150 | sed 's/^/    /'
+    grep "GPU busy" "$out/ab-$name.err" | tail -1 | cut -c15-190 | sed 's/^/    /'
 }
 abround() {
     ab def$1

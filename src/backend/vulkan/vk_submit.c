@@ -423,12 +423,12 @@ void vk_profile_print(vk_backend *vb) {
     }
     double wall = vb->prof_wall1 - vb->prof_wall0;
     fprintf(stderr,
-            "vulkan stats: %llu submissions, %llu dispatches, %llu barriers; GPU busy %.3f s "
-            "(%.1f %%) of %.3f s between the first submission and the last wait; the host "
-            "waited %.3f s of it\n",
+            "vulkan stats: %llu submissions, %llu dispatches, %llu barriers (%llu waiting for "
+            "transfers); GPU busy %.3f s (%.1f %%) of %.3f s between the first submission and "
+            "the last wait; the host waited %.3f s of it\n",
             (unsigned long long)vb->n_submits, (unsigned long long)vb->n_dispatch_total,
-            (unsigned long long)vb->n_barriers, vb->prof_gpu_s,
-            wall > 0 ? 100 * vb->prof_gpu_s / wall : 0.0, wall, vb->wait_s);
+            (unsigned long long)vb->n_barriers, (unsigned long long)vb->n_xfer_barriers,
+            vb->prof_gpu_s, wall > 0 ? 100 * vb->prof_gpu_s / wall : 0.0, wall, vb->wait_s);
     fprintf(stderr, "vulkan stats: descriptor sets %llu bound from the cache, %llu written\n",
             (unsigned long long)vb->dsc_hits, (unsigned long long)vb->dsc_misses);
     if (!vb->profile) return;

@@ -348,7 +348,8 @@ typedef struct vk_backend {
     bool host_pending; /* a barrier without the host since the last one with it */
     /* A copy or fill recorded since the last barrier: only then does the next barrier wait for
      * the transfer stage (HALO_VK_BARRIER_XFER=1: always, as before session 8; vk_hazard.c). */
-    bool dedicated; /* HALO_VK_DEDICATED=1: large buffers in dedicated allocations */
+    bool dedicated;      /* HALO_VK_DEDICATED=1: large buffers in dedicated allocations */
+    bool weights_staged; /* HALO_VK_WEIGHT_MEM=staged: the device pool not host-visible */
     bool xfer_pending, barrier_xfer;
     uint64_t n_barriers;
     uint64_t n_host_barriers; /* those naming the host (counted in n_barriers or not) */

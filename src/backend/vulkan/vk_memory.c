@@ -87,6 +87,7 @@ void vk_memory_choose(vk_backend *vb) {
         vb->type_device = vb->type_device_staged;
     }
     vb->dedicated = env_is("HALO_VK_DEDICATED", "1");
+    vb->weights_staged = env_is("HALO_VK_WEIGHT_MEM", "staged");
     if (env_is("HALO_VK_IMPORT", "0")) vb->has_host_import = false;
     vb->wrap_to_device = env_is("HALO_VK_IMPORT", "device");
     vb->stage_uncached_reads = !env_is("HALO_VK_STAGED_READ", "0");
@@ -174,9 +175,14 @@ halo_status vk_buf_create_in(vk_backend *vb, vk_mem mem, uint64_t bytes, halo_bu
             bytes > vb->max_alloc ? "allocation (maxMemoryAllocationSize)"
                                   : "buffer (maxBufferSize)",
             (unsigned long long)(bytes > vb->max_alloc ? vb->max_alloc : vb->max_buffer));
+    /* Asked for staged (the weights with HALO_VK_WEIGHT_MEM=staged): the device-local type
+     * that is not host-visible; otherwise the device type, mapped where it can be. */
+    bool want_staged = mem == VK_MEM_DEVICE_STAGED;
     if (mem == VK_MEM_DEVICE_MAPPED || mem == VK_MEM_DEVICE_STAGED)
-        mem = vb->device_mapped ? VK_MEM_DEVICE_MAPPED : VK_MEM_DEVICE_STAGED;
-    uint32_t type = mem == VK_MEM_HOST ? vb->type_host : vb->type_device;
+        mem = vb->device_mapped && !want_staged ? VK_MEM_DEVICE_MAPPED : VK_MEM_DEVICE_STAGED;
+    uint32_t type = mem == VK_MEM_HOST ? vb->type_host
+                    : want_staged      ? vb->type_device_staged
+                                       : vb->type_device;
     halo_buf *b = calloc(1, sizeof *b);
     if (!b) return halo_fail(err, HALO_E_NOMEM, "out of memory");
     /* Round up so word-wise shader reads of the last bytes stay inside the buffer. */
@@ -227,15 +233,19 @@ halo_status vk_buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, halo_
 
 /* Weights in a pool of the plan: device → device-local, gpu-host and host → host-visible
  * memory (lavapipe computes on the host, so the CPU pool is its gpu-host). Managed memory has
- * no Vulkan counterpart. */
+ * no Vulkan counterpart. HALO_VK_WEIGHT_MEM=staged puts the device pool in the device-local
+ * type that is not host-visible (reached through the staging buffer) and leaves the rest
+ * (activations, KV, scratch) where they were: a test of whether the H200's host-visible VRAM
+ * (the BAR window) is slower to read when a decode step streams GiBs of weights through it. */
 halo_status vk_buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes, halo_buf **out,
                               halo_error *err) {
     *out = NULL;
     if (pool == HALO_POOL_MANAGED || pool >= HALO_POOL_DISK)
         return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: no %s pool",
                          halo_pool_name((halo_pool_kind)pool));
-    return vk_buf_create_in(
-        vk_of(be), pool == HALO_POOL_DEVICE ? VK_MEM_DEVICE_MAPPED : VK_MEM_HOST, bytes, out, err);
+    vk_backend *vb = vk_of(be);
+    vk_mem dev = vb->weights_staged ? VK_MEM_DEVICE_STAGED : VK_MEM_DEVICE_MAPPED;
+    return vk_buf_create_in(vb, pool == HALO_POOL_DEVICE ? dev : VK_MEM_HOST, bytes, out, err);
 }
 
 /* Recorded work may still use the buffer: release it after the next wait. */

@@ -14,7 +14,8 @@
  * (default 16: other experts each call, read from memory as in a decode step, where each layer's
  * experts were last read a token ago). BENCH_VK_MOE_PASSES=N repeats both N times (is a time
  * that differs between runs a property of the process or of the moment?); BENCH_VK_MOE_ONLY=1
- * skips the single projections (BENCH_VK_NO_MOE=1: the MoE call), and =warm or =cold in a
+ * skips the single projections (BENCH_VK_NO_MOE=1: the MoE call; BENCH_VK_ONLY=WORD: only
+ * the projections whose names contain WORD), and =warm or =cold in a
  * configuration times only that kind of call (HALO_VK_PROFILE=1,BENCH_VK_MOE_ONLY=cold: the cold
  * calls' dispatches). */
 #include <math.h>
@@ -220,7 +221,7 @@ static halo_status run_moe(halo_backend *be, uint32_t pool, moe_host *h, int rep
  * reads its weights from memory, as a decode step does (a layer's weights were last read a token
  * ago), not from the 50 MB L2 the repeated call mostly hits; 0: not timed. */
 static int COLD_MB = 256;
-enum { COLD_MAX = 128 };
+enum { COLD_MAX = 256 };
 
 /* Runs one shape on be: *us per call (wall, after a sync) repeating one weight, *cold_us cycling
  * through copies (0: not timed), host recording us per call, and max |out - ref| / max |ref|. */
@@ -354,6 +355,7 @@ int main(int argc, char **argv) {
     int passes = ev && atoi(ev) >= 1 ? (atoi(ev) < 8 ? atoi(ev) : 8) : 1;
     bool moe_only = getenv("BENCH_VK_MOE_ONLY") && atoi(getenv("BENCH_VK_MOE_ONLY"));
     bool no_moe = getenv("BENCH_VK_NO_MOE") && atoi(getenv("BENCH_VK_NO_MOE"));
+    const char *only = getenv("BENCH_VK_ONLY"); /* the projections whose names contain it */
     ev = getenv("BENCH_VK_COLD_MB");
     if (ev) COLD_MB = atoi(ev) > 0 ? atoi(ev) : 0;
     moe_host mh = {.x = malloc((size_t)MOE_X * ME * sizeof(float)),
@@ -400,6 +402,7 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < N_SHAPES && !moe_only; i++) {
             const shape *s = &shapes[i];
+            if (only && !strstr(s->name, only)) continue;
             double us = 0, host_us = 0, rel = -1;
             double cold = 0;
             if (run_shape(vk, HALO_POOL_DEVICE, s, &hs[i], reps, &us, &cold, &host_us, &rel,

@@ -123,10 +123,11 @@ static void staged_device_weights_give_cpu_logits(void) {
     free(l);
 }
 
-/* HALO_VK_WEIGHT_MEM=staged: the device pool's weights in device memory the host does not map
- * (the device-local type outside the BAR window on a discrete GPU), the activations where they
- * were: the same logits bit for bit as mapped weights. */
+/* HALO_VK_WEIGHT_MEM=staged (a discrete GPU's default): the device pool's weights in device
+ * memory the host does not map (the device-local type outside the BAR window), the activations
+ * where they were: the same logits bit for bit as mapped weights (HALO_VK_WEIGHT_MEM=mapped). */
 static void weights_outside_the_bar_give_the_same_logits(void) {
+    setenv("HALO_VK_WEIGHT_MEM", "mapped", 1);
     float *mapped = vulkan_logits("device", 1200000, HALO_VK_MEM_DEVICE_MAPPED);
     setenv("HALO_VK_WEIGHT_MEM", "staged", 1);
     float *staged = vulkan_logits("device", 1200000, HALO_VK_MEM_DEVICE_STAGED);

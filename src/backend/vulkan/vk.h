@@ -253,8 +253,8 @@ typedef struct vk_backend {
                            * HALO_VK_MOE_UNROLL) */
     uint32_t moe_r;       /* matvec_moe.comp: rows a subgroup takes at once, 2 or 4
                            * (HALO_VK_MOE_R) */
-    uint32_t moe_pre;     /* matvec_moe.comp: first loads ahead of the barriers
-                           * (HALO_VK_MOE_PRE=1) */
+    uint32_t moe_pre;     /* matvec_moe.comp: first loads ahead of the barriers (default;
+                           * HALO_VK_MOE_PRE=0: not) */
     uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 8;
                            * HALO_VK_MVMOE=N sets it, 0: matvec.comp takes them) */
     uint32_t fuse_moe;    /* HALO_VK_FUSE_MOE: 2 (default) SwiGLU folded into the down
@@ -348,8 +348,7 @@ typedef struct vk_backend {
     bool host_pending; /* a barrier without the host since the last one with it */
     /* A copy or fill recorded since the last barrier: only then does the next barrier wait for
      * the transfer stage (HALO_VK_BARRIER_XFER=1: always, as before session 8; vk_hazard.c). */
-    bool dedicated;      /* HALO_VK_DEDICATED=1: large buffers in dedicated allocations */
-    bool weights_staged; /* HALO_VK_WEIGHT_MEM=staged: the device pool not host-visible */
+    bool weights_staged; /* the device pool not host-visible (HALO_VK_WEIGHT_MEM) */
     bool xfer_pending, barrier_xfer;
     uint64_t n_barriers;
     uint64_t n_host_barriers; /* those naming the host (counted in n_barriers or not) */

@@ -86,8 +86,17 @@ void vk_memory_choose(vk_backend *vb) {
         vb->device_mapped = false;
         vb->type_device = vb->type_device_staged;
     }
-    vb->dedicated = env_is("HALO_VK_DEDICATED", "1");
-    vb->weights_staged = env_is("HALO_VK_WEIGHT_MEM", "staged");
+    /* The weights outside the BAR window on a discrete GPU that has device-local memory the
+     * host cannot map. On the H200 (session 8, bench/vulkan/RESULTS.md) a decode projection
+     * reading 9 GB of copies in turn took 137 us from host-visible VRAM and 34 us from the
+     * other type (the same 35.65 MB kernel: 24 us when it stays in L2), and every kernel of
+     * a decode step ran ~1.6x faster: host-visible VRAM is slow to stream GiBs through, as
+     * llama.cpp's Vulkan backend also found on NVIDIA. HALO_VK_WEIGHT_MEM=mapped keeps them
+     * host-visible (faster to load: no staging), =staged stages them on any device. */
+    bool discrete = vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+    vb->weights_staged = env_is("HALO_VK_WEIGHT_MEM", "staged") ||
+                         (!env_is("HALO_VK_WEIGHT_MEM", "mapped") && discrete &&
+                          vb->device_mapped && vb->type_device_staged != vb->type_device);
     if (env_is("HALO_VK_IMPORT", "0")) vb->has_host_import = false;
     vb->wrap_to_device = env_is("HALO_VK_IMPORT", "device");
     vb->stage_uncached_reads = !env_is("HALO_VK_STAGED_READ", "0");
@@ -143,13 +152,7 @@ static VkResult alloc_buffer(vk_backend *vb, halo_buf *b, uint64_t size, uint32_
     VkMemoryRequirements req = {0};
     if (r == VK_SUCCESS) {
         vb->fn.vkGetBufferMemoryRequirements(vb->device, b->buffer, &req);
-        /* HALO_VK_DEDICATED=1: a large buffer's memory is a dedicated allocation (Vulkan 1.1),
-         * which lets a driver lay it out for that one buffer (larger GPU pages, say): a test
-         * of whether the expert weights' reads, scattered over GiBs, pay for page walks. */
-        VkMemoryDedicatedAllocateInfo ded = {
-            .sType = VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO, .buffer = b->buffer};
         VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                   .pNext = vb->dedicated && size >= (16u << 20) ? &ded : NULL,
                                    .allocationSize = req.size,
                                    .memoryTypeIndex = type};
         if (!(req.memoryTypeBits & (1u << type)))
@@ -233,10 +236,9 @@ halo_status vk_buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, halo_
 
 /* Weights in a pool of the plan: device → device-local, gpu-host and host → host-visible
  * memory (lavapipe computes on the host, so the CPU pool is its gpu-host). Managed memory has
- * no Vulkan counterpart. HALO_VK_WEIGHT_MEM=staged puts the device pool in the device-local
- * type that is not host-visible (reached through the staging buffer) and leaves the rest
- * (activations, KV, scratch) where they were: a test of whether the H200's host-visible VRAM
- * (the BAR window) is slower to read when a decode step streams GiBs of weights through it. */
+ * no Vulkan counterpart. On a discrete GPU the device pool takes the device-local type that is
+ * not host-visible (reached through the staging buffer; vk_memory_choose says why), the rest
+ * (activations, KV, scratch) stays host-visible where it can. */
 halo_status vk_buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes, halo_buf **out,
                               halo_error *err) {
     *out = NULL;

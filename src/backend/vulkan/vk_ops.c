@@ -202,10 +202,8 @@ int32_t vk_mvq8_parse(const char *v) {
     for (v++; *v; v++) {
         if (*v == 'w' && !(r & 16))
             r |= 16;
-        else if (*v == 'u' && !(r & 40))
+        else if (*v == 'u' && !(r & 32))
             r |= 32;
-        else if (*v == 'q' && !(r & 40))
-            r |= 8;
         else
             return -1;
     }
@@ -214,8 +212,8 @@ int32_t vk_mvq8_parse(const char *v) {
 
 /* matvec_q8.comp's variant for a Q8_0 projection of plain columns (0: matvec.comp takes it):
  * rows per lane group (they must stay inside one input group), whether the group is the whole
- * workgroup, whether two (u) or four (q) units are in flight. Auto, from bench_vk_matvec on the
- * H200 (bench/vulkan/RESULTS.md): a workgroup per row for up to 1024 rows (q_a, kv), four rows per
+ * workgroup, whether two units are in flight. Auto, from bench_vk_matvec on the H200
+ * (bench/vulkan/RESULTS.md): a workgroup per row for up to 1024 rows (q_a, kv), four rows per
  * subgroup with two units in flight for the large ones (q_b, the output projections, the
  * vocabulary), one row per subgroup between (the shared expert). */
 static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
@@ -229,7 +227,7 @@ static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk
         uint64_t rows = (uint64_t)m->N * tiles, weights = (uint64_t)m->N * (uint64_t)w->ne[0];
         v = rows <= 1024 ? 1 | 16 : weights >= (32u << 20) ? 4 | 32 : 1;
     }
-    if (per_group % (uint32_t)(v & 7)) v = (v & ~7) | 1;
+    if (per_group % (uint32_t)(v & 15)) v = (v & ~15) | 1;
     return v;
 }
 
@@ -390,7 +388,7 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         pc.rows_per_wg = vb->mvmoe * (vb->moe_r / 2);
     } else if (kern == VK_K_MATVEC_Q8) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
-        uint32_t r = (uint32_t)q8v & 7u;
+        uint32_t r = (uint32_t)q8v & 15u;
         pc.col_tile = VK_MATVEC_COLS;
         pc.rows_per_wg = (q8v & 16) || s >= 128 ? r : r * (128 / s);
         pipe = vk_typed_pipeline(vb, kern, (uint32_t)q8v | mode);

@@ -12,15 +12,13 @@
 #include "quant.glsl"
 #include "cvt.glsl"
 
-// Rows per lane group in the low 3 bits (1..4); 16: the group is the whole workgroup; 32: two
-// units in flight per lane (more loads outstanding); 8: four (HALO_VK_MVQ8=..q: a decode step
-// reads each projection's weights from memory, not the L2 a repeated call hits, so a lane's
-// loads wait a memory round trip each step).
+// Rows per lane group in the low 4 bits (1..4); 16: the group is the whole workgroup; 32: two
+// units in flight per lane (more loads outstanding). (Four in flight took the H200 as long as
+// two over 9 GB of cold weights, session 8: not kept.)
 layout(constant_id = 0) const uint VARIANT = 2u;
-const uint R = VARIANT & 7u;
+const uint R = VARIANT & 15u;
 const bool WIDE = (VARIANT & 16u) != 0u;
 const bool TWO = (VARIANT & 32u) != 0u;
-const bool FOUR = (VARIANT & 8u) != 0u;
 // Constant 1, the mode's bits. 1: an RMS norm of x first (matmul_multi): out = r · Σ w·(g·x),
 // r = 1/sqrt(mean(x²) + eps) over the column's K inputs, g the norm weight. Each lane group
 // walks the whole of x for its rows anyway, so it sums x² on the way: no norm dispatch and no
@@ -149,16 +147,7 @@ void main() {
     [[unroll]] for (uint i = 0u; i < 16u; i++) acc[i] = 0.0;
     [[unroll]] for (uint j = 0u; j < 4u; j++) ssq[j] = 0.0;
     uint units = pc.K / 8u;
-    if (FOUR) {
-        uint u = lane;
-        for (; u + 3u * ss < units; u += 4u * ss) {
-            unit_step(u);
-            unit_step(u + ss);
-            unit_step(u + 2u * ss);
-            unit_step(u + 3u * ss);
-        }
-        for (; u < units; u += ss) unit_step(u);
-    } else if (TWO) {
+    if (TWO) {
         uint u = lane;
         for (; u + ss < units; u += 2u * ss) {
             unit_step(u);

@@ -241,9 +241,12 @@ static void several_projections_of_a_normed_token_in_one_launch(void) {
 
 /* Set: moe_once keeps the GPU's output here (malloc'd, E floats). */
 static float **moe_keep;
+/* The experts moe_once makes (ds4's 256; fewer make a test faster: the random experts are most
+ * of this file's time). */
+static int64_t moe_experts = 256;
 
 static void moe_once(const char *what, uint32_t tg, uint32_t td, uint32_t ts, bool hash) {
-    const int64_t E = 4096, NE = 256, FF = 2048, V = 64;
+    const int64_t E = 4096, NE = moe_experts, FF = 2048, V = 64;
     const uint32_t k = 6;
     trio x = rand_f32(E, 1, 1.0f), router = rand_w(HALO_TYPE_F16, E, NE, 1, 0.05f);
     trio bias = rand_f32(NE, 1, 0.05f);
@@ -430,8 +433,59 @@ static void down_rows_held_by_pair_give_the_same_sums(void) {
         held[i]->ops->destroy(held[i]);
 }
 
+/* The experts' kernels built for this shape (moe_dec.cuh, the default) against the generic
+ * streams (HALO_CUDA_MDQ=0, read at each call) on the same inputs and backend. Each is held to
+ * the CPU's bound by moe_once; with HALO_CUDA_MDQ=2 the op fails unless the new kernels take
+ * it, so this is not the old path against itself. The outputs are bitwise the same: the same
+ * units a lane in the same order, the same unit values, reductions adding the same pairs, the
+ * same SwiGLU expression and h quantized on the same lanes. Scored and hash-routed q2, and
+ * Q8_0 throughout (a second instantiation), 16 experts. The new path runs twice, the second
+ * time with other shares of blocks for the shared expert (HALO_CUDA_MDQSPLIT) and the IQ2_XXS
+ * sign masks computed (HALO_CUDA_MDQSIGN=0): the same bits (the same masks; no result depends
+ * on which warp computes it, and nothing left behind changes the next call). */
+static void experts_kernels_for_the_shape_give_the_generic_streams_sums(void) {
+    static const uint32_t t[3][3] = {{HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0},
+                                     {HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K, HALO_TYPE_Q8_0},
+                                     {HALO_TYPE_Q8_0, HALO_TYPE_Q8_0, HALO_TYPE_Q8_0}};
+    static const char *name[3] = {"iq2_xxs/q2_K", "iq2_xxs/q2_K hash-routed", "q8_0"};
+    moe_experts = 16; /* 6 routed of 16: the kernels see the same shape, 16x fewer bytes */
+    for (int c = 0; c < 3; c++) {
+        float *old_out = NULL, *new_out = NULL, *again = NULL;
+        char what[96];
+        const uint64_t seed = rng;
+        setenv("HALO_CUDA_MDQ", "0", 1);
+        moe_keep = &old_out;
+        snprintf(what, sizeof what, "moe %s, generic streams", name[c]);
+        moe_once(what, t[c][0], t[c][1], t[c][2], c == 1);
+        setenv("HALO_CUDA_MDQ", "2", 1); /* the op fails unless the new kernels take it */
+        for (int r = 0; r < 2; r++) {
+            rng = seed;
+            if (r) {
+                setenv("HALO_CUDA_MDQSPLIT", "12,55", 1);
+                setenv("HALO_CUDA_MDQSIGN", "0", 1);
+            }
+            moe_keep = r ? &again : &new_out;
+            snprintf(what, sizeof what, "moe %s, built for the shape%s", name[c],
+                     r ? ", other split, signs computed" : "");
+            moe_once(what, t[c][0], t[c][1], t[c][2], c == 1);
+        }
+        unsetenv("HALO_CUDA_MDQ");
+        unsetenv("HALO_CUDA_MDQSPLIT");
+        unsetenv("HALO_CUDA_MDQSIGN");
+        moe_keep = NULL;
+        float *copy = new_out ? malloc(4096 * sizeof(float)) : NULL;
+        if (copy) memcpy(copy, new_out, 4096 * sizeof(float));
+        snprintf(what, sizeof what, "moe %s, built for the shape vs generic", name[c]);
+        same_bits(what, new_out, old_out, 4096);
+        snprintf(what, sizeof what, "moe %s, other split, signs computed", name[c]);
+        same_bits(what, again, copy, 4096);
+    }
+    moe_experts = 256;
+}
+
 int main(void) {
     halo_error err = {0};
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines so far survive a timeout's kill */
     setenv("HALO_CUDA_INTDOT", "1", 1);
     if (halo_backend_cuda_create(0, &gpu, &err)) {
         printf("skipped: no GPU backend here: %s\n", err.message);
@@ -442,12 +496,20 @@ int main(void) {
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }
-    RUN(one_token_projections_sum_the_cpus_integers);
-    RUN(several_projections_of_a_normed_token_in_one_launch);
-    RUN(one_token_experts_match_the_cpus_integer_mode);
-    RUN(two_rows_at_a_time_give_the_same_sums);
-    RUN(swiglu_in_the_gate_up_kernel_gives_the_same_sums);
-    RUN(down_rows_held_by_pair_give_the_same_sums);
+    /* HALO_TEST_ONLY=word: only the tests whose names contain it (the whole file takes ~90 s
+     * on an H200, most of it making random experts). */
+    const char *only = getenv("HALO_TEST_ONLY");
+#define RUN_IF(t)                                                                                  \
+    if (!only || strstr(#t, only)) RUN(t)
+    RUN_IF(one_token_projections_sum_the_cpus_integers);
+    RUN_IF(several_projections_of_a_normed_token_in_one_launch);
+    RUN_IF(one_token_experts_match_the_cpus_integer_mode);
+    RUN_IF(experts_kernels_for_the_shape_give_the_generic_streams_sums);
+    setenv("HALO_CUDA_MDQ", "0", 1); /* these three compare the generic streams' variants */
+    RUN_IF(two_rows_at_a_time_give_the_same_sums);
+    RUN_IF(swiglu_in_the_gate_up_kernel_gives_the_same_sums);
+    RUN_IF(down_rows_held_by_pair_give_the_same_sums);
+    unsetenv("HALO_CUDA_MDQ");
     gpu->ops->destroy(gpu);
     cpu_fast->ops->destroy(cpu_fast);
     cpu_precise->ops->destroy(cpu_precise);

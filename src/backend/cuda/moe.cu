@@ -6,6 +6,8 @@
  * (each expert's weights read once per MOE_TOK tokens); the down projections likewise; and the
  * weighted sum per token in slot order. Nothing is read back to the host. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/gemm_mma.h"
@@ -605,6 +607,7 @@ __global__ void __launch_bounds__(MOE_FAST_WARPS *WARP, 3)
 
 #include "backend/cuda/moe_dn.cuh"
 #include "backend/cuda/moe_gu.cuh"
+#include "backend/cuda/moe_dec.cuh"
 
 /* One block a pair: h = silu(min(g, c)) · clamp(u, ±c) (as moe_swiglu_kernel, kept in hg),
  * quantized for the down projection of the pair's expert (Q8_K when kr / ks, else Q8_0). */
@@ -1006,7 +1009,7 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     }
 #endif
 #ifdef HALO_HIP
-    const bool fast_in = fast_ok, up_checked = false;
+    const bool fast_in = fast_ok, up_checked = false, dq_done = false;
     dim3 f1(cu_blocks(n_h, MOE_FAST_WARPS), (unsigned)n_groups);
     const bool up_fast = fast_in && moe_fast_gate_up(be, tr, ts, nt, f1, m, cu_f32(a->x), h);
 #else
@@ -1040,14 +1043,26 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     }
     /* The streams index items in 32 bits. */
     const bool fast_in = fast_ok && (double)n_groups * 2 * sp.n_pg * (double)(n_h + n_embd) < 2e9;
-    const bool q_in = fast_in && nt == 1 && moeq_ok(be, m, tr, ts, tdr, tds, cu_f32(a->x));
+    const bool q_ok = fast_in && nt == 1 && moeq_ok(be, m, tr, ts, tdr, tds, cu_f32(a->x));
+    /* The kernels built for this shape (moe_dec.cuh), else the generic streams (moeq_*). */
+    const int dq = q_ok && mdq_ok(be, m, tr, ts, tdr, tds, k)
+                       ? mdq_run(be, m, tr, ts, tdr, tds, sel, cu_f32(a->x), h, y, k, 0, op)
+                       : MDQ_NOT;
+    if (dq == MDQ_FAIL) return;
+    if (dq == MDQ_NOT && n_tok == 1 && mdq_must()) {
+        be->failed = true;
+        snprintf(be->fail, sizeof be->fail,
+                 "%s: HALO_CUDA_MDQ=2 and moe_dec.cuh's kernels do not take this op", op);
+        return;
+    }
+    const bool q_in = q_ok && dq == MDQ_NOT, dq_done = dq == MDQ_DONE;
     if (q_in && !moeq_up(be, m, tr, ts, tdr, tds, sp, cu_f32(a->x), h, hu, xq, n_pairs, k,
                          a->clamp_exp, a->clamp_shexp, op))
         return;
-    const bool up_checked = q_in; /* moeq_up checked its launches */
+    const bool up_checked = q_ok; /* moeq_up and mdq_run checked their launches */
     const bool up_fast =
-        q_in || (fast_in && moe_stream_up(be, tr, ts, nt, sp, m, cu_f32(a->x), h, hu));
-    if (up_fast && !q_in) {
+        q_ok || (fast_in && moe_stream_up(be, tr, ts, nt, sp, m, cu_f32(a->x), h, hu));
+    if (up_fast && !q_ok) {
         if (!CU_LAUNCHED(be, op, "moe_up_stream")) return;
         cu_launch(be, moe_swiglu_kernel, cu_blocks(n_pairs * n_h, 256), 256, 0, h, hu, n_pairs, n_h,
                   k, slots, n_ff, n_ff_sh, a->clamp_exp, a->clamp_shexp);
@@ -1068,10 +1083,13 @@ void cu_moe(halo_backend *hbe, const halo_moe_args *a) {
     dim3 f2(cu_blocks(n_embd, MOE_FAST_WARPS), (unsigned)n_groups);
     if (fast_in && moe_fast_down(be, tdr, tds, nt, f2, m, h, y)) {
 #else
+    if (dq_done &&
+        mdq_run(be, m, tr, ts, tdr, tds, sel, cu_f32(a->x), h, y, k, 1, op) != MDQ_DONE)
+        return;
     if (q_in) moeq_down(be, m, tr, ts, tdr, tds, sp, xq, y, k, op);
-    if (q_in || (fast_in && moe_stream_down(be, tdr, tds, nt, sp, m, h, y))) {
+    if (q_ok || (fast_in && moe_stream_down(be, tdr, tds, nt, sp, m, h, y))) {
 #endif
-        if (!CU_LAUNCHED(be, op, "down_fast")) return;
+        if (!dq_done && !CU_LAUNCHED(be, op, "down_fast")) return;
     } else {
         dim3 g2(cu_blocks(n_embd, MOE_WARPS), (unsigned)n_groups);
         cu_launch(be, down_kernel, g2, MOE_WARPS * WARP, 0, m, h, y);

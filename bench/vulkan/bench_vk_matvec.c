@@ -7,7 +7,17 @@
  * backend; "-" is the defaults. Not a test: run by hand or by bench/vulkan/ops.sh on a GPU.
  *
  *   bench_vk_matvec [REPS] [CONFIG ...]
- *   bench_vk_matvec 200 - HALO_VK_MVQ8=0 HALO_VK_MVQ8=2 HALO_VK_MVQ8=1w */
+ *   bench_vk_matvec 200 - HALO_VK_MVQ8=0 HALO_VK_MVQ8=2 HALO_VK_MVQ8=1w
+ *
+ * The MoE call is timed twice: with one input (the same 6 experts each call: after the first,
+ * much of its 71 MB is in the H200's 50 MB L2) and cycling through BENCH_VK_MOE_X inputs
+ * (default 16: other experts each call, read from memory as in a decode step, where each layer's
+ * experts were last read a token ago). BENCH_VK_MOE_PASSES=N repeats both N times (is a time
+ * that differs between runs a property of the process or of the moment?); BENCH_VK_MOE_ONLY=1
+ * skips the single projections (BENCH_VK_NO_MOE=1: the MoE call; BENCH_VK_ONLY=WORD: only
+ * the projections whose names contain WORD), and =warm or =cold in a
+ * configuration times only that kind of call (HALO_VK_PROFILE=1,BENCH_VK_MOE_ONLY=cold: the cold
+ * calls' dispatches). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,16 +120,41 @@ static const shape moe_w[MOE_T] = {
     {"gate_sh", HALO_TYPE_Q8_0, ME, MF, 1},    {"up_sh", HALO_TYPE_Q8_0, ME, MF, 1},
     {"down_sh", HALO_TYPE_Q8_0, MF, ME, 1},    {"bias", HALO_TYPE_F32, 0, 1, 1}};
 
+enum { MOE_XMAX = 64 };
+static int MOE_X = 16;
+
 typedef struct moe_host {
     void *w[MOE_T];
     uint64_t bytes[MOE_T];
-    float *x, *ref;
+    float *x, *ref; /* x: MOE_X inputs of ME; ref: the first one's result */
 } moe_host;
 
-/* The call on be (weights in pool), timed as run_shape; out compared with ref when given. */
-static halo_status run_moe(halo_backend *be, uint32_t pool, moe_host *h, int reps, double *us,
-                           double *host_us, double *rel, bool fill_ref, halo_error *err) {
-    halo_tensor t[MOE_T] = {{0}}, x = {0}, out = {0};
+typedef struct moe_time {
+    double us, host_us;           /* one input */
+    double cold_us, cold_host_us; /* MOE_X inputs in turn */
+} moe_time;
+
+/* reps calls of a (its x cycling through n inputs), timed as run_shape. */
+static halo_status time_moe(halo_backend *be, halo_moe_args *a, halo_tensor *xs, int n, int reps,
+                            double *us, double *host_us, halo_error *err) {
+    double t0 = bench_seconds(CLOCK_MONOTONIC);
+    for (int r = 0; r < reps; r++) {
+        a->x = &xs[r % n];
+        be->ops->moe(be, a);
+    }
+    double t1 = bench_seconds(CLOCK_MONOTONIC);
+    halo_status st = be->ops->sync(be, err);
+    double t2 = bench_seconds(CLOCK_MONOTONIC);
+    *us = 1e6 * (t2 - t0) / reps;
+    *host_us = 1e6 * (t1 - t0) / reps;
+    return st;
+}
+
+/* The call on be (weights in pool), timed with one input and with MOE_X in turn (*tm, passes
+ * times); out compared with ref when given. */
+static halo_status run_moe(halo_backend *be, uint32_t pool, moe_host *h, int reps, int passes,
+                           moe_time *tm, double *rel, bool fill_ref, halo_error *err) {
+    halo_tensor t[MOE_T] = {{0}}, xs[MOE_XMAX] = {{0}}, out = {0};
     halo_status st = HALO_OK;
     for (int i = 0; i < MOE_T && !st; i++) {
         const shape *s = &moe_w[i];
@@ -128,9 +163,11 @@ static halo_status run_moe(halo_backend *be, uint32_t pool, moe_host *h, int rep
         st = tensor3(be, i == MOE_T - 1 ? HALO_POOL_COUNT : pool, s->type, k, n, stacked ? MX : 1,
                      h->w[i], &t[i], err);
     }
-    if (!st) st = tensor(be, HALO_POOL_COUNT, HALO_TYPE_F32, ME, 1, h->x, &x, err);
+    int nx = fill_ref ? 1 : MOE_X;
+    for (int i = 0; i < nx && !st; i++)
+        st = tensor(be, HALO_POOL_COUNT, HALO_TYPE_F32, ME, 1, h->x + (size_t)i * ME, &xs[i], err);
     if (!st) st = tensor(be, HALO_POOL_COUNT, HALO_TYPE_F32, ME, 1, NULL, &out, err);
-    halo_moe_args a = {.x = &x,
+    halo_moe_args a = {.x = &xs[0],
                        .gate_inp = &t[0],
                        .probs_bias = &t[7],
                        .gate_exps = &t[1],
@@ -162,28 +199,37 @@ static halo_status run_moe(halo_backend *be, uint32_t pool, moe_host *h, int rep
         }
         *rel = m > 0 ? d / m : d;
     }
-    if (!st && !fill_ref) {
-        double t0 = bench_seconds(CLOCK_MONOTONIC);
-        for (int r = 0; r < reps; r++)
-            be->ops->moe(be, &a);
-        double t1 = bench_seconds(CLOCK_MONOTONIC);
-        st = be->ops->sync(be, err);
-        double t2 = bench_seconds(CLOCK_MONOTONIC);
-        *us = 1e6 * (t2 - t0) / reps;
-        *host_us = 1e6 * (t1 - t0) / reps;
+    /* BENCH_VK_MOE_ONLY=warm|cold (a configuration's setting): only that timing, so a
+     * profile's percentiles are of one kind of call */
+    const char *only = getenv("BENCH_VK_MOE_ONLY");
+    bool warm = !only || strcmp(only, "cold"), cold = !only || strcmp(only, "warm");
+    for (int p = 0; p < passes && !st && !fill_ref; p++) {
+        tm[p] = (moe_time){0};
+        if (warm) st = time_moe(be, &a, xs, 1, reps, &tm[p].us, &tm[p].host_us, err);
+        if (!st && cold)
+            st = time_moe(be, &a, xs, nx, reps, &tm[p].cold_us, &tm[p].cold_host_us, err);
     }
     for (int i = 0; i < MOE_T; i++)
         if (t[i].buf) be->ops->buf_free(be, t[i].buf);
-    if (x.buf) be->ops->buf_free(be, x.buf);
+    for (int i = 0; i < nx; i++)
+        if (xs[i].buf) be->ops->buf_free(be, xs[i].buf);
     if (out.buf) be->ops->buf_free(be, out.buf);
     return st;
 }
 
-/* Runs one shape on be: *us per call (wall, after a sync), host recording us per call, and
- * max |out - ref| / max |ref|. */
+/* Cold calls: BENCH_VK_COLD_MB (default 256) MB of copies of a weight read in turn, so each call
+ * reads its weights from memory, as a decode step does (a layer's weights were last read a token
+ * ago), not from the 50 MB L2 the repeated call mostly hits; 0: not timed. */
+static int COLD_MB = 256;
+enum { COLD_MAX = 256 };
+
+/* Runs one shape on be: *us per call (wall, after a sync) repeating one weight, *cold_us cycling
+ * through copies (0: not timed), host recording us per call, and max |out - ref| / max |ref|. */
 static halo_status run_shape(halo_backend *be, uint32_t pool, const shape *s, host_shape *h,
-                             int reps, double *us, double *host_us, double *rel, halo_error *err) {
+                             int reps, double *us, double *cold_us, double *host_us, double *rel,
+                             halo_error *err) {
     halo_tensor w = {0}, x = {0}, out = {0};
+    *cold_us = 0;
     int64_t K = s->K * s->groups, N = s->N * s->groups;
     halo_status st = tensor(be, pool, s->type, s->K, N, h->w, &w, err);
     if (!st) st = tensor(be, HALO_POOL_COUNT, HALO_TYPE_F32, K, 1, h->x, &x, err);
@@ -215,6 +261,21 @@ static halo_status run_shape(halo_backend *be, uint32_t pool, const shape *s, ho
         *us = 1e6 * (t2 - t0) / reps;
         *host_us = 1e6 * (t1 - t0) / reps;
     }
+    uint64_t n_cold = h->w_bytes ? ((uint64_t)COLD_MB << 20) / h->w_bytes : 0;
+    n_cold = n_cold > COLD_MAX ? COLD_MAX : n_cold;
+    halo_tensor cw[COLD_MAX] = {{0}};
+    cw[0] = w;
+    for (uint64_t i = 1; i < n_cold && !st; i++)
+        st = tensor(be, pool, s->type, s->K, N, h->w, &cw[i], err);
+    if (!st && n_cold > 1) {
+        double t0 = bench_seconds(CLOCK_MONOTONIC);
+        for (int r = 0; r < reps; r++)
+            be->ops->matmul(be, &cw[r % n_cold], &x, s->groups, &out);
+        st = be->ops->sync(be, err);
+        *cold_us = 1e6 * (bench_seconds(CLOCK_MONOTONIC) - t0) / reps;
+    }
+    for (uint64_t i = 1; i < n_cold; i++)
+        if (cw[i].buf) be->ops->buf_free(be, cw[i].buf);
     be->ops->buf_free(be, w.buf);
     be->ops->buf_free(be, x.buf);
     be->ops->buf_free(be, out.buf);
@@ -288,7 +349,17 @@ int main(int argc, char **argv) {
     }
     if (getenv("BENCH_VK_EXPERTS") && atoi(getenv("BENCH_VK_EXPERTS")) >= MK)
         MX = atoi(getenv("BENCH_VK_EXPERTS"));
-    moe_host mh = {.x = malloc(ME * sizeof(float)), .ref = malloc(ME * sizeof(float))};
+    const char *ev = getenv("BENCH_VK_MOE_X");
+    if (ev && atoi(ev) >= 1) MOE_X = atoi(ev) < MOE_XMAX ? atoi(ev) : MOE_XMAX;
+    ev = getenv("BENCH_VK_MOE_PASSES");
+    int passes = ev && atoi(ev) >= 1 ? (atoi(ev) < 8 ? atoi(ev) : 8) : 1;
+    bool moe_only = getenv("BENCH_VK_MOE_ONLY") && atoi(getenv("BENCH_VK_MOE_ONLY"));
+    bool no_moe = getenv("BENCH_VK_NO_MOE") && atoi(getenv("BENCH_VK_NO_MOE"));
+    const char *only = getenv("BENCH_VK_ONLY"); /* the projections whose names contain it */
+    ev = getenv("BENCH_VK_COLD_MB");
+    if (ev) COLD_MB = atoi(ev) > 0 ? atoi(ev) : 0;
+    moe_host mh = {.x = malloc((size_t)MOE_X * ME * sizeof(float)),
+                   .ref = malloc(ME * sizeof(float))};
     uint64_t moe_bytes = 0; /* what one token reads: router, 6 experts, shared expert */
     for (int i = 0; i < MOE_T; i++) {
         if (moe_w[i].type == HALO_TYPE_F32) {
@@ -307,46 +378,63 @@ int main(int argc, char **argv) {
         }
         moe_bytes += i >= 1 && i <= 3 ? mh.bytes[i] / MX * MK : mh.bytes[i];
     }
-    for (int k = 0; k < ME; k++)
+    for (int k = 0; k < MOE_X * ME; k++)
         mh.x[k] = (float)((double)(bench_rand() >> 11) / 9007199254740992.0 * 2 - 1);
     double dummy = 0;
-    if (run_moe(cpu, HALO_POOL_HOST, &mh, 1, &dummy, &dummy, &dummy, true, &err)) {
+    moe_time tm[8];
+    if (run_moe(cpu, HALO_POOL_HOST, &mh, 1, 1, tm, &dummy, true, &err)) {
         fprintf(stderr, "bench_vk_matvec: cpu moe: %s\n", err.message);
         return 1;
     }
     cpu->ops->destroy(cpu);
-    printf(
-        "| config | projection | K x N | weight MB | us/call | GB/s | host us/call | rel err |\n");
-    printf("|---|---|---|---:|---:|---:|---:|---:|\n");
+    printf("| config | projection | K x N | weight MB | us/call | GB/s | host us/call | rel err | "
+           "cold us/call | cold GB/s |\n");
+    printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int c = 0; c < n_configs; c++) {
         char saved[512];
         apply(configs[c], saved, sizeof saved);
+        fprintf(stderr, "bench_vk_matvec: config %s\n", configs[c]); /* a profile's header */
         halo_backend *vk = NULL;
         if (halo_backend_vulkan_create(-1, &vk, &err)) {
             fprintf(stderr, "bench_vk_matvec: %s: %s\n", configs[c], err.message);
             unapply(saved);
             continue;
         }
-        for (int i = 0; i < N_SHAPES; i++) {
+        for (int i = 0; i < N_SHAPES && !moe_only; i++) {
             const shape *s = &shapes[i];
+            if (only && !strstr(s->name, only)) continue;
             double us = 0, host_us = 0, rel = -1;
-            if (run_shape(vk, HALO_POOL_DEVICE, s, &hs[i], reps, &us, &host_us, &rel, &err)) {
+            double cold = 0;
+            if (run_shape(vk, HALO_POOL_DEVICE, s, &hs[i], reps, &us, &cold, &host_us, &rel,
+                          &err)) {
                 printf("| %s | %s | error: %s |\n", configs[c], s->name, err.message);
                 break;
             }
-            printf("| %s | %s | %lld x %lld | %.2f | %.2f | %.1f | %.2f | %.1e |\n", configs[c],
-                   s->name, (long long)(s->K * s->groups), (long long)(s->N * s->groups),
-                   (double)hs[i].w_bytes / 1e6, us, (double)hs[i].w_bytes / us / 1e3, host_us, rel);
+            double wmb = (double)hs[i].w_bytes / 1e6;
+            printf("| %s | %s | %lld x %lld | %.2f | %.2f | %.1f | %.2f | %.1e |", configs[c],
+                   s->name, (long long)(s->K * s->groups), (long long)(s->N * s->groups), wmb, us,
+                   wmb / us * 1e3, host_us, rel);
+            if (cold > 0)
+                printf(" %.2f | %.1f |\n", cold, wmb / cold * 1e3);
+            else
+                printf(" | |\n");
             fflush(stdout);
         }
-        double us = 0, host_us = 0, rel = -1;
-        if (run_moe(vk, HALO_POOL_DEVICE, &mh, reps, &us, &host_us, &rel, false, &err))
+        double rel = -1;
+        if (!no_moe && run_moe(vk, HALO_POOL_DEVICE, &mh, reps, passes, tm, &rel, false, &err))
             printf("| %s | moe | error: %s |\n", configs[c], err.message);
-        else
-            printf("| %s | moe, 1 token (6 of 256 experts + shared + router) | 4096 x 4096 | "
-                   "%.2f | %.2f | %.1f | %.2f | %.1e |\n",
-                   configs[c], (double)moe_bytes / 1e6, us, (double)moe_bytes / us / 1e3, host_us,
-                   rel);
+        for (int p = 0; p < passes && rel >= 0; p++) {
+            if (tm[p].us > 0)
+                printf("| %s | moe, 1 token (6 of %d experts + shared + router), one input | "
+                       "4096 x 4096 | %.2f | %.2f | %.1f | %.2f | %.1e |\n",
+                       configs[c], MX, (double)moe_bytes / 1e6, tm[p].us,
+                       (double)moe_bytes / tm[p].us / 1e3, tm[p].host_us, rel);
+            if (tm[p].cold_us > 0)
+                printf("| %s | moe, the same, %d inputs in turn (other experts each call) | "
+                       "4096 x 4096 | %.2f | %.2f | %.1f | %.2f | |\n",
+                       configs[c], MOE_X, (double)moe_bytes / 1e6, tm[p].cold_us,
+                       (double)moe_bytes / tm[p].cold_us / 1e3, tm[p].cold_host_us);
+        }
         fflush(stdout);
         vk->ops->destroy(vk);
         unapply(saved);

@@ -56,19 +56,22 @@ halo_status halo_engine_step(halo_engine *e, const halo_fwd_item *items, uint32_
     st = ensure_scratch(e, err);
     uint32_t *done = calloc(n_items, sizeof *done), *which = calloc(n_items, sizeof *which);
     halo_fwd_item *step = calloc(n_items, sizeof *step);
-    float *rows = all_logits ? NULL : malloc((size_t)n_items * V * sizeof *rows);
-    if (!st && (!done || !which || !step || (!all_logits && !rows)))
+    /* One sequence writes its last row straight into the caller's logits: no fresh 517 KB
+     * buffer (and a copy of it) a decoded token. Several gather theirs in rows first. */
+    bool direct = all_logits || n_items == 1;
+    float *rows = direct ? NULL : malloc((size_t)n_items * V * sizeof *rows);
+    if (!st && (!done || !which || !step || (!direct && !rows)))
         st = halo_fail(err, HALO_E_NOMEM, "out of memory");
     while (!st) {
         uint32_t k = plan_step(items, n_items, done, e->n_ubatch, step, which);
         if (!k) break;
-        float *out = all_logits ? logits + (size_t)done[0] * V : rows;
+        float *out = all_logits ? logits + (size_t)done[0] * V : direct ? logits : rows;
         st = halo_forward(e->be, &e->hp, &e->w, e->scratch, e->scratch_bytes, step, k, all_logits,
                           out, err);
         for (uint32_t j = 0; !st && j < k; j++) {
             uint32_t i = which[j];
             done[i] += step[j].n;
-            if (!all_logits && done[i] == items[i].n)
+            if (!direct && done[i] == items[i].n)
                 memcpy(logits + (size_t)i * V, rows + (size_t)j * V, (size_t)V * sizeof *rows);
         }
     }

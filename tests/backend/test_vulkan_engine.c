@@ -123,6 +123,25 @@ static void staged_device_weights_give_cpu_logits(void) {
     free(l);
 }
 
+/* HALO_VK_WEIGHT_MEM=staged (a discrete GPU's default): the device pool's weights in device
+ * memory the host does not map (the device-local type outside the BAR window), the activations
+ * where they were: the same logits bit for bit as mapped weights (HALO_VK_WEIGHT_MEM=mapped). */
+static void weights_outside_the_bar_give_the_same_logits(void) {
+    setenv("HALO_VK_WEIGHT_MEM", "mapped", 1);
+    float *mapped = vulkan_logits("device", 1200000, HALO_VK_MEM_DEVICE_MAPPED);
+    setenv("HALO_VK_WEIGHT_MEM", "staged", 1);
+    float *staged = vulkan_logits("device", 1200000, HALO_VK_MEM_DEVICE_STAGED);
+    unsetenv("HALO_VK_WEIGHT_MEM");
+    CHECK(mapped && staged);
+    if (mapped && staged) {
+        CHECK(!memcmp(mapped, staged, (size_t)N_TOK * n_vocab * sizeof *mapped));
+        printf("  device weights staged: %.3g of the CPU's range, the same bits as mapped\n",
+               rel_diff(staged, cpu_logits));
+    }
+    free(mapped);
+    free(staged);
+}
+
 static void host_weights_are_imported_in_ranges_under_the_cap(void) {
     float *l = vulkan_logits("host", 1200000, HALO_VK_MEM_IMPORTED);
     if (l) {
@@ -338,6 +357,7 @@ int main(void) {
     if (!cpu_logits) return 1;
     RUN(device_weights_split_across_buffers_give_cpu_logits);
     RUN(staged_device_weights_give_cpu_logits);
+    RUN(weights_outside_the_bar_give_the_same_logits);
     RUN(host_weights_are_imported_in_ranges_under_the_cap);
     RUN(tensor_larger_than_any_buffer_is_named);
     RUN(real_model_is_laid_out_in_buffers_under_the_cap);

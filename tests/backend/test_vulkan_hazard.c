@@ -7,7 +7,8 @@
  * values here show the bookkeeping is harmless and the counts that it elides; a GPU that
  * overlaps commands (the H200 run, bench/vulkan/RESULTS.md) checks the rest. Only the barrier
  * that ends each submission names the host (one a submission; all with HALO_VK_BARRIER_HOST=1,
- * same values). Skips (exit 77) when no Vulkan device works. */
+ * same values), and only the barriers after a copy and those wait for the transfer stage (all
+ * with HALO_VK_BARRIER_XFER=1, same values). Skips (exit 77) when no Vulkan device works. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@ static double rel(const float *a, const float *ref, size_t n) {
  * and a projection of the window's rows. Outputs: z, y2, x, and the projection. Barriers
  * counted from before y1 to after each step into counts. */
 static void sequence(halo_backend *be, const float *w, const float *xv, const float *ring,
-                     float *out, uint64_t counts[8]) {
+                     float *out, uint64_t counts[9]) {
     halo_error err = {0};
     halo_tensor W1 = tensor(be, K, N, w), W2 = tensor(be, K, N, w + K * N);
     halo_tensor W3 = tensor(be, N, N, w + 2 * K * N);
@@ -59,6 +60,7 @@ static void sequence(halo_backend *be, const float *w, const float *xv, const fl
     bool vk = strcmp(be->ops->name, "cpu") != 0;
     uint64_t b0 = vk ? halo_backend_vulkan_barriers(be) : 0;
     uint64_t h0 = vk ? halo_backend_vulkan_host_barriers(be) : 0;
+    uint64_t x0 = vk ? halo_backend_vulkan_xfer_barriers(be) : 0;
     uint64_t s0 = vk ? halo_backend_vulkan_submissions(be) : 0;
 #define COUNT(i) counts[i] = vk ? halo_backend_vulkan_barriers(be) - b0 : 0
     be->ops->matmul(be, &W1, &x, 1, &y1);
@@ -82,6 +84,7 @@ static void sequence(halo_backend *be, const float *w, const float *xv, const fl
     COUNT(5); /* with the submissions' last barriers */
     counts[6] = vk ? halo_backend_vulkan_host_barriers(be) - h0 : 0;
     counts[7] = vk ? halo_backend_vulkan_submissions(be) - s0 : 0;
+    counts[8] = vk ? halo_backend_vulkan_xfer_barriers(be) - x0 : 0;
 #undef COUNT
     read(be, &z, out);
     read(be, &y2, out + N);
@@ -119,18 +122,32 @@ static void barriers_only_between_dependent_commands(void) {
         x[i] = (float)i / K - 0.3f;
     for (size_t i = 0; i < (size_t)K * ROWS; i++)
         ring[i] = (float)(i % 977) * 0.01f;
-    uint64_t c_cpu[8], c[8], c_all[8], c_host[8];
+    uint64_t c_cpu[9], c[9], c_all[9], c_host[9], c_xfer[9];
     sequence(cpu, w, x, ring, ref, c_cpu);
     halo_backend *be = open_vk(NULL), *be_all = open_vk("all");
     halo_backend *be_host = open_vk_env("HALO_VK_BARRIER_HOST", "1");
-    CHECK(be && be_all && be_host);
-    if (be && be_all && be_host) {
+    halo_backend *be_xfer = open_vk_env("HALO_VK_BARRIER_XFER", "1");
+    CHECK(be && be_all && be_host && be_xfer);
+    if (be && be_all && be_host && be_xfer) {
         sequence(be, w, x, ring, got, c);
         sequence(be_all, w, x, ring, all, c_all);
         float *hv = malloc(no * 4);
         sequence(be_host, w, x, ring, hv, c_host);
         double e_host = rel(hv, ref, no);
+        sequence(be_xfer, w, x, ring, hv, c_xfer);
+        double e_xfer = rel(hv, ref, no);
         free(hv);
+        /* The transfer stage in a barrier's first scope: the one after the copy command and
+         * those that end a submission (each names the host); every one with
+         * HALO_VK_BARRIER_XFER=1 (the hazard barriers and the submissions' last ones). */
+        printf("  barriers waiting for transfers: %llu of %llu, with HALO_VK_BARRIER_XFER=1 "
+               "%llu of %llu (%.2e from the cpu)\n",
+               (unsigned long long)c[8], (unsigned long long)c[5], (unsigned long long)c_xfer[8],
+               (unsigned long long)c_xfer[5], e_xfer);
+        CHECK_INT(c[8], c[6] + 1);
+        CHECK(c[8] < c[5]);
+        CHECK(c_xfer[8] >= c_xfer[5] && c_xfer[5] == c[5]);
+        CHECK(e_xfer <= 1e-5);
         /* Only the barrier that ends a submission names the host (the host reads after its
          * fence): one a submission; with HALO_VK_BARRIER_HOST=1 every barrier does. */
         printf("  host barriers: %llu of %llu in %llu submissions, with HALO_VK_BARRIER_HOST=1 "
@@ -160,6 +177,7 @@ static void barriers_only_between_dependent_commands(void) {
     if (be) be->ops->destroy(be);
     if (be_all) be_all->ops->destroy(be_all);
     if (be_host) be_host->ops->destroy(be_host);
+    if (be_xfer) be_xfer->ops->destroy(be_xfer);
     free(w), free(x), free(ring), free(ref), free(got), free(all);
 }
 

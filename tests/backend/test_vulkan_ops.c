@@ -900,20 +900,24 @@ int main(void) {
      * (HALO_VK_CVT=0; the default puts them under a float's exponent, cvt.glsl) in
      * matvec_moe.comp and matvec_q8.comp, and matvec_moe's pieces loaded one (the old kernel)
      * or three at a time (HALO_VK_MOE_UNROLL; 3 leaves a partial last step), two or four rows
-     * a subgroup (HALO_VK_MOE_R). */
-    static const char *const cvt_vars[][3] = {{"0", "1", "2"}, {"1", "3", "4"}};
-    for (int i = 0; i < 2; i++) {
+     * a subgroup (HALO_VK_MOE_R), each subgroup's first pieces loaded ahead of the codebook's
+     * and the staged SwiGLU's barriers (the default) or not (HALO_VK_MOE_PRE=0). */
+    static const char *const cvt_vars[][4] = {
+        {"0", "1", "2", "0"}, {"1", "3", "4", "1"}, {"1", "2", "2", "0"}};
+    for (int i = 0; i < 3; i++) {
         setenv("HALO_VK_CVT", cvt_vars[i][0], 1);
         setenv("HALO_VK_MOE_UNROLL", cvt_vars[i][1], 1);
         setenv("HALO_VK_MOE_R", cvt_vars[i][2], 1);
+        setenv("HALO_VK_MOE_PRE", cvt_vars[i][3], 1);
         setenv("HALO_VK_MVQ8", "2u", 1);
         CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
         unsetenv("HALO_VK_CVT");
         unsetenv("HALO_VK_MOE_UNROLL");
         unsetenv("HALO_VK_MOE_R");
+        unsetenv("HALO_VK_MOE_PRE");
         unsetenv("HALO_VK_MVQ8");
-        printf("cvt=%s moe_unroll=%s moe_r=%s mvq8=2u:\n", cvt_vars[i][0], cvt_vars[i][1],
-               cvt_vars[i][2]);
+        printf("cvt=%s moe_unroll=%s moe_r=%s moe_pre=%s mvq8=2u:\n", cvt_vars[i][0],
+               cvt_vars[i][1], cvt_vars[i][2], cvt_vars[i][3]);
         RUN_SOME(decode_types_match_the_cpu);
         RUN_SOME(moe_q2_mix_matches_the_cpu); /* the fused down (SwiGLU, sum) included */
         vk->ops->destroy(vk);

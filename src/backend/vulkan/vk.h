@@ -253,6 +253,8 @@ typedef struct vk_backend {
                            * HALO_VK_MOE_UNROLL) */
     uint32_t moe_r;       /* matvec_moe.comp: rows a subgroup takes at once, 2 or 4
                            * (HALO_VK_MOE_R) */
+    uint32_t moe_pre;     /* matvec_moe.comp: first loads ahead of the barriers (default;
+                           * HALO_VK_MOE_PRE=0: not) */
     uint32_t mvmoe;       /* matvec_moe.comp's rows per workgroup for IQ2_XXS / Q2_K (default 8;
                            * HALO_VK_MVMOE=N sets it, 0: matvec.comp takes them) */
     uint32_t fuse_moe;    /* HALO_VK_FUSE_MOE: 2 (default) SwiGLU folded into the down
@@ -344,8 +346,13 @@ typedef struct vk_backend {
     bool barrier_all;
     bool barrier_host; /* HALO_VK_BARRIER_HOST=1: every barrier names the host (vk_hazard.c) */
     bool host_pending; /* a barrier without the host since the last one with it */
+    /* A copy or fill recorded since the last barrier: only then does the next barrier wait for
+     * the transfer stage (HALO_VK_BARRIER_XFER=1: always, as before session 8; vk_hazard.c). */
+    bool weights_staged; /* the device pool not host-visible (HALO_VK_WEIGHT_MEM) */
+    bool xfer_pending, barrier_xfer;
     uint64_t n_barriers;
     uint64_t n_host_barriers; /* those naming the host (counted in n_barriers or not) */
+    uint64_t n_xfer_barriers; /* those waiting for the transfer stage (the same) */
     vk_upload upload;
     halo_buf *scratch; /* grown on demand; ops are serialised by barriers, so it is shared */
     halo_buf *grid;    /* IQ2_XXS codebook */
@@ -365,6 +372,10 @@ typedef struct vk_backend {
     char prof_name[VK_PROF_LABELS][40];
     double prof_s[VK_PROF_LABELS];
     uint64_t prof_n[VK_PROF_LABELS];
+    /* each label's dispatch times (us), for the percentiles the profile prints: a mean hides
+     * a time that is bimodal (the MoE call's, session 7) */
+    float *prof_samp[VK_PROF_LABELS];
+    uint32_t prof_cap[VK_PROF_LABELS], prof_kept[VK_PROF_LABELS];
     double prof_gpu_s, prof_wall0, prof_wall1;
 
     halo_status failed; /* first failure since the last sync */
@@ -373,6 +384,11 @@ typedef struct vk_backend {
 
 static inline vk_backend *vk_of(halo_backend *be) {
     return (vk_backend *)be;
+}
+
+/* Called after each copy or fill command is recorded (the next barrier waits for transfers). */
+static inline void vk_note_transfer(vk_backend *vb) {
+    vb->xfer_pending = true;
 }
 
 /* Remembers the first failure (an op that cannot bind or allocate, a device error) for sync. */

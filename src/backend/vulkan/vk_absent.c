@@ -42,6 +42,11 @@ uint64_t halo_backend_vulkan_host_barriers(const halo_backend *be) {
     return 0;
 }
 
+uint64_t halo_backend_vulkan_xfer_barriers(const halo_backend *be) {
+    (void)be;
+    return 0;
+}
+
 halo_status halo_backend_vulkan_probe(int device, halo_vk_probe *out, halo_error *err) {
     (void)device;
     memset(out, 0, sizeof *out);

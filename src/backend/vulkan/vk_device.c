@@ -437,6 +437,10 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     vb->moe_unroll = unr && atoi(unr) >= 1 && atoi(unr) <= 4 ? (uint32_t)atoi(unr) : 2;
     const char *mr = getenv("HALO_VK_MOE_R");
     vb->moe_r = mr && atoi(mr) == 4 ? 4 : 2;
+    /* first pieces loaded ahead of the barriers (bench_vk_matvec on the H200, session 8: one
+     * MoE call 149 -> 144 us in every pass, warm and cold) */
+    const char *pre = getenv("HALO_VK_MOE_PRE");
+    vb->moe_pre = !(pre && !strcmp(pre, "0"));
     vb->fuse_moe = getenv("HALO_VK_FUSE_MOE") ? (uint32_t)atoi(getenv("HALO_VK_FUSE_MOE")) : 2;
     const char *defer = getenv("HALO_VK_DEFER_NORM");
     vb->defer_norm = !(defer && !strcmp(defer, "0"));

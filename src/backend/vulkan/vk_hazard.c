@@ -50,26 +50,39 @@ void vk_hazard_init(vk_backend *vb) {
     vb->barrier_all = b && !strcmp(b, "all");
     b = getenv("HALO_VK_BARRIER_HOST");
     vb->barrier_host = b && !strcmp(b, "1");
+    b = getenv("HALO_VK_BARRIER_XFER");
+    vb->barrier_xfer = b && !strcmp(b, "1");
 }
 
 /* A barrier between dependent commands. Only the host reads after a fence need the host in
  * its second scope, so the barriers inside a command buffer leave it out and the submission
  * ends with one that has it (vk_barrier_end). Until session 7 every barrier named the host
  * (HALO_VK_BARRIER_HOST=1 keeps that), which may make a driver flush more than the GPU's own
- * caches at each of a decode step's ~270 barriers. */
+ * caches at each of a decode step's ~270 barriers. Likewise the first scope has the transfer
+ * stage only where a copy or fill was recorded since the last barrier (a decode layer records a
+ * few copies against ~16 barriers): a driver that runs copies on a copy engine need not wait for
+ * it at the others (HALO_VK_BARRIER_XFER=1: always, as before session 8). The second scope
+ * keeps the transfer stage: a copy after the barrier may read what a shader wrote, and an
+ * execution dependency chain through the compute stage covers transfers before earlier
+ * barriers. The one that ends a submission waits for everything. */
 static void record_barrier(vk_backend *vb, bool host) {
+    bool xfer = host || vb->barrier_xfer || vb->xfer_pending;
     VkAccessFlags dst = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     VkPipelineStageFlags stages =
         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    VkPipelineStageFlags src =
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | (xfer ? VK_PIPELINE_STAGE_TRANSFER_BIT : 0);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask =
-                              VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT |
+                                           (xfer ? VK_ACCESS_TRANSFER_WRITE_BIT : 0),
                           .dstAccessMask = dst | (host ? VK_ACCESS_HOST_READ_BIT : 0)};
-    vb->fn.vkCmdPipelineBarrier(vb->cmd, stages, stages | (host ? VK_PIPELINE_STAGE_HOST_BIT : 0),
-                                0, 1, &mb, 0, NULL, 0, NULL);
+    vb->fn.vkCmdPipelineBarrier(vb->cmd, src, stages | (host ? VK_PIPELINE_STAGE_HOST_BIT : 0), 0,
+                                1, &mb, 0, NULL, 0, NULL);
     vb->host_pending = !host;
     vb->n_host_barriers += host;
+    vb->n_xfer_barriers += xfer;
+    vb->xfer_pending = false;
 }
 
 void vk_barrier(vk_backend *vb) {
@@ -114,4 +127,8 @@ uint64_t halo_backend_vulkan_barriers(const halo_backend *be) {
 
 uint64_t halo_backend_vulkan_host_barriers(const halo_backend *be) {
     return ((const vk_backend *)be)->n_host_barriers;
+}
+
+uint64_t halo_backend_vulkan_xfer_barriers(const halo_backend *be) {
+    return ((const vk_backend *)be)->n_xfer_barriers;
 }

@@ -86,6 +86,18 @@ void vk_memory_choose(vk_backend *vb) {
         vb->device_mapped = false;
         vb->type_device = vb->type_device_staged;
     }
+    /* The weights outside the BAR window on a discrete GPU that has device-local memory the
+     * host cannot map. On the H200 (session 8, bench/vulkan/RESULTS.md) a decode projection
+     * reading 9 GB of copies in turn took 137 us from host-visible VRAM and 34 us from the
+     * other type (the same 35.65 MB kernel: 24 us when it stays in L2), and every kernel of
+     * a decode step ran ~1.6x faster with per-dispatch stamps (the whole step's speed is the
+     * final call's FINAL-AB): host-visible VRAM is slow to stream GiBs through, as
+     * llama.cpp's Vulkan backend also found on NVIDIA. HALO_VK_WEIGHT_MEM=mapped keeps them
+     * host-visible (faster to load: no staging), =staged stages them on any device. */
+    bool discrete = vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+    vb->weights_staged = env_is("HALO_VK_WEIGHT_MEM", "staged") ||
+                         (!env_is("HALO_VK_WEIGHT_MEM", "mapped") && discrete &&
+                          vb->device_mapped && vb->type_device_staged != vb->type_device);
     if (env_is("HALO_VK_IMPORT", "0")) vb->has_host_import = false;
     vb->wrap_to_device = env_is("HALO_VK_IMPORT", "device");
     vb->stage_uncached_reads = !env_is("HALO_VK_STAGED_READ", "0");
@@ -110,6 +122,7 @@ static bool record_zero(vk_backend *vb, halo_buf *b) {
     vk_copy_flush(vb);
     vk_barrier_if_pending(vb);
     vb->fn.vkCmdFillBuffer(vb->cmd, b->buffer, 0, VK_WHOLE_SIZE, 0);
+    vk_note_transfer(vb);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
@@ -166,9 +179,14 @@ halo_status vk_buf_create_in(vk_backend *vb, vk_mem mem, uint64_t bytes, halo_bu
             bytes > vb->max_alloc ? "allocation (maxMemoryAllocationSize)"
                                   : "buffer (maxBufferSize)",
             (unsigned long long)(bytes > vb->max_alloc ? vb->max_alloc : vb->max_buffer));
+    /* Asked for staged (the weights with HALO_VK_WEIGHT_MEM=staged): the device-local type
+     * that is not host-visible; otherwise the device type, mapped where it can be. */
+    bool want_staged = mem == VK_MEM_DEVICE_STAGED;
     if (mem == VK_MEM_DEVICE_MAPPED || mem == VK_MEM_DEVICE_STAGED)
-        mem = vb->device_mapped ? VK_MEM_DEVICE_MAPPED : VK_MEM_DEVICE_STAGED;
-    uint32_t type = mem == VK_MEM_HOST ? vb->type_host : vb->type_device;
+        mem = vb->device_mapped && !want_staged ? VK_MEM_DEVICE_MAPPED : VK_MEM_DEVICE_STAGED;
+    uint32_t type = mem == VK_MEM_HOST ? vb->type_host
+                    : want_staged      ? vb->type_device_staged
+                                       : vb->type_device;
     halo_buf *b = calloc(1, sizeof *b);
     if (!b) return halo_fail(err, HALO_E_NOMEM, "out of memory");
     /* Round up so word-wise shader reads of the last bytes stay inside the buffer. */
@@ -219,15 +237,18 @@ halo_status vk_buf_alloc(halo_backend *be, uint64_t bytes, halo_buf **out, halo_
 
 /* Weights in a pool of the plan: device → device-local, gpu-host and host → host-visible
  * memory (lavapipe computes on the host, so the CPU pool is its gpu-host). Managed memory has
- * no Vulkan counterpart. */
+ * no Vulkan counterpart. On a discrete GPU the device pool takes the device-local type that is
+ * not host-visible (reached through the staging buffer; vk_memory_choose says why), the rest
+ * (activations, KV, scratch) stays host-visible where it can. */
 halo_status vk_buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes, halo_buf **out,
                               halo_error *err) {
     *out = NULL;
     if (pool == HALO_POOL_MANAGED || pool >= HALO_POOL_DISK)
         return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: no %s pool",
                          halo_pool_name((halo_pool_kind)pool));
-    return vk_buf_create_in(
-        vk_of(be), pool == HALO_POOL_DEVICE ? VK_MEM_DEVICE_MAPPED : VK_MEM_HOST, bytes, out, err);
+    vk_backend *vb = vk_of(be);
+    vk_mem dev = vb->weights_staged ? VK_MEM_DEVICE_STAGED : VK_MEM_DEVICE_MAPPED;
+    return vk_buf_create_in(vb, pool == HALO_POOL_DEVICE ? dev : VK_MEM_HOST, bytes, out, err);
 }
 
 /* Recorded work may still use the buffer: release it after the next wait. */
@@ -350,6 +371,7 @@ static halo_status staged_copy(vk_backend *vb, halo_buf *b, uint64_t offset, uin
         vb->fn.vkCmdCopyBuffer(vb->cmd, vb->staging->buffer, b->buffer, 1, &c);
     else
         vb->fn.vkCmdCopyBuffer(vb->cmd, b->buffer, vb->staging->buffer, 1, &c);
+    vk_note_transfer(vb);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT};

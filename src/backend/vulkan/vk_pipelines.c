@@ -139,10 +139,10 @@ VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {
     if (type >= VK_TYPED_KEYS) return VK_NULL_HANDLE;
     if (vb->typed[k][type]) return vb->typed[k][type];
     /* constant 0: the type (or variant); constant 1: the fused norm; constant 2: the byte
-     * conversion (HALO_VK_CVT), matvec_moe's unroll and rows (HALO_VK_MOE_UNROLL, _R); each
-     * ignored by shaders that do not declare it */
+     * conversion (HALO_VK_CVT), matvec_moe's unroll, rows and early loads (HALO_VK_MOE_UNROLL,
+     * _R, _PRE); each ignored by shaders that do not declare it */
     uint32_t data[3] = {type & (VK_KEY_NORM - 1), type / VK_KEY_NORM,
-                        vb->cvt | vb->moe_unroll << 4 | vb->moe_r << 8};
+                        vb->cvt | vb->moe_unroll << 4 | vb->moe_r << 8 | vb->moe_pre << 12};
     VkSpecializationMapEntry e[3] = {
         {0, 0, sizeof(uint32_t)}, {1, 4, sizeof(uint32_t)}, {2, 8, sizeof(uint32_t)}};
     VkSpecializationInfo spec = {3, e, sizeof data, data};

@@ -403,6 +403,7 @@ void vk_copy_flush(vk_backend *vb) {
     }
     vk_hazard(vb, acc, 2 * p->n);
     vb->fn.vkCmdCopyBuffer(vb->cmd, p->src->buffer, p->dst->buffer, p->n, p->r);
+    vk_note_transfer(vb);
     p->n = 0;
     vb->n_dispatch++;
     vk_profile_stamp(vb, "copy", "transfer", 64);
@@ -489,13 +490,16 @@ void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
     if (overlap) {
         VkBufferCopy c1 = {src->buf->base + src->offset, 0, n};
         vb->fn.vkCmdCopyBuffer(vb->cmd, src->buf->buffer, vb->scratch->buffer, 1, &c1);
+        vk_note_transfer(vb);
         vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, dst_stages, 0, 1, &mb,
                                     0, NULL, 0, NULL);
         VkBufferCopy c2 = {0, dst->buf->base + dst->offset, n};
         vb->fn.vkCmdCopyBuffer(vb->cmd, vb->scratch->buffer, dst->buf->buffer, 1, &c2);
+        vk_note_transfer(vb);
     } else {
         VkBufferCopy c = {src->buf->base + src->offset, dst->buf->base + dst->offset, n};
         vb->fn.vkCmdCopyBuffer(vb->cmd, src->buf->buffer, dst->buf->buffer, 1, &c);
+        vk_note_transfer(vb);
     }
     vb->fn.vkCmdPipelineBarrier(vb->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, dst_stages, 0, 1, &mb, 0,
                                 NULL, 0, NULL);

@@ -104,6 +104,8 @@ halo_status vk_submit_create(vk_backend *vb, halo_error *err) {
 }
 
 void vk_submit_destroy(vk_backend *vb) {
+    for (uint32_t l = 0; l < VK_PROF_LABELS; l++)
+        free(vb->prof_samp[l]);
     vb->ring[vb->slot].pools = vb->pools;
     vb->ring[vb->slot].n_pools = vb->n_pools;
     vb->pools = NULL;
@@ -152,6 +154,36 @@ static halo_status device_error(vk_backend *vb, VkResult r, const char *what, ha
                                                : "");
 }
 
+/* One dispatch's time under its label; its sample kept (up to 2^20 a label) for percentiles. */
+static void prof_add(vk_backend *vb, uint32_t l, double d) {
+    vb->prof_s[l] += d;
+    vb->prof_n[l]++;
+    uint32_t n = vb->prof_kept[l];
+    if (n >= (1u << 20)) return;
+    if (n == vb->prof_cap[l]) {
+        uint32_t cap = vb->prof_cap[l] ? 2 * vb->prof_cap[l] : 256;
+        float *p = realloc(vb->prof_samp[l], cap * sizeof *p);
+        if (!p) return;
+        vb->prof_samp[l] = p;
+        vb->prof_cap[l] = cap;
+    }
+    vb->prof_samp[l][n] = (float)(1e6 * d);
+    vb->prof_kept[l] = n + 1;
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* The p-th percentile of label l's kept samples (sorted by the caller). */
+static double prof_pct(const vk_backend *vb, uint32_t l, double p) {
+    uint32_t n = vb->prof_kept[l];
+    if (!n) return 0;
+    uint32_t i = (uint32_t)(p * (double)(n - 1) + 0.5);
+    return vb->prof_samp[l][i];
+}
+
 /* The slot's timestamps: its GPU time, and (profile) each dispatch's. */
 static double read_stamps(vk_backend *vb, vk_slot *s) {
     uint32_t n = s->n_stamps + 2;
@@ -163,10 +195,7 @@ static double read_stamps(vk_backend *vb, vk_slot *s) {
         for (uint32_t i = 1; i < n; i++) {
             double d = (double)((t[i] - t[i - 1]) & vb->stamp_mask) * vb->stamp_s;
             gpu += d;
-            if (i <= s->n_stamps) {
-                vb->prof_s[s->stamp_label[i - 1]] += d;
-                vb->prof_n[s->stamp_label[i - 1]]++;
-            }
+            if (i <= s->n_stamps) prof_add(vb, s->stamp_label[i - 1], d);
         }
     }
     if (t != small) free(t);
@@ -394,12 +423,12 @@ void vk_profile_print(vk_backend *vb) {
     }
     double wall = vb->prof_wall1 - vb->prof_wall0;
     fprintf(stderr,
-            "vulkan stats: %llu submissions, %llu dispatches, %llu barriers; GPU busy %.3f s "
-            "(%.1f %%) of %.3f s between the first submission and the last wait; the host "
-            "waited %.3f s of it\n",
+            "vulkan stats: %llu submissions, %llu dispatches, %llu barriers (%llu waiting for "
+            "transfers); GPU busy %.3f s (%.1f %%) of %.3f s between the first submission and "
+            "the last wait; the host waited %.3f s of it\n",
             (unsigned long long)vb->n_submits, (unsigned long long)vb->n_dispatch_total,
-            (unsigned long long)vb->n_barriers, vb->prof_gpu_s,
-            wall > 0 ? 100 * vb->prof_gpu_s / wall : 0.0, wall, vb->wait_s);
+            (unsigned long long)vb->n_barriers, (unsigned long long)vb->n_xfer_barriers,
+            vb->prof_gpu_s, wall > 0 ? 100 * vb->prof_gpu_s / wall : 0.0, wall, vb->wait_s);
     fprintf(stderr, "vulkan stats: descriptor sets %llu bound from the cache, %llu written\n",
             (unsigned long long)vb->dsc_hits, (unsigned long long)vb->dsc_misses);
     if (!vb->profile) return;
@@ -408,7 +437,8 @@ void vk_profile_print(vk_backend *vb) {
         total += vb->prof_s[i];
     fprintf(stderr,
             "vulkan profile: %llu submissions, GPU busy %.3f s of %.3f s between the first "
-            "submission and the last wait; per dispatch (GPU time since the previous one):\n",
+            "submission and the last wait; per dispatch (GPU time since the previous one; "
+            "its 10th, 50th and 90th percentiles and the largest, us):\n",
             (unsigned long long)vb->n_submits, vb->prof_gpu_s, vb->prof_wall1 - vb->prof_wall0);
     bool done[VK_PROF_LABELS] = {false};
     for (uint32_t k = 0; k < vb->n_labels; k++) {
@@ -416,9 +446,15 @@ void vk_profile_print(vk_backend *vb) {
         for (uint32_t i = 0; i < vb->n_labels; i++)
             if (!done[i] && (best == VK_PROF_LABELS || vb->prof_s[i] > vb->prof_s[best])) best = i;
         done[best] = true;
-        fprintf(stderr, "vulkan profile: %-34s %9llu x %9.2f us = %9.4f s %5.1f %%\n",
+        if (vb->prof_kept[best])
+            qsort(vb->prof_samp[best], vb->prof_kept[best], sizeof(float), cmp_float);
+        fprintf(stderr,
+                "vulkan profile: %-34s %9llu x %9.2f us = %9.4f s %5.1f %% | %.1f %.1f %.1f "
+                "%.1f\n",
                 vb->prof_name[best], (unsigned long long)vb->prof_n[best],
                 vb->prof_n[best] ? 1e6 * vb->prof_s[best] / (double)vb->prof_n[best] : 0.0,
-                vb->prof_s[best], total > 0 ? 100 * vb->prof_s[best] / total : 0.0);
+                vb->prof_s[best], total > 0 ? 100 * vb->prof_s[best] / total : 0.0,
+                prof_pct(vb, best, 0.1), prof_pct(vb, best, 0.5), prof_pct(vb, best, 0.9),
+                prof_pct(vb, best, 1.0));
     }
 }

@@ -82,6 +82,9 @@ uint64_t halo_backend_vulkan_barriers(const halo_backend *be);
 /* Of the barriers recorded (those counted above and the uncounted ones that end a submission
  * for the host), the ones naming the host (tests: only the submissions' last ones do). */
 uint64_t halo_backend_vulkan_host_barriers(const halo_backend *be);
+/* Of the same, the ones whose first scope has the transfer stage (tests: only those after a
+ * copy or fill, and the submissions' last ones; all with HALO_VK_BARRIER_XFER=1). */
+uint64_t halo_backend_vulkan_xfer_barriers(const halo_backend *be);
 
 /* Whether this build has the Vulkan backend (false: halo_backend_vulkan_create only fails). */
 bool halo_backend_vulkan_built(void);

@@ -7,7 +7,7 @@
 // on the H200 (session 7, bench_vk_matvec): 0-6 % a projection, within the runs' spread, so
 // the conversions were not what limited these kernels; kept as the default, never slower.
 // HALO_VK_CVT=0 (bit 0 of constant 2 clear) keeps the conversions. Bits 4-6 of constant 2:
-// HALO_VK_MOE_UNROLL, bits 8-10 HALO_VK_MOE_R (matvec_moe.comp).
+// HALO_VK_MOE_UNROLL, bits 8-10 HALO_VK_MOE_R, bit 12 HALO_VK_MOE_PRE (matvec_moe.comp).
 layout(constant_id = 2) const uint CVT_MODE = 1u;
 const bool CVT = (CVT_MODE & 1u) != 0u;
 const float CVT_2P23 = 8388608.0;

@@ -29,8 +29,15 @@ const bool SUM = (MODE & 4u) != 0u;
 const uint R = ((CVT_MODE >> 8) & 7u) == 4u ? 4u : 2u;
 const uint RMAX = 4u; // the arrays' size (R is a specialisation constant)
 const uint PW = TYPE == T_IQ2_XXS ? 32u : 16u;  // weights per piece (per lane per step)
-const uint UNR_ = CVT_MODE >> 4; // pieces a lane loads at once, 1..4 (cvt.glsl)
+const uint UNR_ = (CVT_MODE >> 4) & 15u; // pieces a lane loads at once, 1..4 (cvt.glsl)
 const uint UNR = UNR_ == 0u ? 1u : UNR_ > 4u ? 4u : UNR_;
+// Bit 12 of constant 2 (HALO_VK_MOE_PRE): a subgroup's first loads of weights are issued before
+// the waits that do not need them (the codebook fill's barrier; the routed down's staging of
+// each expert's SwiGLU'd input), so the round trip to memory for an expert's first pieces
+// overlaps them instead of following them: in a decode step each layer's experts come from
+// memory, not the L2 a repeated call hits. On the H200 one MoE call took 144 us with it, 149
+// without (bench_vk_matvec, session 8).
+const bool PRE = ((CVT_MODE >> 12) & 1u) != 0u;
 
 layout(binding = 1) readonly buffer X { float d[]; } XB;
 layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // the same, 16 bytes a load
@@ -180,12 +187,27 @@ void main_swiglu(uint wy, uint n_sum, uint wg_row0, uint pieces) {
     float tot[MAXG][RMAX];
     [[unroll]] for (uint gi = 0u; gi < MAXG; gi++)
         [[unroll]] for (uint r = 0u; r < R; r++) tot[gi][r] = 0.0;
+    // PRE: the first row group's first pieces of this column's expert, loaded before the
+    // staging below (used by its first step)
+    Raw pre[4][RMAX];
+    uint rg_pre = gl_SubgroupID * R;
+    bool pre_ok = PRE && rg_pre < pc.rows_per_wg && wg_row0 + rg_pre < pc.N;
     for (uint js = 0u; js < n_sum; js++) {
         uint col = SUM ? wy * n_sum + js : wy;
         uint e = 0u;
         if (pc.sel_mode != 0u) {
             int s = SEL.d[pc.sel_off + col];
             e = s >= 0 && uint(s) < pc.n_expert ? uint(s) : 0u;
+        }
+        if (pre_ok) {
+            uint row0 = wg_row0 + rg_pre, nr = min(R, min(pc.N - row0, pc.rows_per_wg - rg_pre));
+            [[unroll]] for (uint r = 0u; r < R; r++) {
+                uint c, base;
+                wrow(e * pc.N + row0 + min(r, nr - 1u), pc.w_rel, pc.w_chunk_rows,
+                     pc.w_row_bytes, c, base);
+                [[unroll]] for (uint u = 0u; u < UNR; u++)
+                    pre[u][r] = piece_load(c, base, min(lane + u * ss, pieces - 1u));
+            }
         }
         uint xb4 = (pc.x_off + col * pc.x_col_stride) >> 2; // groups 1, x_col_div 1: the host
         barrier(); // the previous column's reads are done
@@ -206,10 +228,14 @@ void main_swiglu(uint wy, uint n_sum, uint wg_row0, uint pieces) {
             }
             for (uint p0 = lane; p0 < pieces; p0 += UNR * ss) {
                 Raw raw[4][RMAX];
-                [[unroll]] for (uint u = 0u; u < UNR; u++) {
-                    uint p = min(p0 + u * ss, pieces - 1u); // past the end: loaded, not used
-                    [[unroll]] for (uint r = 0u; r < R; r++)
-                        raw[u][r] = piece_load(c[r], base[r], p);
+                if (pre_ok && gi == 0u && p0 == lane) {
+                    raw = pre;
+                } else {
+                    [[unroll]] for (uint u = 0u; u < UNR; u++) {
+                        uint p = min(p0 + u * ss, pieces - 1u); // past the end: loaded, unused
+                        [[unroll]] for (uint r = 0u; r < R; r++)
+                            raw[u][r] = piece_load(c[r], base[r], p);
+                    }
                 }
                 [[unroll]] for (uint u = 0u; u < UNR; u++) {
                     uint p = p0 + u * ss;
@@ -241,13 +267,33 @@ void main() {
     uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
     // one column per workgroup row (its expert with sel); SUM: one token, its k columns
     uint wy = gl_WorkGroupID.y, n_sum = SUM ? pc.k_sum : 1u;
+    uint wg_row0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * pc.rows_per_wg;
+    uint pieces = pc.K / PW;
+    // PRE (not SWIGLU: n_sum is 1): the subgroup's first row group's first pieces, loaded
+    // before the codebook fill and its barrier
+    Raw pre[4][RMAX];
+    uint rg_pre = gl_SubgroupID * R;
+    bool pre_ok = PRE && !SWIGLU && rg_pre < pc.rows_per_wg && wg_row0 + rg_pre < pc.N;
+    if (pre_ok) {
+        uint row0 = wg_row0 + rg_pre, nr = min(R, min(pc.N - row0, pc.rows_per_wg - rg_pre));
+        uint e = 0u;
+        if (pc.sel_mode != 0u) {
+            int s = SEL.d[pc.sel_off + wy];
+            e = s >= 0 && uint(s) < pc.n_expert ? uint(s) : 0u;
+        }
+        [[unroll]] for (uint r = 0u; r < R; r++) {
+            uint c, base;
+            wrow(e * pc.N + row0 + min(r, nr - 1u), pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c,
+                 base);
+            [[unroll]] for (uint u = 0u; u < UNR; u++)
+                pre[u][r] = piece_load(c, base, min(lane + u * ss, pieces - 1u));
+        }
+    }
     if (TYPE == T_IQ2_XXS) {
         for (uint i = gl_LocalInvocationID.x; i < 256u; i += WG)
             grid_s[i] = uvec2(GRID.d[2u * i], GRID.d[2u * i + 1u]);
         barrier();
     }
-    uint wg_row0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * pc.rows_per_wg;
-    uint pieces = pc.K / PW;
     if (SWIGLU) {
         main_swiglu(wy, n_sum, wg_row0, pieces);
         return;
@@ -277,10 +323,14 @@ void main() {
             }
             for (uint p0 = lane; p0 < pieces; p0 += UNR * ss) {
                 Raw raw[4][RMAX];
-                [[unroll]] for (uint u = 0u; u < UNR; u++) {
-                    uint p = min(p0 + u * ss, pieces - 1u); // past the end: loaded, not used
-                    [[unroll]] for (uint r = 0u; r < R; r++)
-                        raw[u][r] = piece_load(c[r], base[r], p);
+                if (pre_ok && rg == rg_pre && p0 == lane) {
+                    raw = pre;
+                } else {
+                    [[unroll]] for (uint u = 0u; u < UNR; u++) {
+                        uint p = min(p0 + u * ss, pieces - 1u); // past the end: loaded, unused
+                        [[unroll]] for (uint r = 0u; r < R; r++)
+                            raw[u][r] = piece_load(c[r], base[r], p);
+                    }
                 }
                 [[unroll]] for (uint u = 0u; u < UNR; u++) {
                     uint p = p0 + u * ss;

@@ -722,7 +722,8 @@ static halo_status buf_write(halo_backend *hbe, halo_buf *b, uint64_t offset, co
 /* Reads of RD_MIN .. RD_MAX bytes from device memory go through a pinned staging buffer
  * (be->rd, grown to the largest such read): a copy into pageable memory is staged by the
  * driver in pieces, and a decode step ends with one of 517 KB (the logits) right after its
- * sync, on the critical path between two steps (HALO_CUDA_PINREAD=0: straight into dst). */
+ * sync, on the critical path between two steps. Opt-in (HALO_CUDA_PINREAD=1): by default
+ * straight into dst (be->pinread says why). */
 enum { RD_MIN = 64 << 10, RD_MAX = 64 << 20 };
 static bool rd_room(cu_backend *be, uint64_t n) {
     if (be->rd && n <= be->rd_cap) return true;

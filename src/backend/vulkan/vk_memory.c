@@ -90,9 +90,10 @@ void vk_memory_choose(vk_backend *vb) {
      * host cannot map. On the H200 (session 8, bench/vulkan/RESULTS.md) a decode projection
      * reading 9 GB of copies in turn took 137 us from host-visible VRAM and 34 us from the
      * other type (the same 35.65 MB kernel: 24 us when it stays in L2), and every kernel of
-     * a decode step ran ~1.6x faster with per-dispatch stamps (the whole step's speed is the
-     * final call's FINAL-AB): host-visible VRAM is slow to stream GiBs through, as
-     * llama.cpp's Vulkan backend also found on NVIDIA. HALO_VK_WEIGHT_MEM=mapped keeps them
+     * a decode step ran ~1.6x faster with per-dispatch stamps; the whole 24-layer step did
+     * not move (session 8's final call: 76.27 mapped against 74.28 / 81.64): host-visible VRAM
+     * is slow to stream GiBs through, as llama.cpp's Vulkan backend also found on NVIDIA,
+     * but it is not what bounds decode here. HALO_VK_WEIGHT_MEM=mapped keeps them
      * host-visible (faster to load: no staging), =staged stages them on any device. */
     bool discrete = vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
     vb->weights_staged = env_is("HALO_VK_WEIGHT_MEM", "staged") ||

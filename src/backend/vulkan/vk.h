@@ -136,6 +136,7 @@ typedef enum vk_kernel {
     VK_K_MATVEC_Q8,   /* Q8_0 decode: several rows per lane group (specialised by variant) */
     VK_K_MATVEC_MOE,  /* IQ2_XXS / Q2_K (routed experts): a sub-block per lane, rows per WG */
     VK_K_NORM_ROPE,   /* a deferred per-head norm and the rope after it, in one dispatch */
+    VK_K_MOE_DEC,     /* one token's routed experts: gate/up + SwiGLU, down + sum (vk_moe_dec.c) */
     VK_K_COUNT
 } vk_kernel;
 
@@ -260,6 +261,8 @@ typedef struct vk_backend {
     uint32_t fuse_moe;    /* HALO_VK_FUSE_MOE: 2 (default) SwiGLU folded into the down
                            * projections' loads and the weighted sum into the routed down; 1
                            * the SwiGLU only; 0 neither (their own dispatches) */
+    uint32_t moe_dec;     /* moe_dec.comp's workgroups a dispatch (HALO_VK_MOE_DEC=N; 0: off,
+                           * matvec_moe.comp takes the routed experts; vk_moe_dec.c) */
     bool defer_norm;      /* HALO_VK_DEFER_NORM=0: every rms_norm recorded when called */
     bool defer_post;      /* HALO_VK_DEFER_POST=0: every hc_post recorded when called */
     bool defer_rope;      /* HALO_VK_DEFER_ROPE=0: every inverse rope recorded when called */
@@ -564,6 +567,16 @@ void vk_attention(halo_backend *be, const halo_attn_args *a);
 void vk_pool(halo_backend *be, const halo_pool_args *a);
 void vk_topk(halo_backend *be, const halo_topk_args *a);
 void vk_moe(halo_backend *be, const halo_moe_args *a);
+
+/* vk_moe_dec.c: one decode token's routed experts by moe_dec.comp, two dispatches. Whether it
+ * takes this call (n_tok tokens); gate/up with SwiGLU into h (pairs x n_ff); down with the
+ * weighted sum (+ ys when its buffer is given) into out. */
+enum { VK_MOE_DEC_WGS = 512 }; /* workgroups a dispatch by default (HALO_VK_MOE_DEC) */
+bool vk_moe_dec_fits(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x);
+void vk_moe_dec_gu(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x,
+                   vk_binding sel, vk_binding h);
+void vk_moe_dec_dn(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding h,
+                   vk_binding sel, vk_binding wts, vk_binding ys, vk_binding out);
 
 /* Whether the shaders decode a weight type. */
 bool vk_type_supported(uint32_t type);

@@ -32,6 +32,11 @@ uint64_t halo_backend_vulkan_submissions(const halo_backend *be) {
     return 0;
 }
 
+uint64_t halo_backend_vulkan_dispatches(const halo_backend *be) {
+    (void)be;
+    return 0;
+}
+
 uint64_t halo_backend_vulkan_barriers(const halo_backend *be) {
     (void)be;
     return 0;

@@ -347,6 +347,15 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
         }
     }
 
+    /* One decode token (HALO_VK_MOE_DEC, vk_moe_dec.c): gate/up with the SwiGLU into g, then
+     * down with the weighted sum: 6 dispatches and 4 barriers. */
+    if (vk_moe_dec_fits(vb, a, n_tok, x)) {
+        vk_moe_dec_gu(vb, a, n_tok, x, sel, g);
+        if (a->gate_sh && !sh_fused) vk_mm(vb, "moe", a->down_sh, &sd);
+        vk_moe_dec_dn(vb, a, n_tok, g, sel, wts, a->gate_sh ? ys : (vk_binding){0},
+                      vk_bind_tensor(a->out));
+        return;
+    }
     vk_mm_args gu = {.x = x,
                      .out = g,
                      .sel = sel,

@@ -458,3 +458,8 @@ void vk_profile_print(vk_backend *vb) {
                 prof_pct(vb, best, 1.0));
     }
 }
+
+uint64_t halo_backend_vulkan_dispatches(const halo_backend *be) {
+    const vk_backend *vb = (const vk_backend *)be;
+    return vb->n_dispatch_total + vb->n_dispatch;
+}

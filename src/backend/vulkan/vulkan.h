@@ -86,6 +86,9 @@ uint64_t halo_backend_vulkan_host_barriers(const halo_backend *be);
  * copy or fill, and the submissions' last ones; all with HALO_VK_BARRIER_XFER=1). */
 uint64_t halo_backend_vulkan_xfer_barriers(const halo_backend *be);
 
+/* Dispatches recorded so far (tests: which shaders an op took). */
+uint64_t halo_backend_vulkan_dispatches(const halo_backend *be);
+
 /* Whether this build has the Vulkan backend (false: halo_backend_vulkan_create only fails). */
 bool halo_backend_vulkan_built(void);
 

@@ -13,7 +13,6 @@ typedef struct dec_pc {
     float clamp_v;
 } dec_pc;
 
-
 /* A binding's start inside its descriptor, 16-byte aligned (the shader reads x and h as vec4) */
 static bool vec4_aligned(vk_backend *vb, vk_binding b) {
     vk_bound bd = {0};
@@ -27,8 +26,8 @@ bool vk_moe_dec_fits(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_
      * token's k pairs is done by one subgroup per row. gate/up's x staged in shared memory
      * (at most 4096 inputs); the up weight bound as one range (binding 8). */
     return vb->moe_dec && vb->fuse_moe >= 2 && n_tok <= 4 && g->type == HALO_TYPE_IQ2_XXS &&
-           u->type == g->type && d->type == HALO_TYPE_Q2_K && n_embd % 256 == 0 && n_embd <= 4096 && n_ff % 256 == 0 &&
-           (uint64_t)d->ne[0] == n_ff && (uint64_t)d->ne[1] == n_embd &&
+           u->type == g->type && d->type == HALO_TYPE_Q2_K && n_embd % 256 == 0 && n_embd <= 4096 &&
+           n_ff % 256 == 0 && (uint64_t)d->ne[0] == n_ff && (uint64_t)d->ne[1] == n_embd &&
            halo_tensor_nbytes(u) + vb->align <= vb->max_range && vec4_aligned(vb, x);
 }
 
@@ -46,14 +45,24 @@ void vk_moe_dec_gu(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_bi
     const halo_tensor *g = a->gate_exps;
     uint32_t n_embd = (uint32_t)g->ne[0], n_ff = (uint32_t)g->ne[1], k = a->n_used;
     uint32_t n_expert = (uint32_t)g->ne[2], pairs = n_tok * k;
-    vk_binding b[9] = {vk_bind_weight(g, n_ff), x, h, sel, {0}, {0}, {0}, {0},
+    vk_binding b[9] = {vk_bind_weight(g, n_ff),   x, h, sel, {0}, {0}, {0}, {0},
                        vk_bind_tensor(a->up_exps)};
     vk_bound bd[9] = {{0}};
     if (!vk_resolve(vb, "moe", b, 9, bd)) return;
-    dec_pc pc = {n_embd,        n_ff,          bd[0].rel, bd[0].chunk_rows, (uint32_t)b[0].row_bytes,
-                 bd[8].rel,     bd[1].rel / 16, n_embd / 4, k,              bd[3].rel / 4,
-                 n_expert,      bd[2].rel / 4, n_ff,      0,                0,
-                 0,             a->clamp_exp};
+    dec_pc pc = {.K = n_embd,
+                 .N = n_ff,
+                 .w_rel = bd[0].rel,
+                 .w_chunk_rows = bd[0].chunk_rows,
+                 .w_row_bytes = (uint32_t)b[0].row_bytes,
+                 .u_rel = bd[8].rel,
+                 .x_off4 = bd[1].rel / 16,
+                 .x_col_stride4 = n_embd / 4,
+                 .k = k,
+                 .sel_off = bd[3].rel / 4,
+                 .n_expert = n_expert,
+                 .out_off = bd[2].rel / 4,
+                 .out_col_stride = n_ff,
+                 .clamp_v = a->clamp_exp};
     VkPipeline pipe = vk_typed_pipeline(vb, VK_K_MOE_DEC, g->type | VK_KEY_SWIGLU);
     vk_note_work(vb, (double)pairs * n_ff * n_embd * 2);
     vk_dispatch_pipe(vb, VK_K_MOE_DEC, pipe, "moe", b, 9, NULL, &pc, sizeof pc,
@@ -68,10 +77,25 @@ void vk_moe_dec_dn(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_bi
     vk_binding b[8] = {vk_bind_weight(d, n_embd), h, out, sel, {0}, {0}, wts, ys};
     vk_bound bd[8] = {{0}};
     if (!vk_resolve(vb, "moe", b, 8, bd)) return;
-    dec_pc pc = {n_ff,          n_embd,        bd[0].rel,     bd[0].chunk_rows, (uint32_t)b[0].row_bytes,
-                 0,             bd[1].rel / 16, n_ff / 4,     k,                bd[3].rel / 4,
-                 n_expert,      bd[2].rel / 4, n_embd,        bd[6].rel / 4,    bd[7].rel / 4,
-                 ys.buf != NULL, 0.0f};
+    if (bd[1].rel % 16) { /* the scratch's views start on 256 bytes (vk_take) */
+        vk_fail(vb, HALO_E_INVALID_ARG, "moe: h not 16-byte aligned for moe_dec.comp");
+        return;
+    }
+    dec_pc pc = {.K = n_ff,
+                 .N = n_embd,
+                 .w_rel = bd[0].rel,
+                 .w_chunk_rows = bd[0].chunk_rows,
+                 .w_row_bytes = (uint32_t)b[0].row_bytes,
+                 .x_off4 = bd[1].rel / 16,
+                 .x_col_stride4 = n_ff / 4,
+                 .k = k,
+                 .sel_off = bd[3].rel / 4,
+                 .n_expert = n_expert,
+                 .out_off = bd[2].rel / 4,
+                 .out_col_stride = n_embd,
+                 .wt_off = bd[6].rel / 4,
+                 .ys_off = bd[7].rel / 4,
+                 .has_ys = ys.buf != NULL};
     VkPipeline pipe = vk_typed_pipeline(vb, VK_K_MOE_DEC, d->type);
     vk_note_work(vb, (double)n_tok * k * n_ff * n_embd);
     vk_dispatch_pipe(vb, VK_K_MOE_DEC, pipe, "moe", b, 8, NULL, &pc, sizeof pc,

@@ -75,9 +75,10 @@ Pos step_pos(uint s, uint nch, uint sg0, uint stride) {
     return q;
 }
 
-void load_step(Pos q, uint pair0, uint pieces, out Raw g[U], out Raw u[U]) {
+// e_gu: GU's expert (one pair a workgroup), looked up once.
+void load_step(Pos q, uint pair0, uint e_gu, uint pieces, out Raw g[U], out Raw u[U]) {
     uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
-    uint e = expert(pair0 + q.j), c, base;
+    uint e = GU ? e_gu : expert(pair0 + q.j), c, base;
     wrow(e * pc.N + q.row, pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c, base);
     uint ubase = pc.u_rel + (e * pc.N + q.row) * pc.w_row_bytes;
     [[unroll]] for (uint i = 0u; i < U; i++) {
@@ -96,8 +97,9 @@ void main() {
     uint pieces = pc.K / PW, nch = (pieces + U * ss - 1u) / (U * ss);
     uint rows = sg0 < pc.N ? (pc.N - sg0 + stride - 1u) / stride : 0u;
     uint steps = rows * nch * (GU ? 1u : pc.k);
+    uint e_gu = GU ? expert(pair0) : 0u;
     Raw cg[U], cu[U];
-    if (steps > 0u) load_step(step_pos(0u, nch, sg0, stride), pair0, pieces, cg, cu);
+    if (steps > 0u) load_step(step_pos(0u, nch, sg0, stride), pair0, e_gu, pieces, cg, cu);
     if (TYPE == T_IQ2_XXS) {
         for (uint i = gl_LocalInvocationID.x; i < 256u; i += WG)
             grid_s[i] = uvec2(GRID.d[2u * i], GRID.d[2u * i + 1u]);
@@ -110,7 +112,8 @@ void main() {
     for (uint s = 0u; s < steps; s++) {
         Pos q = step_pos(s, nch, sg0, stride);
         Raw ng[U], nu[U];
-        if (s + 1u < steps) load_step(step_pos(s + 1u, nch, sg0, stride), pair0, pieces, ng, nu);
+        if (s + 1u < steps)
+            load_step(step_pos(s + 1u, nch, sg0, stride), pair0, e_gu, pieces, ng, nu);
         uint hx4 = GU ? 0u : pc.x_off4 + (pair0 + q.j) * pc.x_col_stride4;
         [[unroll]] for (uint i = 0u; i < U; i++) {
             uint p = q.ch * U * ss + i * ss + lane;

@@ -804,16 +804,16 @@ static void moe_q2_mix_matches_the_cpu(void) {
              HALO_TYPE_Q2_K);
 }
 
-/* HALO_VK_MOE_DEC: moe_dec.comp takes the routed experts of a few tokens (gate/up with the
- * SwiGLU in one dispatch, down with the weighted sum in another: one dispatch fewer than
- * matvec_moe.comp's path, which the count shows ran), against the CPU; with 3 workgroups a
- * dispatch each subgroup walks many rows and pairs (its next row's loads ahead of each), with
- * 0 the old path. */
+/* HALO_VK_MOE_DEC=N (off by default): moe_dec.comp takes the routed experts of a few tokens
+ * (gate/up with the SwiGLU in one dispatch, down with the weighted sum in another: one dispatch
+ * fewer than matvec_moe.comp's path, which the count shows ran), against the CPU; with 512
+ * workgroups a dispatch and with 3 (each subgroup then walks many rows and pairs, its next
+ * step's loads ahead of each); the defaults the old path. */
 static void moe_dec_matches_the_cpu(void) {
-    static const char *const off[] = {"HALO_VK_MOE_DEC=0", NULL};
+    static const char *const on[] = {"HALO_VK_MOE_DEC=512", NULL};
     static const char *const few[] = {"HALO_VK_MOE_DEC=3", NULL};
-    halo_backend *bes[3] = {vk_env(off), vk_def, vk_env(few)};
-    static const char *const names[3] = {"moe_dec=0", "moe_dec (defaults)", "moe_dec=3"};
+    halo_backend *bes[3] = {vk_def, vk_env(on), vk_env(few)};
+    static const char *const names[3] = {"defaults (matvec_moe)", "moe_dec=512", "moe_dec=3"};
     uint64_t nd[3] = {0};
     halo_backend *keep = vk;
     for (int c = 0; c < 3; c++) {
@@ -828,7 +828,7 @@ static void moe_dec_matches_the_cpu(void) {
     vk = keep;
     CHECK_INT(nd[1] + 1, nd[0]);
     CHECK_INT(nd[2], nd[1]);
-    bes[0]->ops->destroy(bes[0]);
+    bes[1]->ops->destroy(bes[1]);
     bes[2]->ops->destroy(bes[2]);
 }
 
@@ -951,6 +951,12 @@ int main(void) {
         RUN_SOME(moe_q2_mix_matches_the_cpu); /* the fused down (SwiGLU, sum) included */
         vk->ops->destroy(vk);
     }
+    /* moe_dec.comp with the conversions (its default run is in moe_dec_matches_the_cpu) */
+    static const char *const dec_cvt0[] = {"HALO_VK_CVT=0", "HALO_VK_MOE_DEC=512", NULL};
+    vk = vk_env(dec_cvt0);
+    printf("cvt=0 moe_dec=512:\n");
+    RUN_SOME(moe_q2_mix_matches_the_cpu);
+    vk->ops->destroy(vk);
     vk = wide;
     vk->ops->destroy(vk);
     vk_off->ops->destroy(vk_off);

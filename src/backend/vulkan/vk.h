@@ -571,7 +571,11 @@ void vk_moe(halo_backend *be, const halo_moe_args *a);
 /* vk_moe_dec.c: one decode token's routed experts by moe_dec.comp, two dispatches. Whether it
  * takes this call (n_tok tokens); gate/up with SwiGLU into h (pairs x n_ff); down with the
  * weighted sum (+ ys when its buffer is given) into out. */
-enum { VK_MOE_DEC_WGS = 512 }; /* workgroups a dispatch by default (HALO_VK_MOE_DEC) */
+/* Off by default (HALO_VK_MOE_DEC=N turns it on, N workgroups a dispatch): on the H200 (request
+ * vk-moe-1, bench_vk_matvec, one cold MoE call) it took 172 us against matvec_moe.comp's 144
+ * (gate/up 108 us against 2 x 42, down with the sum 42.5 against 47.4); gate/up keeps half
+ * the pieces live since, not yet measured (FINAL-AB.md). */
+enum { VK_MOE_DEC_WGS = 0 };
 bool vk_moe_dec_fits(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x);
 void vk_moe_dec_gu(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x,
                    vk_binding sel, vk_binding h);

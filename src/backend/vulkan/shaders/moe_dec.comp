@@ -8,8 +8,8 @@
 // loads, decodes them and only then asks for more, so on cold weights few bytes are in flight
 // (session 8: a routed gate or up 42 us for 13 MB alone, ~110 us inside the decode step). Here
 // a subgroup stays on one pair and walks rows r, r + S, r + 2S, ... (S = all subgroups given to
-// the pair), a lane taking pieces lane + i·ss (U of them a step: a 4096-wide IQ2_XXS row is
-// one step at ss 32) of each row, and a step's loads are issued before the step before it is
+// the pair), a lane taking pieces lane + i·ss (U of them a step: a 2048-wide Q2_K row is one
+// step at ss 32, a 4096-wide IQ2_XXS gate/up pair two) of each row, and a step's loads are issued before the step before it is
 // decoded (software pipelining: while one row is decoded the next is in flight); the codebook
 // fill and x's staging are paid once for the subgroup's many rows and the first step's loads
 // go out before their barrier. GU: the same lane holds the gate and the up piece of a row (one
@@ -30,7 +30,11 @@ layout(constant_id = 0) const uint TYPE = 16u; // T_IQ2_XXS or T_Q2_K
 layout(constant_id = 1) const uint MODE = 0u;
 const bool GU = (MODE & 2u) != 0u;
 const uint PW = TYPE == T_IQ2_XXS ? 32u : 16u; // weights per piece
-const uint U = 4u;                             // pieces of a row a lane loads in one step
+// Pieces of a row a lane loads in one step. GU: 2 (a step holds gate and up, and the next
+// step's: with 4, as DN, request vk-moe-1 measured the gate/up dispatch at 108 us against 2 x 42
+// for matvec_moe.comp's, which keeps half as many pieces live: taken as register spills).
+const uint U = GU ? 2u : 4u;
+const uint UMAX = 4u; // the arrays' size (U comes from a specialisation constant)
 
 layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // GU: x; DN: h (16-byte aligned)
 layout(binding = 2) writeonly buffer Out { float d[]; } OUT;
@@ -76,7 +80,7 @@ Pos step_pos(uint s, uint nch, uint sg0, uint stride) {
 }
 
 // e_gu: GU's expert (one pair a workgroup), looked up once.
-void load_step(Pos q, uint pair0, uint e_gu, uint pieces, out Raw g[U], out Raw u[U]) {
+void load_step(Pos q, uint pair0, uint e_gu, uint pieces, out Raw g[UMAX], out Raw u[UMAX]) {
     uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
     uint e = GU ? e_gu : expert(pair0 + q.j), c, base;
     wrow(e * pc.N + q.row, pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c, base);
@@ -98,7 +102,7 @@ void main() {
     uint rows = sg0 < pc.N ? (pc.N - sg0 + stride - 1u) / stride : 0u;
     uint steps = rows * nch * (GU ? 1u : pc.k);
     uint e_gu = GU ? expert(pair0) : 0u;
-    Raw cg[U], cu[U];
+    Raw cg[UMAX], cu[UMAX];
     if (steps > 0u) load_step(step_pos(0u, nch, sg0, stride), pair0, e_gu, pieces, cg, cu);
     if (TYPE == T_IQ2_XXS) {
         for (uint i = gl_LocalInvocationID.x; i < 256u; i += WG)
@@ -111,7 +115,7 @@ void main() {
     float ag = 0.0, au = 0.0, tot = 0.0;
     for (uint s = 0u; s < steps; s++) {
         Pos q = step_pos(s, nch, sg0, stride);
-        Raw ng[U], nu[U];
+        Raw ng[UMAX], nu[UMAX];
         if (s + 1u < steps)
             load_step(step_pos(s + 1u, nch, sg0, stride), pair0, e_gu, pieces, ng, nu);
         uint hx4 = GU ? 0u : pc.x_off4 + (pair0 + q.j) * pc.x_col_stride4;

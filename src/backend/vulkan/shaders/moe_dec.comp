@@ -9,14 +9,19 @@
 // (session 8: a routed gate or up 42 us for 13 MB alone, ~110 us inside the decode step). Here
 // a subgroup stays on one pair and walks rows r, r + S, r + 2S, ... (S = all subgroups given to
 // the pair), a lane taking pieces lane + i·ss (U of them a step: a 2048-wide Q2_K row is one
-// step at ss 32, a 4096-wide IQ2_XXS gate/up pair two) of each row, and a step's loads are issued before the step before it is
-// decoded (software pipelining: while one row is decoded the next is in flight); the codebook
-// fill and x's staging are paid once for the subgroup's many rows and the first step's loads
-// go out before their barrier. GU: the same lane holds the gate and the up piece of a row (one
+// step at ss 32, a 4096-wide IQ2_XXS gate/up pair two) of each row, and a step's loads are
+// issued before the step before it is decoded (software pipelining: while one is decoded the
+// next is in flight); the codebook fill and x's staging are paid once for the subgroup's many
+// rows and the first step's loads go out before their barrier. GU: the same lane holds the gate and the up piece of a row (one
 // x read for both) and the lane that owns the row's sums writes silu(min(g, c))·clamp(u, ±c):
 // no SwiGLU dispatch, g and u never stored. DN: a subgroup walks rows, and for each row the k
 // pairs of its token (expert sel, weight wt), so the weighted sum over the experts needs no
 // other dispatch: out = Σ_j wt_j (W_j · h_j) + ys (moe_sum.comp's expression).
+//
+// Measured on the H200 (request vk-moe-1, bench/vulkan/RESULTS.md): down with the sum 42.5 us a
+// cold call against matvec_moe.comp's 47.4, but gate/up 108 us against its 2 x 42, so the path
+// is off by default; since then gate/up keeps half the pieces live and reads x swizzled (not
+// yet run on a GPU).
 //
 // The pieces decode as matvec_moe.comp's (moe_piece.glsl: the same f32 values, f32
 // accumulation; a lane's pieces in order, then subgroupAdd).
@@ -51,6 +56,13 @@ layout(push_constant) uniform PC {
 
 shared uvec2 grid_s[TYPE == T_IQ2_XXS ? 256 : 1];
 shared vec4 xs[GU ? 1024 : 1]; // GU: the token's x (K <= 4096, the host checks)
+// GU: x's vec4 t of piece p sits at slot t ^ (p % PV) of the piece's PV slots. The lanes of a
+// subgroup read pieces 128 bytes apart (IQ2_XXS), so in order each 16-byte read of a quarter
+// warp (8 lanes) would hit the same four banks: 8-way conflicts, ~8 x 8 shared-memory
+// wavefronts a piece where 8 do (an estimate from NVIDIA's bank rules, ~48 us of the gate/up
+// dispatch's 108 in request vk-moe-1; not measured). Swizzled, the 8 lanes' slots differ.
+const uint PV = PW / 4u; // vec4s a piece
+uint xs_at(uint i) { return (i & ~(PV - 1u)) | ((i ^ (i / PV)) & (PV - 1u)); }
 
 const uint UPW = 8u; // chunk index meaning the up weight (binding 8)
 uint wld(uint c, uint i) {
@@ -110,7 +122,7 @@ void main() {
     }
     uint xb4 = pc.x_off4 + (GU ? wy / pc.k : 0u) * pc.x_col_stride4;
     if (GU)
-        for (uint i = gl_LocalInvocationID.x; i < pc.K / 4u; i += WG) xs[i] = XB4.d[xb4 + i];
+        for (uint i = gl_LocalInvocationID.x; i < pc.K / 4u; i += WG) xs[xs_at(i)] = XB4.d[xb4 + i];
     if (TYPE == T_IQ2_XXS || GU) barrier();
     float ag = 0.0, au = 0.0, tot = 0.0;
     for (uint s = 0u; s < steps; s++) {
@@ -123,7 +135,7 @@ void main() {
             uint p = q.ch * U * ss + i * ss + lane;
             if (p >= pieces) break;
             [[unroll]] for (uint t = 0u; t < PW / 4u; t++)
-                xv[t] = GU ? xs[p * (PW / 4u) + t] : XB4.d[hx4 + p * (PW / 4u) + t];
+                xv[t] = GU ? xs[xs_at(p * PV + t)] : XB4.d[hx4 + p * PV + t];
             if (CVT && TYPE == T_Q2_K) xsum = piece_sum();
             ag = piece_math(ag, cg[i], p);
             if (GU) au = piece_math(au, cu[i], p);

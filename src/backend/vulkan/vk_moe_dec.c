@@ -24,10 +24,11 @@ bool vk_moe_dec_fits(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_
     uint64_t n_embd = (uint64_t)g->ne[0], n_ff = (uint64_t)g->ne[1];
     /* A few tokens (decode, where the experts' weights are read once a token): the sum over a
      * token's k pairs is done by one subgroup per row. gate/up's x staged in shared memory
-     * (at most 4096 inputs); the up weight bound as one range (binding 8). */
+     * (at most 4096 inputs); the up weight bound as one range (binding 8); h in down's read
+     * order, groups of 512 values (moe_dec.comp's h_at). */
     return vb->moe_dec && vb->fuse_moe >= 2 && n_tok <= 4 && g->type == HALO_TYPE_IQ2_XXS &&
            u->type == g->type && d->type == HALO_TYPE_Q2_K && n_embd % 256 == 0 && n_embd <= 4096 &&
-           n_ff % 256 == 0 && (uint64_t)d->ne[0] == n_ff && (uint64_t)d->ne[1] == n_embd &&
+           n_ff % 512 == 0 && (uint64_t)d->ne[0] == n_ff && (uint64_t)d->ne[1] == n_embd &&
            halo_tensor_nbytes(u) + vb->align <= vb->max_range && vec4_aligned(vb, x);
 }
 

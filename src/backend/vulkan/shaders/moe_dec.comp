@@ -64,6 +64,16 @@ shared vec4 xs[GU ? 1024 : 1]; // GU: the token's x (K <= 4096, the host checks)
 const uint PV = PW / 4u; // vec4s a piece
 uint xs_at(uint i) { return (i & ~(PV - 1u)) | ((i ^ (i / PV)) & (PV - 1u)); }
 
+// h (GU's output, DN's input) in an order for DN's reads: DN's lane l reads pieces l + 32 i of
+// 16 values (Q2_K), 64 bytes apart in row order, so one 16-byte load of a subgroup spans 2 KB
+// (16 cache lines where 4 would do: by the same estimate ~24 us of the down dispatch's 42.5).
+// Vec4 t of piece p is stored at vec4 ((p / 32) · 4 + t) · 32 + p % 32 instead: the 32 lanes'
+// loads of one (i, t) are 512 consecutive bytes (at a subgroup of 32; any size reads right).
+// The host keeps n_ff a multiple of 512.
+const uint HG = 32u, HPV = 4u; // lanes a group; vec4s of a down piece (Q2_K: 16 values)
+uint h_vec(uint p, uint t) { return ((p / HG) * HPV + t) * HG + p % HG; }
+uint h_at(uint e) { return 4u * h_vec(e / (4u * HPV), (e / 4u) % HPV) + e % 4u; }
+
 const uint UPW = 8u; // chunk index meaning the up weight (binding 8)
 uint wld(uint c, uint i) {
     if (c == UPW) return WU.d[i];
@@ -135,7 +145,7 @@ void main() {
             uint p = q.ch * U * ss + i * ss + lane;
             if (p >= pieces) break;
             [[unroll]] for (uint t = 0u; t < PW / 4u; t++)
-                xv[t] = GU ? xs[xs_at(p * PV + t)] : XB4.d[hx4 + p * PV + t];
+                xv[t] = GU ? xs[xs_at(p * PV + t)] : XB4.d[hx4 + h_vec(p, t)];
             if (CVT && TYPE == T_Q2_K) xsum = piece_sum();
             ag = piece_math(ag, cg[i], p);
             if (GU) au = piece_math(au, cu[i], p);
@@ -150,7 +160,7 @@ void main() {
                     g = min(g, pc.clamp_v);
                     u = clamp(u, -pc.clamp_v, pc.clamp_v);
                 }
-                OUT.d[pc.out_off + wy * pc.out_col_stride + q.row] = g / (1.0 + exp(-g)) * u;
+                OUT.d[pc.out_off + wy * pc.out_col_stride + h_at(q.row)] = g / (1.0 + exp(-g)) * u;
             }
             ag = au = 0.0;
         } else {

@@ -808,12 +808,13 @@ static void moe_q2_mix_matches_the_cpu(void) {
  * (gate/up with the SwiGLU in one dispatch, down with the weighted sum in another: one dispatch
  * fewer than matvec_moe.comp's path, which the count shows ran), against the CPU; with 512
  * workgroups a dispatch and with 3 (each subgroup then walks many rows and pairs, its next
- * step's loads ahead of each); the defaults the old path. */
+ * step's loads ahead of each); with 0 the old path. */
 static void moe_dec_matches_the_cpu(void) {
+    static const char *const off[] = {"HALO_VK_MOE_DEC=0", NULL};
     static const char *const on[] = {"HALO_VK_MOE_DEC=512", NULL};
     static const char *const few[] = {"HALO_VK_MOE_DEC=3", NULL};
-    halo_backend *bes[3] = {vk_def, vk_env(on), vk_env(few)};
-    static const char *const names[3] = {"defaults (matvec_moe)", "moe_dec=512", "moe_dec=3"};
+    halo_backend *bes[3] = {vk_env(off), vk_env(on), vk_env(few)};
+    static const char *const names[3] = {"moe_dec=0 (matvec_moe)", "moe_dec=512", "moe_dec=3"};
     uint64_t nd[3] = {0};
     halo_backend *keep = vk;
     for (int c = 0; c < 3; c++) {
@@ -828,8 +829,8 @@ static void moe_dec_matches_the_cpu(void) {
     vk = keep;
     CHECK_INT(nd[1] + 1, nd[0]);
     CHECK_INT(nd[2], nd[1]);
-    bes[1]->ops->destroy(bes[1]);
-    bes[2]->ops->destroy(bes[2]);
+    for (int c = 0; c < 3; c++)
+        bes[c]->ops->destroy(bes[c]);
 }
 
 static void an_unsupported_weight_type_is_an_error_at_sync(void) {

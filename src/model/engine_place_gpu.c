@@ -297,8 +297,10 @@ halo_status halo_engine_place_gpu(halo_engine *e, const halo_plan *plan,
         for (uint64_t i = 0; !st && i < n; i++)
             if (buf_of[i] == k) g.buf[i] = pb;
     }
-    if (!st && n_sp) st = wrap_arena(&g, sp, n_sp, cap ? cap : UINT64_MAX, err);
+    /* Before the arena is pinned: copied after it, the mxfp4 mix's last shared-expert tensor
+     * (pageable, its neighbours pinned) failed with cudaMemcpy's "invalid argument". */
     if (!st && synth) st = synth_upload(&g, bytes, synth, meter, err);
+    if (!st && n_sp) st = wrap_arena(&g, sp, n_sp, cap ? cap : UINT64_MAX, err);
     for (uint64_t i = 0; !st && !synth && i < n; i++) {
         const halo_gguf_tensor *t = halo_gguf_tensor_at(e->gguf, i);
         const unsigned char *p = halo_mem_arena_tensor(e->arena, i);

@@ -12,9 +12,9 @@
 // step at ss 32, a 4096-wide IQ2_XXS gate/up pair two) of each row, and a step's loads are
 // issued before the step before it is decoded (software pipelining: while one is decoded the
 // next is in flight); the codebook fill and x's staging are paid once for the subgroup's many
-// rows and the first step's loads go out before their barrier. GU: the same lane holds the gate and the up piece of a row (one
-// x read for both) and the lane that owns the row's sums writes silu(min(g, c))·clamp(u, ±c):
-// no SwiGLU dispatch, g and u never stored. DN: a subgroup walks rows, and for each row the k
+// rows and the first step's loads go out before their barrier. GU: the same lane holds the
+// gate and the up piece of a row (one x read for both) and the lane that owns the row's sums
+// writes silu(min(g, c))·clamp(u, ±c): no SwiGLU dispatch, g and u never stored. DN: a subgroup walks rows, and for each row the k
 // pairs of its token (expert sel, weight wt), so the weighted sum over the experts needs no
 // other dispatch: out = Σ_j wt_j (W_j · h_j) + ys (moe_sum.comp's expression).
 //

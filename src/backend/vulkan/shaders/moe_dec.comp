@@ -14,9 +14,10 @@
 // next is in flight); the codebook fill and x's staging are paid once for the subgroup's many
 // rows and the first step's loads go out before their barrier. GU: the same lane holds the
 // gate and the up piece of a row (one x read for both) and the lane that owns the row's sums
-// writes silu(min(g, c))·clamp(u, ±c): no SwiGLU dispatch, g and u never stored. DN: a subgroup walks rows, and for each row the k
-// pairs of its token (expert sel, weight wt), so the weighted sum over the experts needs no
-// other dispatch: out = Σ_j wt_j (W_j · h_j) + ys (moe_sum.comp's expression).
+// writes silu(min(g, c))·clamp(u, ±c): no SwiGLU dispatch, g and u never stored. DN: a
+// subgroup walks rows, and for each row the k pairs of its token (expert sel, weight wt), so
+// the weighted sum over the experts needs no other dispatch: out = Σ_j wt_j (W_j · h_j) + ys
+// (moe_sum.comp's expression).
 //
 // Measured on the H200 (request vk-moe-1, bench/vulkan/RESULTS.md): down with the sum 42.5 us a
 // cold call against matvec_moe.comp's 47.4, but gate/up 108 us against its 2 x 42, so the path

@@ -221,9 +221,11 @@ static void decode_types_match_the_cpu(void) {
 /* matvec_q8.comp (HALO_VK_MVQ8: a GPU takes it for Q8_0 decode; lavapipe only when asked),
  * every variant: 1..4 rows per subgroup or per workgroup, one or two units in flight, row counts
  * that leave a partial last group or that R does not divide (its fallback to 1 row), 1..5 columns
- * (a second tile of one), and the grouped projection. */
+ * (a second tile of one), and the grouped projection. "sN": matvec_q8s.comp with N rows a
+ * workgroup (HALO_VK_MVQ8S; 8 and 16 take K = 4096 in 2 and 4 stages; 12 rows a group: 4). */
 static void q8_0_decode_variants_match_the_cpu(void) {
-    static const char *const variants[] = {"1", "2", "3", "4u", "1w", "2wu", "3w", "4w"};
+    static const char *const variants[] = {"1",  "2",  "3",  "4u", "1w", "2wu", "3w",
+                                           "4w", "s1", "s2", "s4", "s8", "s16"};
     enum { K = 4096, G = 8, KG = 1024, NG = 12 };
     static const int rows[] = {72, 70, 1};
     float *x = rnd(K * 5, 1.0f), *xg = rnd(G * KG * 2, 1.0f);
@@ -232,9 +234,11 @@ static void q8_0_decode_variants_match_the_cpu(void) {
     halo_backend *keep = vk;
     for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
         halo_error err = {0};
-        setenv("HALO_VK_MVQ8", variants[v], 1);
+        bool staged = variants[v][0] == 's';
+        setenv("HALO_VK_MVQ8", staged ? "1" : variants[v], 1);
+        if (staged) setenv("HALO_VK_MVQ8S", variants[v] + 1, 1);
         CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
-        unsetenv("HALO_VK_MVQ8");
+        unsetenv("HALO_VK_MVQ8"), unsetenv("HALO_VK_MVQ8S");
         for (int t = 1; t <= 5; t += 2)
             for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
                 both bx = make(HALO_TYPE_F32, K, t, 1, x);

@@ -231,6 +231,30 @@ static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk
     return v;
 }
 
+/* matvec_q8s.comp's rows per workgroup where it takes a projection matvec_q8.comp would (0: it
+ * does not): rows of whole 16-byte pieces (K % 256 == 0) starting 16-byte aligned (rel, the
+ * view's offset; the caller checks it once resolved). Auto (HALO_VK_MVQ8S unset, and
+ * HALO_VK_MVQ8 too: its variants are tested as asked) on a GPU: the most rows, up to 16 (each x
+ * load serves up to 4), that still leave >= 1024 workgroups (~8 per SM of the H200: shared
+ * memory holds 13 of 17 KB) and divide the group's rows. */
+static uint32_t mvq8s_rows(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m,
+                           uint32_t rel) {
+    int32_t v = vb->mvq8s;
+    if (v == 0 || w->ne[0] % 256 || rel % 16) return 0;
+    uint32_t groups = m->groups ? m->groups : 1, per_group = m->N / groups;
+    uint32_t tiles = (m->n_cols + VK_MATVEC_COLS - 1) / VK_MATVEC_COLS;
+    uint32_t rw = v > 0 ? (uint32_t)v : 16;
+    if (v < 0) {
+        if (vb->mvq8 >= 0 || vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return 0;
+        while (rw > 1 && (uint64_t)m->N * tiles / rw < 1024)
+            rw /= 2;
+    }
+    if (rw > 16 || (rw & (rw - 1))) return 0;
+    while (per_group % rw)
+        rw /= 2;
+    return rw;
+}
+
 /* Whether matvec_moe.comp takes a projection matvec.comp would: IQ2_XXS or Q2_K (the routed
  * experts), ungrouped. HALO_VK_MVMOE=0, or HALO_VK_MATVEC_ROWS (tests of matvec.comp's
  * variants), keeps matvec.comp; HALO_VK_MVMOE=N walks N rows a workgroup (8). */
@@ -380,12 +404,18 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     /* Workgroups of rows fold into x and z so a vocabulary-sized projection stays within the
      * workgroup-count limit. */
     VkPipeline pipe = VK_NULL_HANDLE;
+    uint32_t rw = 0;
     if (kern == VK_K_MATVEC_MOE) {
         /* a column per workgroup row, rows_per_wg rows per workgroup after one codebook fill */
         pc.col_tile = 1;
         /* even: the shader's R = 2; R = 4 (HALO_VK_MOE_R) takes twice the rows so that as
          * many subgroups have work */
         pc.rows_per_wg = vb->mvmoe * (vb->moe_r / 2);
+    } else if (kern == VK_K_MATVEC_Q8 && (rw = mvq8s_rows(vb, w, m, bd[0].rel)) > 0) {
+        kern = VK_K_MATVEC_Q8S;
+        pc.col_tile = VK_MATVEC_COLS;
+        pc.rows_per_wg = rw;
+        pipe = vk_typed_pipeline(vb, kern, rw | mode);
     } else if (kern == VK_K_MATVEC_Q8) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
         uint32_t r = (uint32_t)q8v & 15u;

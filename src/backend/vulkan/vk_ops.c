@@ -733,8 +733,10 @@ typedef struct hc_mix_pc {
     uint32_t fold, n_embd, hc, y_off, post_off, comb_off, copy_off;
 } hc_mix_pc;
 
-/* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row). */
+/* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row), and
+ * hc_mix1.comp the streams (workgroups per token: 512 values of 16,384 each, 4 an invocation). */
 #define VK_HC_SPLIT 16
+#define VK_HC_SPLIT1 32
 
 static bool views_meet(const halo_tensor *a, const halo_tensor *b) {
     uint64_t an = halo_tensor_nbytes(a), bn = halo_tensor_nbytes(b);
@@ -760,10 +762,13 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     bool head = a->post == NULL;
     uint32_t n_tok = (uint32_t)a->collapsed->ne[1], width = a->hc * (uint32_t)a->collapsed->ne[0];
     uint32_t n_mix = head ? a->hc : (2 + a->hc) * a->hc;
+    /* hc_mix1.comp (HALO_VK_HC_MIX1, up to 24 rows: hc <= 4) reads each stream value once */
+    bool mix1 = vb->hc_mix1 && n_mix <= 24;
+    uint32_t split = mix1 ? VK_HC_SPLIT1 : VK_HC_SPLIT;
     uint64_t cur = 0, base_off = vk_take(&cur, vk_f32_bytes(a->base));
     uint64_t scale_off = vk_take(&cur, vk_f32_bytes(a->scale));
     /* the chunks' partial sums, then (fold) hc_mix's copy of the old post and comb */
-    uint64_t sums = (uint64_t)n_tok * VK_HC_SPLIT * (n_mix + 1);
+    uint64_t sums = (uint64_t)n_tok * split * (n_mix + 1);
     uint64_t part_bytes = (sums + (fold ? (uint64_t)n_tok * (a->hc + a->hc * a->hc) : 0)) * 4;
     uint64_t part_off = vk_take(&cur, part_bytes);
     if (!vk_begin_uploads(vb, 8192) || !vk_scratch_reserve(vb, cur, "hc_pre")) return;
@@ -783,8 +788,8 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     if (!vk_resolve(vb, "hc_pre", mb, nm, md)) return;
     hc_mix_pc mp = {width,
                     n_mix,
-                    VK_HC_SPLIT,
-                    (width + VK_HC_SPLIT - 1) / VK_HC_SPLIT,
+                    split,
+                    (width + split - 1) / split,
                     md[0].rel,
                     md[0].chunk_rows,
                     (uint32_t)mb[0].row_bytes,
@@ -798,8 +803,10 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                     md[5].rel / 4,
                     md[2].rel / 4 + (uint32_t)sums};
     vk_note_work(vb, (double)n_tok * (n_mix + 1) * width * (fold ? a->hc + 1 : 1));
-    if (!vk_dispatch_pipe(vb, VK_K_HC_MIX, vk_typed_pipeline(vb, VK_K_HC_MIX, a->fn->type),
-                          "hc_pre", mb, nm, NULL, &mp, sizeof mp, n_mix + 1, VK_HC_SPLIT, n_tok))
+    vk_kernel mk = mix1 ? VK_K_HC_MIX1 : VK_K_HC_MIX;
+    if (!vk_dispatch_pipe(vb, mk, vk_typed_pipeline(vb, mk, a->fn->type), "hc_pre", mb, nm, NULL,
+                          &mp, sizeof mp, mix1 ? split : n_mix + 1, mix1 ? n_tok : split,
+                          mix1 ? 1 : n_tok))
         return;
     /* 2. per token: the sums, pre/post/comb (Sinkhorn) and the collapsed stream */
     vk_binding b[9] = {{0},
@@ -831,7 +838,7 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                 a->eps,
                 a->norm_eps,
                 bd[7].rel / 4,
-                VK_HC_SPLIT,
+                split,
                 fold,
                 bd[8].rel / 4,
                 bd[7].rel / 4 + (uint32_t)sums};

@@ -167,9 +167,17 @@ static halo_status load_weights(halo_engine *e, const halo_engine_params *params
     meter->total = all;
     halo_status st = HALO_OK;
     if (synth) {
-        halo_load_meter_next(meter, all);
-        st = halo_synth_fill_arena(params->model_path, e->gguf, e->arena, params->threads,
-                                   halo_load_meter_report, meter, err);
+        /* A GPU backend's device tensors are made later, a batch at a time right before their
+         * upload (engine_place_gpu.c), so the host never holds the whole model: the 145 GiB
+         * mxfp4 mix fits a 128 GiB host that way. */
+        bool *host_only = gpu ? halo_engine_host_tensors(e->gguf, plan) : NULL;
+        if (gpu && !host_only) return halo_fail(err, HALO_E_NOMEM, "out of memory");
+        uint64_t gpu_bytes = gpu ? halo_engine_gpu_bytes(e->gguf, plan) : 0;
+        halo_load_meter_next(meter, all - gpu_bytes);
+        st = halo_synth_fill_arena(params->model_path, e->gguf, e->arena, host_only,
+                                   params->threads, halo_load_meter_report, meter, err);
+        free(host_only);
+        if (gpu) halo_load_meter_next(meter, gpu_bytes);
     } else {
         uint8_t *pools = gpu ? halo_engine_arena_pools(e->gguf, plan, &arena_bytes) : NULL;
         if (gpu && !pools) return halo_fail(err, HALO_E_NOMEM, "out of memory");
@@ -197,7 +205,7 @@ static halo_status load_weights(halo_engine *e, const halo_engine_params *params
         if (!gpu)
             st = halo_weights_for_each(&e->w, place_one, e, err);
         else
-            st = halo_engine_place_gpu(e, plan, meter, err);
+            st = halo_engine_place_gpu(e, plan, synth ? params : NULL, meter, err);
     }
     /* The bar ends at 100 % even when the last phase had nothing to read. */
     if (!st && meter->fn && !meter->finished) {

@@ -33,6 +33,9 @@ uint8_t *halo_engine_arena_pools(const halo_gguf *g, const halo_plan *plan, uint
 
 /* Tensor bytes the plan puts in device or managed memory. */
 uint64_t halo_engine_gpu_bytes(const halo_gguf *g, const halo_plan *plan);
+/* Per tensor: true unless the plan puts it in device or managed memory. NULL when out of memory;
+ * caller frees. */
+bool *halo_engine_host_tensors(const halo_gguf *g, const halo_plan *plan);
 
 /* A GPU backend's weight buffers: each pool's tensors, in file order, in buffers of at most the
  * backend's largest (Vulkan: maxMemoryAllocationSize), no tensor straddling two. */
@@ -51,9 +54,11 @@ halo_status halo_engine_layout(const uint64_t *bytes, const uint8_t *pool, uint6
 
 /* Allocates the device and managed pools' buffers (split at the backend's largest buffer), reads
  * their tensors straight from the file into them (the direct loader: pinned staging, no host copy)
- * or copies them from the arena when it holds them (a synthetic model), maps the arena for the
- * gpu-host tensors, binds every weight, and frees the arena when nothing stays in host memory. */
-halo_status halo_engine_place_gpu(halo_engine *e, const halo_plan *plan, halo_load_meter *meter,
+ * or, for a synthetic model (synth: its open parameters; NULL for a file), makes them in the
+ * arena a batch at a time and copies them up, maps the arena for the gpu-host tensors, binds
+ * every weight, and frees the arena when nothing stays in host memory. */
+halo_status halo_engine_place_gpu(halo_engine *e, const halo_plan *plan,
+                                  const halo_engine_params *synth, halo_load_meter *meter,
                                   halo_error *err);
 
 /* Streamed experts on a GPU backend: the host expert cache (src/mem/stream.c) as staging, sized

@@ -6,6 +6,9 @@
  * arena loader read them, the arena's range pinned and mapped for the GPU (cudaHostRegister);
  * with none, the arena is freed. */
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "backend/vulkan/vulkan.h"
 #include "core/error.h"
@@ -13,6 +16,7 @@
 #include "mem/expert_device.h"
 #include "mem/stream.h"
 #include "model/engine_place.h"
+#include "model/synthetic.h"
 
 void halo_load_meter_report(const halo_load_progress *p, void *user) {
     halo_load_meter *m = user;
@@ -59,6 +63,14 @@ uint64_t halo_engine_gpu_bytes(const halo_gguf *g, const halo_plan *plan) {
     for (uint64_t i = 0; i < halo_gguf_tensor_count(g); i++)
         if (in_gpu(plan->tensor_pool[i])) bytes += halo_gguf_tensor_at(g, i)->n_bytes;
     return bytes;
+}
+
+bool *halo_engine_host_tensors(const halo_gguf *g, const halo_plan *plan) {
+    uint64_t n = halo_gguf_tensor_count(g);
+    bool *host = calloc(n ? n : 1, sizeof *host);
+    for (uint64_t i = 0; host && i < n; i++)
+        host[i] = !in_gpu(plan->tensor_pool[i]);
+    return host;
 }
 
 typedef struct gpu_place {
@@ -187,7 +199,58 @@ static uint64_t buffer_cap(const halo_backend *be) {
     return halo_backend_vulkan_max_buffer(be);
 }
 
-halo_status halo_engine_place_gpu(halo_engine *e, const halo_plan *plan, halo_load_meter *meter,
+/* ---- a synthetic model's device tensors ---------------------------------------------------- */
+
+/* Made in the arena about 1 GiB at a time (one fill keeps every core busy), copied up, and their
+ * pages given back: the host holds one batch beyond the host pools' tensors. HALO_SYNTH_BATCH_MIB
+ * sets the batch (tests use a small one, so a small model takes several). */
+static uint64_t synth_batch_bytes(void) {
+    const char *v = getenv("HALO_SYNTH_BATCH_MIB");
+    long mib = v ? strtol(v, NULL, 10) : 0;
+    return (mib > 0 ? (uint64_t)mib : 1024) << 20;
+}
+
+static void give_back_pages(const void *p, uint64_t n) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED); /* a hint: failure only costs memory */
+}
+
+static halo_status synth_upload(gpu_place *g, const uint64_t *bytes, const halo_engine_params *p,
+                                halo_load_meter *meter, halo_error *err) {
+    halo_engine *e = g->e;
+    uint64_t n = halo_gguf_tensor_count(e->gguf), total = 0, done = 0, cap = synth_batch_bytes();
+    for (uint64_t i = 0; i < n; i++)
+        total += bytes[i];
+    bool *batch = calloc(n ? n : 1, sizeof *batch);
+    halo_status st = batch ? HALO_OK : halo_fail(err, HALO_E_NOMEM, "out of memory");
+    for (uint64_t first = 0; !st && first < n;) {
+        uint64_t last = first, sum = 0;
+        memset(batch, 0, n * sizeof *batch);
+        for (; last < n && sum < cap; last++)
+            if (bytes[last]) {
+                batch[last] = true;
+                sum += bytes[last];
+            }
+        st = halo_synth_fill_arena(p->model_path, e->gguf, e->arena, batch, p->threads, NULL,
+                                   NULL, err);
+        for (uint64_t i = first; !st && i < last; i++) {
+            if (!batch[i]) continue;
+            const unsigned char *src = halo_mem_arena_tensor(e->arena, i);
+            st = e->be->ops->buf_write(e->be, g->buf[i], g->off[i], src, bytes[i], err);
+            if (st) halo_error_prefix(err, "tensor '%s': ", halo_gguf_tensor_at(e->gguf, i)->name);
+            give_back_pages(src, bytes[i]);
+        }
+        done += sum;
+        halo_load_meter_report(&(halo_load_progress){done, total, 0}, meter);
+        first = last;
+    }
+    free(batch);
+    return st;
+}
+
+halo_status halo_engine_place_gpu(halo_engine *e, const halo_plan *plan,
+                                  const halo_engine_params *synth, halo_load_meter *meter,
                                   halo_error *err) {
     const halo_backend_ops *op = e->be->ops;
     uint64_t n = halo_gguf_tensor_count(e->gguf), n_sp = 0, bad = 0, cap = buffer_cap(e->be);
@@ -235,7 +298,8 @@ halo_status halo_engine_place_gpu(halo_engine *e, const halo_plan *plan, halo_lo
             if (buf_of[i] == k) g.buf[i] = pb;
     }
     if (!st && n_sp) st = wrap_arena(&g, sp, n_sp, cap ? cap : UINT64_MAX, err);
-    for (uint64_t i = 0; !st && i < n; i++) {
+    if (!st && synth) st = synth_upload(&g, bytes, synth, meter, err);
+    for (uint64_t i = 0; !st && !synth && i < n; i++) {
         const halo_gguf_tensor *t = halo_gguf_tensor_at(e->gguf, i);
         const unsigned char *p = halo_mem_arena_tensor(e->arena, i);
         if (bytes[i] && p) {

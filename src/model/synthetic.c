@@ -434,18 +434,26 @@ halo_status halo_synth_open(const char *path, halo_gguf **g, halo_mem_arena **ar
     return HALO_OK;
 }
 
+typedef struct arena_pick {
+    halo_mem_arena *arena;
+    const bool *only; /* NULL: every tensor */
+} arena_pick;
+
 static void *arena_dst(uint64_t index, const halo_gguf_tensor *t, void *user) {
     (void)t;
-    return (void *)halo_mem_arena_tensor(user, index);
+    const arena_pick *a = user;
+    if (a->only && !a->only[index]) return NULL;
+    return (void *)halo_mem_arena_tensor(a->arena, index);
 }
 
 halo_status halo_synth_fill_arena(const char *path, const halo_gguf *g, halo_mem_arena *arena,
-                                  uint32_t threads, halo_load_progress_fn progress, void *user,
-                                  halo_error *err) {
+                                  const bool *only, uint32_t threads,
+                                  halo_load_progress_fn progress, void *user, halo_error *err) {
     halo_synth_spec s;
     halo_status st = halo_synth_parse(path, &s, err);
     if (st) return st;
-    return halo_synth_fill_all(&s, g, arena_dst, arena, threads, progress, user, err);
+    arena_pick a = {arena, only};
+    return halo_synth_fill_all(&s, g, arena_dst, &a, threads, progress, user, err);
 }
 
 /* ---- writing a GGUF ------------------------------------------------------------------------ */

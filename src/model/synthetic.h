@@ -105,10 +105,11 @@ halo_status halo_synth_fill_all(const halo_synth_spec *s, const halo_gguf *g, ha
  * a model checks them); the rest waits, so admission can refuse first. */
 halo_status halo_synth_open(const char *path, halo_gguf **g, halo_mem_arena **arena,
                             halo_error *err);
-/* Generates every tensor of a model opened by halo_synth_open into its arena. */
+/* Generates the tensors of a model opened by halo_synth_open into its arena: those with only[i]
+ * set, or every one when only is NULL. */
 halo_status halo_synth_fill_arena(const char *path, const halo_gguf *g, halo_mem_arena *arena,
-                                  uint32_t threads, halo_load_progress_fn progress, void *user,
-                                  halo_error *err);
+                                  const bool *only, uint32_t threads,
+                                  halo_load_progress_fn progress, void *user, halo_error *err);
 
 /* Writes the synthetic model to a GGUF file (llama.cpp reads it: the same weights for both
  * engines), generating it tensor by tensor with `threads` threads. */

@@ -137,7 +137,6 @@ typedef enum vk_kernel {
     VK_K_MATVEC_MOE,  /* IQ2_XXS / Q2_K (routed experts): a sub-block per lane, rows per WG */
     VK_K_NORM_ROPE,   /* a deferred per-head norm and the rope after it, in one dispatch */
     VK_K_MATVEC_Q8S,  /* Q8_0 decode staged by 16-byte loads (specialised by rows a WG) */
-    VK_K_HC_MIX1,     /* hc_pre's projection, every row of it per chunk of the streams */
     VK_K_COUNT
 } vk_kernel;
 
@@ -268,7 +267,6 @@ typedef struct vk_backend {
     bool defer_post;      /* HALO_VK_DEFER_POST=0: every hc_post recorded when called */
     bool defer_rope;      /* HALO_VK_DEFER_ROPE=0: every inverse rope recorded when called */
     uint32_t hc_slices;   /* HALO_VK_HC_SLICES: hc_pre's workgroups per token (GPU 16, CPU 1) */
-    bool hc_mix1;         /* hc_mix1.comp for hc_pre's projection (HALO_VK_HC_MIX1=0: hc_mix) */
     /* A norm the forward asked for and not yet recorded (vk_rms_norm): the next op takes it
      * (a rope of the same tensor folds it in; the MoE of it folds it into its first
      * projections) or records it first (vk_defer_flush: every op, copy, flush and free). */

@@ -233,10 +233,18 @@ static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk
 
 /* matvec_q8s.comp's rows per workgroup where it takes a projection matvec_q8.comp would (0: it
  * does not): rows of whole 16-byte pieces (K % 256 == 0) starting 16-byte aligned (rel, the
- * view's offset; the caller checks it once resolved). Auto (HALO_VK_MVQ8S unset, and
- * HALO_VK_MVQ8 too: its variants are tested as asked) on a GPU: the most rows, up to 16 (each x
- * load serves up to 4), that still leave >= 1024 workgroups (~8 per SM of the H200: shared
- * memory holds 13 of 17 KB) and divide the group's rows. */
+ * view's offset; the caller checks it once resolved), a power of two dividing the group's rows.
+ * Auto (HALO_VK_MVQ8S unset, and HALO_VK_MVQ8 too: its variants are tested as asked) on a GPU:
+ * 16 rows for the shared expert's down (its x SwiGLU'd on the load) and the vocabulary, 0 for
+ * the rest. From bench_vk_matvec on the H200 (session 9 request 1, bench/vulkan/RESULTS.md;
+ * us a call, matvec_q8's shape default against 16 rows): ffn_down_shexp 22.15 -> 13.96 over
+ * 1 GB of cold copies, the 563 MB vocabulary 529 -> 458, attn_output_b 34.0 / 34.4; but
+ * q_b 23.9 -> 52.0, out_a 23.5 -> 38.0, the shared gate 15.5 -> 18.2, q_a/kv no better, and
+ * fewer rows a workgroup slower still (q_b 236 at 1 row: each workgroup's stage, barriers
+ * and reduction are fixed costs). The stage's many 16-byte loads in flight did not make the
+ * large projections stream faster than matvec_q8's 4-byte ones (~1.5 TB/s at best): bytes in
+ * flight are not what bounds them (what does is not measured; the next suspect: instructions,
+ * ~5 a weight to decode and multiply). */
 static uint32_t mvq8s_rows(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m,
                            uint32_t rel) {
     int32_t v = vb->mvq8s;
@@ -244,11 +252,9 @@ static uint32_t mvq8s_rows(const vk_backend *vb, const halo_tensor *w, const vk_
     uint32_t groups = m->groups ? m->groups : 1, per_group = m->N / groups;
     uint32_t tiles = (m->n_cols + VK_MATVEC_COLS - 1) / VK_MATVEC_COLS;
     uint32_t rw = v > 0 ? (uint32_t)v : 16;
-    if (v < 0) {
-        if (vb->mvq8 >= 0 || vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return 0;
-        while (rw > 1 && (uint64_t)m->N * tiles / rw < 1024)
-            rw /= 2;
-    }
+    if (v < 0 && (vb->mvq8 >= 0 || vb->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ||
+                  !(m->up.buf || (uint64_t)m->N * tiles >= 65536)))
+        return 0;
     if (rw > 16 || (rw & (rw - 1))) return 0;
     while (per_group % rw)
         rw /= 2;
@@ -733,10 +739,8 @@ typedef struct hc_mix_pc {
     uint32_t fold, n_embd, hc, y_off, post_off, comb_off, copy_off;
 } hc_mix_pc;
 
-/* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row), and
- * hc_mix1.comp the streams (workgroups per token: 512 values of 16,384 each, 4 an invocation). */
+/* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row). */
 #define VK_HC_SPLIT 16
-#define VK_HC_SPLIT1 32
 
 static bool views_meet(const halo_tensor *a, const halo_tensor *b) {
     uint64_t an = halo_tensor_nbytes(a), bn = halo_tensor_nbytes(b);
@@ -762,13 +766,10 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     bool head = a->post == NULL;
     uint32_t n_tok = (uint32_t)a->collapsed->ne[1], width = a->hc * (uint32_t)a->collapsed->ne[0];
     uint32_t n_mix = head ? a->hc : (2 + a->hc) * a->hc;
-    /* hc_mix1.comp (HALO_VK_HC_MIX1, up to 24 rows: hc <= 4) reads each stream value once */
-    bool mix1 = vb->hc_mix1 && n_mix <= 24;
-    uint32_t split = mix1 ? VK_HC_SPLIT1 : VK_HC_SPLIT;
     uint64_t cur = 0, base_off = vk_take(&cur, vk_f32_bytes(a->base));
     uint64_t scale_off = vk_take(&cur, vk_f32_bytes(a->scale));
     /* the chunks' partial sums, then (fold) hc_mix's copy of the old post and comb */
-    uint64_t sums = (uint64_t)n_tok * split * (n_mix + 1);
+    uint64_t sums = (uint64_t)n_tok * VK_HC_SPLIT * (n_mix + 1);
     uint64_t part_bytes = (sums + (fold ? (uint64_t)n_tok * (a->hc + a->hc * a->hc) : 0)) * 4;
     uint64_t part_off = vk_take(&cur, part_bytes);
     if (!vk_begin_uploads(vb, 8192) || !vk_scratch_reserve(vb, cur, "hc_pre")) return;
@@ -788,8 +789,8 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     if (!vk_resolve(vb, "hc_pre", mb, nm, md)) return;
     hc_mix_pc mp = {width,
                     n_mix,
-                    split,
-                    (width + split - 1) / split,
+                    VK_HC_SPLIT,
+                    (width + VK_HC_SPLIT - 1) / VK_HC_SPLIT,
                     md[0].rel,
                     md[0].chunk_rows,
                     (uint32_t)mb[0].row_bytes,
@@ -803,10 +804,8 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                     md[5].rel / 4,
                     md[2].rel / 4 + (uint32_t)sums};
     vk_note_work(vb, (double)n_tok * (n_mix + 1) * width * (fold ? a->hc + 1 : 1));
-    vk_kernel mk = mix1 ? VK_K_HC_MIX1 : VK_K_HC_MIX;
-    if (!vk_dispatch_pipe(vb, mk, vk_typed_pipeline(vb, mk, a->fn->type), "hc_pre", mb, nm, NULL,
-                          &mp, sizeof mp, mix1 ? split : n_mix + 1, mix1 ? n_tok : split,
-                          mix1 ? 1 : n_tok))
+    if (!vk_dispatch_pipe(vb, VK_K_HC_MIX, vk_typed_pipeline(vb, VK_K_HC_MIX, a->fn->type),
+                          "hc_pre", mb, nm, NULL, &mp, sizeof mp, n_mix + 1, VK_HC_SPLIT, n_tok))
         return;
     /* 2. per token: the sums, pre/post/comb (Sinkhorn) and the collapsed stream */
     vk_binding b[9] = {{0},
@@ -838,7 +837,7 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                 a->eps,
                 a->norm_eps,
                 bd[7].rel / 4,
-                split,
+                VK_HC_SPLIT,
                 fold,
                 bd[8].rel / 4,
                 bd[7].rel / 4 + (uint32_t)sums};

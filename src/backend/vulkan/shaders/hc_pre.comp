@@ -26,7 +26,6 @@ layout(push_constant) uniform PC {
 shared float mix[18 * 16 + 1];
 shared float pre[16];
 shared float sk[256];
-shared float psum[8 * (18 * 16 + 1)];
 
 float sigm(float x) { return 1.0 / (1.0 + exp(-x)); }
 
@@ -60,19 +59,11 @@ void main() {
         memoryBarrierBuffer();
         barrier();
     }
-    // The chunks' sums from hc_mix.comp (or hc_mix1.comp): 8 invocations a value each add every
-    // 8th chunk (a chain of n_split / 8 loads, not n_split), then the 8 sums in order.
+    // The chunks' sums from hc_mix.comp, added in order.
     uint n_mix = pc.head != 0u ? hc : (2u + hc) * hc, pb = pc.p_off + t * pc.n_split * (n_mix + 1u);
-    uint q = lid / 32u;
-    for (uint m = lid % 32u; m <= n_mix; m += 32u) {
-        float acc = 0.0;
-        for (uint s = q; s < pc.n_split; s += 8u) acc += PART.d[pb + s * (n_mix + 1u) + m];
-        psum[q * (18u * 16u + 1u) + m] = acc;
-    }
-    barrier();
     for (uint m = lid; m <= n_mix; m += WG) {
         float acc = 0.0;
-        for (uint k = 0u; k < 8u; k++) acc += psum[k * (18u * 16u + 1u) + m];
+        for (uint s = 0u; s < pc.n_split; s++) acc += PART.d[pb + s * (n_mix + 1u) + m];
         mix[m] = acc;
     }
     barrier();

@@ -775,17 +775,17 @@ static void moe_routes_and_mixes_like_the_cpu(void) {
  * folded into the down projections' loads), 2 (the default: the weighted sum into the routed
  * down too), each against the CPU (3 tokens); each level records fewer barriers than the one
  * before (the dependent steps it removes), so the fused shaders ran. With HALO_VK_MVQ8 the
- * shared expert's down takes matvec_q8.comp's SwiGLU load (and with HALO_VK_MVQ8S
- * matvec_q8s.comp's). Each also after the FFN's norm:
+ * shared expert's down takes matvec_q8.comp's SwiGLU load (and with HALO_VK_MVQ8S=auto
+ * matvec_q8s.comp's at 16 rows). Each also after the FFN's norm:
  * folded into the MoE's first projections by default (no barrier of its own), recorded as
  * called with the folds off (one). */
 static void moe_fusions_match_the_cpu(void) {
     static const char *const f1[] = {"HALO_VK_FUSE_MOE=1", NULL};
     static const char *const q8[] = {"HALO_VK_MVQ8=1w", NULL};
-    static const char *const q8s[] = {"HALO_VK_MVQ8=1", "HALO_VK_MVQ8S=16", NULL};
+    static const char *const q8s[] = {"HALO_VK_MVQ8=1", "HALO_VK_MVQ8S=auto", NULL};
     halo_backend *bes[5] = {vk_off, vk_env(f1), vk_def, vk_env(q8), vk_env(q8s)};
     static const char *const names[5] = {"fuse=0", "fuse=1", "fuse=2", "fuse=2 mvq8=1w",
-                                         "fuse=2 mvq8s=16"};
+                                         "fuse=2 mvq8s=auto"};
     uint64_t nb[5] = {0}, nbn[5] = {0};
     halo_backend *keep = vk;
     for (int c = 0; c < 5; c++) { /* first uses (scratch, pipelines) out of the counts */

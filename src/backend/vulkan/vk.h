@@ -247,7 +247,8 @@ typedef struct vk_backend {
                            * its variant (rows per lane group | 16: a workgroup per group | 32:
                            * two units in flight) */
     int32_t mvq8s;        /* HALO_VK_MVQ8S: matvec_q8s.comp where matvec_q8.comp would run:
-                           * -1 auto, 0 off, else its rows per workgroup (1, 2, 4, 8, 16) */
+                           * 0 off (default), -1 "auto" (two shapes), else its rows per
+                           * workgroup (1, 2, 4, 8, 16) */
     bool fuse_norm;       /* matmul_multi folds its norm into the matvecs (HALO_VK_FUSE_NORM=0:
                            * a norm dispatch first) */
     uint32_t cvt;         /* 1: decode shaders turn weight bytes into floats through the

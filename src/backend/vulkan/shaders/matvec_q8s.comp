@@ -10,8 +10,8 @@
 // from shared memory as matvec_q8.comp does from the buffer: 8 weights a unit, the same f32
 // values (d · q), f32 sums; only their order differs. Measured (H200, session 9): at 16 rows
 // faster only for the shared expert's down (22.2 -> 14.0 us cold) and the vocabulary (529 ->
-// 458 us), slower for the other shapes (q_b 23.9 -> 52.0): the host takes it for those two
-// (vk_ops.c, mvq8s_rows).
+// 458 us), slower for the other shapes (q_b 23.9 -> 52.0): off by default, HALO_VK_MVQ8S=auto
+// takes it for those two (vk_ops.c, mvq8s_rows).
 #define WG 128
 #include "common.glsl"
 #include "quant.glsl"

@@ -1,4 +1,6 @@
 # budget_s: 150
+# (Record of the run as sent: hc_mix1.comp and HALO_VK_HC_MIX1 were removed after it, and
+# HALO_VK_MVQ8S unset now means off; see bench/vulkan/RESULTS.md, session 9.)
 # Session 9, vk-dense request 1 (a fresh main with the s9-vk-dense overlay). Questions: is the
 # Q8_0 decode matvec bound by bytes in flight on cold weights, and is hc_pre's projection bound
 # by re-reading the streams? matvec_q8.comp (4-byte loads at block-dependent offsets) against

@@ -14,8 +14,8 @@
  * (default 16: other experts each call, read from memory as in a decode step, where each layer's
  * experts were last read a token ago). BENCH_VK_MOE_PASSES=N repeats both N times (is a time
  * that differs between runs a property of the process or of the moment?); BENCH_VK_MOE_ONLY=1
- * skips the single projections (BENCH_VK_NO_MOE=1: the MoE call; BENCH_VK_ONLY=WORD: only
- * the projections whose names contain WORD), and =warm or =cold in a
+ * skips the single projections (BENCH_VK_NO_MOE=1: the MoE call; BENCH_VK_ONLY=WORD[,WORD..]:
+ * only the projections whose names contain one of the words), and =warm or =cold in a
  * configuration times only that kind of call (HALO_VK_PROFILE=1,BENCH_VK_MOE_ONLY=cold: the cold
  * calls' dispatches). */
 #include <math.h>
@@ -282,6 +282,16 @@ static halo_status run_shape(halo_backend *be, uint32_t pool, const shape *s, ho
     return st;
 }
 
+/* Whether name contains one of the comma-separated words of only (none given: yes). */
+static bool wanted(const char *name, const char *only) {
+    if (!only) return true;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", only);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
+        if (strstr(name, tok)) return true;
+    return false;
+}
+
 /* Sets (or, for "-", leaves) the configuration's variables; *saved lists them for unset. */
 static void apply(const char *config, char *saved, size_t n) {
     snprintf(saved, n, "%s", strcmp(config, "-") ? config : "");
@@ -402,7 +412,7 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < N_SHAPES && !moe_only; i++) {
             const shape *s = &shapes[i];
-            if (only && !strstr(s->name, only)) continue;
+            if (!wanted(s->name, only)) continue;
             double us = 0, host_us = 0, rel = -1;
             double cold = 0;
             if (run_shape(vk, HALO_POOL_DEVICE, s, &hs[i], reps, &us, &cold, &host_us, &rel,

@@ -221,9 +221,12 @@ static void decode_types_match_the_cpu(void) {
 /* matvec_q8.comp (HALO_VK_MVQ8: a GPU takes it for Q8_0 decode; lavapipe only when asked),
  * every variant: 1..4 rows per subgroup or per workgroup, one or two units in flight, row counts
  * that leave a partial last group or that R does not divide (its fallback to 1 row), 1..5 columns
- * (a second tile of one), and the grouped projection. */
+ * (a second tile of one), and the grouped projection. "sN": matvec_q8s.comp with N rows a
+ * workgroup (HALO_VK_MVQ8S; 8 and 16 take K = 4096 in 2 and 4 stages; 12 rows a group: 4),
+ * "s4c" with the conversion instructions (HALO_VK_CVT=0). */
 static void q8_0_decode_variants_match_the_cpu(void) {
-    static const char *const variants[] = {"1", "2", "3", "4u", "1w", "2wu", "3w", "4w"};
+    static const char *const variants[] = {"1",  "2",  "3",  "4u", "1w", "2wu", "3w",
+                                           "4w", "s1", "s2", "s4", "s8", "s16", "s4c"};
     enum { K = 4096, G = 8, KG = 1024, NG = 12 };
     static const int rows[] = {72, 70, 1};
     float *x = rnd(K * 5, 1.0f), *xg = rnd(G * KG * 2, 1.0f);
@@ -232,9 +235,12 @@ static void q8_0_decode_variants_match_the_cpu(void) {
     halo_backend *keep = vk;
     for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
         halo_error err = {0};
-        setenv("HALO_VK_MVQ8", variants[v], 1);
+        bool staged = variants[v][0] == 's';
+        setenv("HALO_VK_MVQ8", staged ? "1" : variants[v], 1);
+        if (staged) setenv("HALO_VK_MVQ8S", variants[v] + 1, 1); /* atoi: "4c" is 4 */
+        if (strchr(variants[v], 'c')) setenv("HALO_VK_CVT", "0", 1);
         CHECK_INT(halo_backend_vulkan_create(-1, &vk, &err), HALO_OK);
-        unsetenv("HALO_VK_MVQ8");
+        unsetenv("HALO_VK_MVQ8"), unsetenv("HALO_VK_MVQ8S"), unsetenv("HALO_VK_CVT");
         for (int t = 1; t <= 5; t += 2)
             for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
                 both bx = make(HALO_TYPE_F32, K, t, 1, x);
@@ -530,21 +536,23 @@ static void hc_post_folds_into_the_next_hc_pre(void) {
 
 /* The attention output's inverse rope then the grouped projection of it (out_a's shape, 16
  * heads of 512 in 2 groups), 1 and 3 tokens: the rope deferred and folded into the projection's
- * loads (HALO_VK_DEFER_ROPE, the default) and recorded as called, through matvec.comp and two
- * matvec_q8.comp variants; within the CPU's rope then matmul, the folded runs with fewer
- * barriers. */
+ * loads (HALO_VK_DEFER_ROPE, the default) and recorded as called, through matvec.comp, a
+ * matvec_q8.comp variant and matvec_q8s.comp (4 rows a workgroup); within the CPU's rope then
+ * matmul, the folded runs with fewer barriers. */
 static void inverse_rope_folds_into_the_projection(void) {
     enum { HD = 512, H = 16, G = 2, K = HD * H / G, NG = 24 };
     static const char *const q8[] = {"HALO_VK_MVQ8=4u", NULL};
-    halo_backend *bes[3] = {vk_off, vk_def, vk_env(q8)};
-    static const char *const names[3] = {"as called", "folded", "folded, mvq8=4u"};
+    static const char *const q8s[] = {"HALO_VK_MVQ8=1", "HALO_VK_MVQ8S=4", NULL};
+    halo_backend *bes[4] = {vk_off, vk_def, vk_env(q8), vk_env(q8s)};
+    static const char *const names[4] = {"as called", "folded", "folded, mvq8=4u",
+                                         "folded, mvq8s=4"};
     float *o = rnd((int64_t)HD * H * 3, 1.0f);
     void *w = weights(HALO_TYPE_Q8_0, K, G * NG, 0.05f);
     halo_rope r = {.n_rot = 64, .base = 10000};
     int32_t pos[3] = {7, 70000, 1234};
-    uint64_t nb[3] = {0};
+    uint64_t nb[4] = {0};
     halo_backend *keep = vk;
-    for (size_t c = 0; c < 3; c++) {
+    for (size_t c = 0; c < 4; c++) {
         vk = bes[c];
         for (int t = 1; t <= 3; t += 2) {
             both bo = make(HALO_TYPE_F32, HD, H, t, o), bw = make(HALO_TYPE_Q8_0, K, G * NG, 1, w);
@@ -566,8 +574,9 @@ static void inverse_rope_folds_into_the_projection(void) {
     }
     vk = keep;
     bes[2]->ops->destroy(bes[2]);
-    printf("  barriers: %llu as called, %llu %llu folded\n", (unsigned long long)nb[0],
-           (unsigned long long)nb[1], (unsigned long long)nb[2]);
+    bes[3]->ops->destroy(bes[3]);
+    printf("  barriers: %llu as called, %llu %llu %llu folded\n", (unsigned long long)nb[0],
+           (unsigned long long)nb[1], (unsigned long long)nb[2], (unsigned long long)nb[3]);
     free(o), free(w);
 }
 
@@ -766,21 +775,24 @@ static void moe_routes_and_mixes_like_the_cpu(void) {
  * folded into the down projections' loads), 2 (the default: the weighted sum into the routed
  * down too), each against the CPU (3 tokens); each level records fewer barriers than the one
  * before (the dependent steps it removes), so the fused shaders ran. With HALO_VK_MVQ8 the
- * shared expert's down takes matvec_q8.comp's SwiGLU load. Each also after the FFN's norm:
+ * shared expert's down takes matvec_q8.comp's SwiGLU load (and with HALO_VK_MVQ8S=auto
+ * matvec_q8s.comp's at 16 rows). Each also after the FFN's norm:
  * folded into the MoE's first projections by default (no barrier of its own), recorded as
  * called with the folds off (one). */
 static void moe_fusions_match_the_cpu(void) {
     static const char *const f1[] = {"HALO_VK_FUSE_MOE=1", NULL};
     static const char *const q8[] = {"HALO_VK_MVQ8=1w", NULL};
-    halo_backend *bes[4] = {vk_off, vk_env(f1), vk_def, vk_env(q8)};
-    static const char *const names[4] = {"fuse=0", "fuse=1", "fuse=2", "fuse=2 mvq8=1w"};
-    uint64_t nb[4] = {0}, nbn[4] = {0};
+    static const char *const q8s[] = {"HALO_VK_MVQ8=1", "HALO_VK_MVQ8S=auto", NULL};
+    halo_backend *bes[5] = {vk_off, vk_env(f1), vk_def, vk_env(q8), vk_env(q8s)};
+    static const char *const names[5] = {"fuse=0", "fuse=1", "fuse=2", "fuse=2 mvq8=1w",
+                                         "fuse=2 mvq8s=auto"};
+    uint64_t nb[5] = {0}, nbn[5] = {0};
     halo_backend *keep = vk;
-    for (int c = 0; c < 4; c++) { /* first uses (scratch, pipelines) out of the counts */
+    for (int c = 0; c < 5; c++) { /* first uses (scratch, pipelines) out of the counts */
         vk = bes[c];
         moe_case("moe warm-up", 8, 2048, 6, true, HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K);
     }
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 5; c++) {
         vk = bes[c];
         char what[80];
         snprintf(what, sizeof what, "moe %s iq2_xxs/q2_K", names[c]);
@@ -797,6 +809,7 @@ static void moe_fusions_match_the_cpu(void) {
     CHECK_INT(nbn[2], nb[2]);              /* folded: no barrier of its own */
     bes[1]->ops->destroy(bes[1]);
     bes[3]->ops->destroy(bes[3]);
+    bes[4]->ops->destroy(bes[4]);
 }
 
 static void moe_q2_mix_matches_the_cpu(void) {

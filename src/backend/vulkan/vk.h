@@ -137,6 +137,7 @@ typedef enum vk_kernel {
     VK_K_MATVEC_MOE,  /* IQ2_XXS / Q2_K (routed experts): a sub-block per lane, rows per WG */
     VK_K_NORM_ROPE,   /* a deferred per-head norm and the rope after it, in one dispatch */
     VK_K_MOE_DEC,     /* one token's routed experts: gate/up + SwiGLU, down + sum (vk_moe_dec.c) */
+    VK_K_MATVEC_Q8S,  /* Q8_0 decode staged by 16-byte loads (specialised by rows a WG) */
     VK_K_COUNT
 } vk_kernel;
 
@@ -246,6 +247,9 @@ typedef struct vk_backend {
     int32_t mvq8;         /* HALO_VK_MVQ8: Q8_0 decode by matvec_q8.comp: -1 auto, 0 off, else
                            * its variant (rows per lane group | 16: a workgroup per group | 32:
                            * two units in flight) */
+    int32_t mvq8s;        /* HALO_VK_MVQ8S: matvec_q8s.comp where matvec_q8.comp would run:
+                           * 0 off (default), -1 "auto" (two shapes), else its rows per
+                           * workgroup (1, 2, 4, 8, 16) */
     bool fuse_norm;       /* matmul_multi folds its norm into the matvecs (HALO_VK_FUSE_NORM=0:
                            * a norm dispatch first) */
     uint32_t cvt;         /* 1: decode shaders turn weight bytes into floats through the

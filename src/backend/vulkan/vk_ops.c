@@ -231,6 +231,34 @@ static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk
     return v;
 }
 
+/* matvec_q8s.comp's rows per workgroup where it takes a projection matvec_q8.comp would (0: it
+ * does not): rows of whole 16-byte pieces (K % 256 == 0) starting 16-byte aligned (rel, the
+ * view's offset; the caller checks it once resolved), a power of two dividing the group's rows.
+ * Off by default (HALO_VK_MVQ8S unset): the decode step with it is not measured yet.
+ * HALO_VK_MVQ8S=auto, the candidate: 16 rows for the shared expert's down (its x SwiGLU'd on
+ * the load) and the vocabulary, 0 for the rest. From bench_vk_matvec on the H200 (session 9 request
+ * 1, bench/vulkan/RESULTS.md; us a call, matvec_q8's shape default against 16 rows):
+ * ffn_down_shexp 22.15 -> 13.96 over 1 GB of cold copies, the 563 MB vocabulary 529 -> 458,
+ * attn_output_b 34.0 / 34.4; but q_b 23.9 -> 52.0, out_a 23.5 -> 38.0, the shared gate 15.5
+ * -> 18.2, q_a/kv no better, and fewer rows a workgroup slower still (q_b 236 at 1 row: each
+ * workgroup's stage, barriers and reduction are fixed costs). The stage's many 16-byte loads in
+ * flight did not make the large projections stream faster than matvec_q8's 4-byte ones (~1.5 TB/s
+ * at best): bytes in flight are not what bounds them (what does is not measured; the next suspect:
+ * instructions, ~5 a weight to decode and multiply). */
+static uint32_t mvq8s_rows(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m,
+                           uint32_t rel) {
+    int32_t v = vb->mvq8s;
+    if (v == 0 || w->ne[0] % 256 || rel % 16) return 0; /* v < 0: auto */
+    uint32_t groups = m->groups ? m->groups : 1, per_group = m->N / groups;
+    uint32_t tiles = (m->n_cols + VK_MATVEC_COLS - 1) / VK_MATVEC_COLS;
+    uint32_t rw = v > 0 ? (uint32_t)v : 16;
+    if (v < 0 && !(m->up.buf || (uint64_t)m->N * tiles >= 65536)) return 0;
+    if (rw > 16 || (rw & (rw - 1))) return 0;
+    while (per_group % rw)
+        rw /= 2;
+    return rw;
+}
+
 /* Whether matvec_moe.comp takes a projection matvec.comp would: IQ2_XXS or Q2_K (the routed
  * experts), ungrouped. HALO_VK_MVMOE=0, or HALO_VK_MATVEC_ROWS (tests of matvec.comp's
  * variants), keeps matvec.comp; HALO_VK_MVMOE=N walks N rows a workgroup (8). */
@@ -380,12 +408,18 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     /* Workgroups of rows fold into x and z so a vocabulary-sized projection stays within the
      * workgroup-count limit. */
     VkPipeline pipe = VK_NULL_HANDLE;
+    uint32_t rw = 0;
     if (kern == VK_K_MATVEC_MOE) {
         /* a column per workgroup row, rows_per_wg rows per workgroup after one codebook fill */
         pc.col_tile = 1;
         /* even: the shader's R = 2; R = 4 (HALO_VK_MOE_R) takes twice the rows so that as
          * many subgroups have work */
         pc.rows_per_wg = vb->mvmoe * (vb->moe_r / 2);
+    } else if (kern == VK_K_MATVEC_Q8 && (rw = mvq8s_rows(vb, w, m, bd[0].rel)) > 0) {
+        kern = VK_K_MATVEC_Q8S;
+        pc.col_tile = VK_MATVEC_COLS;
+        pc.rows_per_wg = rw;
+        pipe = vk_typed_pipeline(vb, kern, rw | mode);
     } else if (kern == VK_K_MATVEC_Q8) {
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
         uint32_t r = (uint32_t)q8v & 15u;

@@ -76,6 +76,9 @@ static const uint32_t spv_norm_rope[] =
 static const uint32_t spv_moe_dec[] =
 #include "moe_dec.spv.h"
     ;
+static const uint32_t spv_matvec_q8s[] =
+#include "matvec_q8s.spv.h"
+    ;
 
 static const struct {
     const uint32_t *code;
@@ -106,6 +109,7 @@ static const struct {
     S(VK_K_MATVEC_MOE, spv_matvec_moe),
     S(VK_K_NORM_ROPE, spv_norm_rope),
     S(VK_K_MOE_DEC, spv_moe_dec),
+    S(VK_K_MATVEC_Q8S, spv_matvec_q8s),
 #undef S
 };
 
@@ -137,7 +141,7 @@ static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo 
 static bool is_typed(int k) {
     return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_MATVEC || k == VK_K_HC_MIX ||
            k == VK_K_MATVEC_WIDE || k == VK_K_MATVEC_Q8 || k == VK_K_MATVEC_MOE ||
-           k == VK_K_MOE_DEC;
+           k == VK_K_MOE_DEC || k == VK_K_MATVEC_Q8S;
 }
 
 VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {

@@ -1,7 +1,8 @@
 #!/bin/bash
-# Session 9 final call 3 (same machine, right after F2): issue 15's depth columns. pp2048 and tg64
-# at depth 24,576 on the 24-layer q2 GGUF, llama.cpp v0.5.0 Vulkan then halo Vulkan (-r 1), then
-# halo CUDA on the same file. Carry .carry/llvk, with bench/cuda/s7/slim.sh bench.
+# Session 9 final call 3 (same machine, right after F2), as run: issue 15's decode column at depth,
+# tg64 at depth 24,576 on the 24-layer q2 GGUF, llama.cpp v0.5.0 Vulkan then halo Vulkan (-r 1).
+# (Cut to tg64 alone by the session's last 273 s of device time; halo's 24,576-token fill did not
+# end within its 150 s.) Carry .carry/llvk, with bench/cuda/s7/slim.sh bench.
 set -u; out=${OUT:-/tmp/halo-out}; W=/tmp/f3; rm -rf $W; mkdir -p $W $out
 t0=$(date +%s); el() { echo "[+$(( $(date +%s) - t0 ))s] $*"; }
 save() { tar czf $out/f3.tgz -C $W .; }
@@ -11,11 +12,8 @@ m=/dev/shm/halo-dsv4-q2-24.gguf
 export LD_LIBRARY_PATH=/tmp/halo-vk-prefix/usr/lib/x86_64-linux-gnu:/tmp/halo-vk-prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json VK_ICD_FILENAMES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-timeout 250 /tmp/llama-bench-vk -m $m -ngl 99 -p 2048 -n 64 -d 24576 -r 1 -o csv > $W/llamacpp-vulkan-d.csv 2> $W/llamacpp-vulkan-d.err
+timeout 95 /tmp/llama-bench-vk -m $m -ngl 99 -p 0 -n 64 -d 24576 -r 1 -o csv > $W/llamacpp-vulkan-d.csv 2> $W/llamacpp-vulkan-d.err
 echo "llama rc=$?"; el "llama.cpp vulkan depth"; save
-timeout 200 build-vk-dev/src/cli/halo bench -m $m --backend vulkan -p 2048 -n 64 -d 24576 -r 1 --no-warmup -o csv > $W/halo-vulkan-d.csv 2> $W/halo-vulkan-d.err
+timeout 150 build-vk-dev/src/cli/halo bench -m $m --backend vulkan -p 0 -n 64 -d 24576 -r 1 --no-warmup -o csv > $W/halo-vulkan-d.csv 2> $W/halo-vulkan-d.err
 echo "halo vk rc=$?"; el "halo vulkan depth"; save
-source build-gpu/env.sh
-timeout 60 build-gpu/src/cli/halo bench -m $m --backend cuda --weights device -p 2048 -n 64 -d 24576 -r 1 --no-warmup -o csv > $W/halo-cuda-d.csv 2> $W/halo-cuda-d.err
-echo "halo cuda rc=$?"; el "halo cuda depth"; save
 for f in $W/*-d.csv; do echo "== $(basename $f)"; cut -d, -f15-17,21-22 $f; done

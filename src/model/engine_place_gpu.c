@@ -1,10 +1,10 @@
 /* A GPU backend's weights, placed as the plan says. Tensors planned in device or managed memory
  * go into one buffer per pool: read straight from the file through a few pinned staging buffers
  * (src/mem/direct_load.c: O_DIRECT reads overlapped with the copies into the GPU), so no host
- * copy of them exists at any time and the page cache stays empty; a synthetic model, made in its
- * host arena, is copied from there. Tensors planned in GPU-visible host memory stay where the
- * arena loader read them, the arena's range pinned and mapped for the GPU (cudaHostRegister);
- * with none, the arena is freed. */
+ * copy of them exists at any time and the page cache stays empty; a synthetic model's are made in
+ * its host arena a batch at a time and copied from there. Tensors planned in GPU-visible host
+ * memory stay where the arena loader read them, the arena's range pinned and mapped for the GPU
+ * (cudaHostRegister); with none, the arena is freed. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -301,14 +301,6 @@ halo_status halo_engine_place_gpu(halo_engine *e, const halo_plan *plan,
      * (pageable, its neighbours pinned) failed with cudaMemcpy's "invalid argument". */
     if (!st && synth) st = synth_upload(&g, bytes, synth, meter, err);
     if (!st && n_sp) st = wrap_arena(&g, sp, n_sp, cap ? cap : UINT64_MAX, err);
-    for (uint64_t i = 0; !st && !synth && i < n; i++) {
-        const halo_gguf_tensor *t = halo_gguf_tensor_at(e->gguf, i);
-        const unsigned char *p = halo_mem_arena_tensor(e->arena, i);
-        if (bytes[i] && p) {
-            st = op->buf_write(e->be, g.buf[i], g.off[i], p, t->n_bytes, err);
-            if (st) halo_error_prefix(err, "tensor '%s': ", t->name);
-        }
-    }
     if (!st && direct) {
         halo_direct_sink sink = {sink_write, sink_pin, sink_unpin, &g};
         halo_direct_options o = {.progress = halo_load_meter_report, .user = meter};

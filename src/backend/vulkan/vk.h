@@ -577,8 +577,9 @@ void vk_moe(halo_backend *be, const halo_moe_args *a);
  * weighted sum (+ ys when its buffer is given) into out. */
 /* Off by default (HALO_VK_MOE_DEC=N turns it on, N workgroups a dispatch): on the H200 (request
  * vk-moe-1, bench_vk_matvec, one cold MoE call) it took 172 us against matvec_moe.comp's 144
- * (gate/up 108 us against 2 x 42, down with the sum 42.5 against 47.4); gate/up keeps half
- * the pieces live since, not yet measured (FINAL-AB.md). */
+ * (gate/up 108 us against 2 x 42, down with the sum 42.5 against 47.4). Reworked since (gate/up
+ * keeps half the pieces live), the 24-layer step in session 9's final call: tg64 73.03 (512) and
+ * 74.10 (1024) against the defaults' 74.54 / 76.25 (bench/vulkan/RESULTS.md): still off. */
 enum { VK_MOE_DEC_WGS = 0 };
 bool vk_moe_dec_fits(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x);
 void vk_moe_dec_gu(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x,

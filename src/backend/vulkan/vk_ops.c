@@ -234,8 +234,8 @@ static int32_t mvq8_variant(const vk_backend *vb, const halo_tensor *w, const vk
 /* matvec_q8s.comp's rows per workgroup where it takes a projection matvec_q8.comp would (0: it
  * does not): rows of whole 16-byte pieces (K % 256 == 0) starting 16-byte aligned (rel, the
  * view's offset; the caller checks it once resolved), a power of two dividing the group's rows.
- * Off by default (HALO_VK_MVQ8S unset): the decode step with it is not measured yet.
- * HALO_VK_MVQ8S=auto, the candidate: 16 rows for the shared expert's down (its x SwiGLU'd on
+ * Off by default (HALO_VK_MVQ8S unset): the 24-layer step with `auto` in session 9's final call,
+ * tg64 70.09 against the defaults' 74.54 / 76.25. HALO_VK_MVQ8S=auto: 16 rows for the shared expert's down (its x SwiGLU'd on
  * the load) and the vocabulary, 0 for the rest. From bench_vk_matvec on the H200 (session 9 request
  * 1, bench/vulkan/RESULTS.md; us a call, matvec_q8's shape default against 16 rows):
  * ffn_down_shexp 22.15 -> 13.96 over 1 GB of cold copies, the 563 MB vocabulary 529 -> 458,

@@ -369,6 +369,10 @@ typedef struct vk_backend {
      * previous stamp: its barrier included) is added to its label (op/shader/type), printed to
      * stderr when the backend is destroyed. Nothing waits more than without it. */
     bool profile;
+    /* HALO_VK_SKIP (measurement only, wrong results): dispatches whose "op/kernel" starts
+     * with one of these comma-separated prefixes are not recorded, so a run's speed without
+     * them shows what they and their barriers cost inside the whole step */
+    const char *skip;
     /* HALO_VK_PROFILE=2: no per-dispatch stamps, only the totals (submissions, dispatches,
      * barriers, GPU busy from the stamps around each submission, the host's waits), so the
      * dispatches overlap as they do without it: whether the GPU or the host bounds a step. */

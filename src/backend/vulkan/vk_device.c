@@ -420,6 +420,8 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     const char *prof = getenv("HALO_VK_PROFILE");
     vb->profile = prof && atoi(prof) == 1;
     vb->stats = prof && atoi(prof) > 0;
+    vb->skip = getenv("HALO_VK_SKIP");
+    if (vb->skip && !*vb->skip) vb->skip = NULL;
     vb->matvec = !(getenv("HALO_VK_MATVEC") && !strcmp(getenv("HALO_VK_MATVEC"), "0"));
     vb->matvec_rows =
         getenv("HALO_VK_MATVEC_ROWS") ? (uint32_t)atoi(getenv("HALO_VK_MATVEC_ROWS")) : 0;

@@ -1,5 +1,6 @@
 /* Vulkan backend: binding views to descriptors (splitting large weights into chunks),
  * uploads of host data, the shared scratch buffer, and recording dispatches. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -291,6 +292,18 @@ static VkDescriptorSet dsc_lookup(vk_backend *vb, const VkDescriptorBufferInfo *
     }
 }
 
+/* Whether HALO_VK_SKIP names this dispatch ("op/kernel" starts with one of its entries). */
+static bool skipped(const vk_backend *vb, const char *op, const char *kernel) {
+    char name[96];
+    snprintf(name, sizeof name, "%s/%s", op, kernel);
+    for (const char *e = vb->skip; e && *e;) {
+        size_t n = strcspn(e, ",");
+        if (n && !strncmp(name, e, n)) return true;
+        e += n + (e[n] == ',');
+    }
+    return false;
+}
+
 bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *b, uint32_t n,
                  vk_bound *bound, const void *push, uint32_t push_bytes, uint32_t gx, uint32_t gy,
                  uint32_t gz) {
@@ -304,7 +317,7 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
         vb->next_work = 0;
         return false;
     }
-    if (gx == 0 || gy == 0 || gz == 0) {
+    if (gx == 0 || gy == 0 || gz == 0 || (vb->skip && skipped(vb, op, vk_kernel_name(k)))) {
         vb->next_work = 0;
         return true;
     }
@@ -449,6 +462,7 @@ void vk_copy(halo_backend *be, halo_tensor *dst, const halo_tensor *src) {
     vk_backend *vb = vk_of(be);
     uint64_t n = halo_tensor_nbytes(src);
     if (n == 0 || vb->failed || !vk_op_begin(vb, 0)) return;
+    if (vb->skip && skipped(vb, "copy", "transfer")) return;
     if (dst->offset + n > dst->buf->size || src->offset + n > src->buf->size) {
         vk_fail(vb, HALO_E_OUT_OF_BOUNDS, "copy: a view reaches past its buffer's end");
         return;

@@ -95,7 +95,7 @@ halo_status halo_plan_options_from_env(halo_plan_options *o, halo_error *err) {
     if (st != HALO_OK) return st;
     const char *w = getenv("HALO_WEIGHTS");
     if (w && *w) {
-        halo_weights_policy p;
+        halo_weights_policy p = HALO_WEIGHTS_AUTO;
         if (halo_weights_parse(w, &p, err) != HALO_OK)
             return halo_error_prefix(err, "HALO_WEIGHTS: ");
         if (force && p != HALO_WEIGHTS_DEVICE)

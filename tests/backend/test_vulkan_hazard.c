@@ -122,13 +122,14 @@ static void barriers_only_between_dependent_commands(void) {
         x[i] = (float)i / K - 0.3f;
     for (size_t i = 0; i < (size_t)K * ROWS; i++)
         ring[i] = (float)(i % 977) * 0.01f;
-    uint64_t c_cpu[9], c[9], c_all[9], c_host[9], c_xfer[9];
+    uint64_t c_cpu[9], c[9], c_all[9], c_host[9], c_xfer[9], c_cmd[9];
     sequence(cpu, w, x, ring, ref, c_cpu);
     halo_backend *be = open_vk(NULL), *be_all = open_vk("all");
     halo_backend *be_host = open_vk_env("HALO_VK_BARRIER_HOST", "1");
     halo_backend *be_xfer = open_vk_env("HALO_VK_BARRIER_XFER", "1");
-    CHECK(be && be_all && be_host && be_xfer);
-    if (be && be_all && be_host && be_xfer) {
+    halo_backend *be_cmd = open_vk_env("HALO_VK_COPY_SHADER", "0");
+    CHECK(be && be_all && be_host && be_xfer && be_cmd);
+    if (be && be_all && be_host && be_xfer && be_cmd) {
         sequence(be, w, x, ring, got, c);
         sequence(be_all, w, x, ring, all, c_all);
         float *hv = malloc(no * 4);
@@ -136,15 +137,21 @@ static void barriers_only_between_dependent_commands(void) {
         double e_host = rel(hv, ref, no);
         sequence(be_xfer, w, x, ring, hv, c_xfer);
         double e_xfer = rel(hv, ref, no);
+        sequence(be_cmd, w, x, ring, hv, c_cmd);
+        double e_cmd = rel(hv, ref, no);
         free(hv);
-        /* The transfer stage in a barrier's first scope: the one after the copy command and
-         * those that end a submission (each names the host); every one with
+        /* The transfer stage in a barrier's first scope: those that end a submission (each
+         * names the host) and, with HALO_VK_COPY_SHADER=0, the one after the copy command
+         * (by default the gathered copy is a compute dispatch, copy.comp); every one with
          * HALO_VK_BARRIER_XFER=1 (the hazard barriers and the submissions' last ones). */
-        printf("  barriers waiting for transfers: %llu of %llu, with HALO_VK_BARRIER_XFER=1 "
-               "%llu of %llu (%.2e from the cpu)\n",
-               (unsigned long long)c[8], (unsigned long long)c[5], (unsigned long long)c_xfer[8],
+        printf("  barriers waiting for transfers: %llu of %llu, with HALO_VK_COPY_SHADER=0 %llu "
+               "of %llu (%.2e from the cpu), with HALO_VK_BARRIER_XFER=1 %llu of %llu (%.2e)\n",
+               (unsigned long long)c[8], (unsigned long long)c[5], (unsigned long long)c_cmd[8],
+               (unsigned long long)c_cmd[5], e_cmd, (unsigned long long)c_xfer[8],
                (unsigned long long)c_xfer[5], e_xfer);
-        CHECK_INT(c[8], c[6] + 1);
+        CHECK_INT(c[8], c[6]);
+        CHECK_INT(c_cmd[8], c_cmd[6] + 1);
+        CHECK(c_cmd[5] == c[5] && e_cmd <= 1e-5);
         CHECK(c[8] < c[5]);
         CHECK(c_xfer[8] >= c_xfer[5] && c_xfer[5] == c[5]);
         CHECK(e_xfer <= 1e-5);
@@ -178,6 +185,7 @@ static void barriers_only_between_dependent_commands(void) {
     if (be_all) be_all->ops->destroy(be_all);
     if (be_host) be_host->ops->destroy(be_host);
     if (be_xfer) be_xfer->ops->destroy(be_xfer);
+    if (be_cmd) be_cmd->ops->destroy(be_cmd);
     free(w), free(x), free(ring), free(ref), free(got), free(all);
 }
 

@@ -138,6 +138,7 @@ typedef enum vk_kernel {
     VK_K_NORM_ROPE,   /* a deferred per-head norm and the rope after it, in one dispatch */
     VK_K_MOE_DEC,     /* one token's routed experts: gate/up + SwiGLU, down + sum (vk_moe_dec.c) */
     VK_K_MATVEC_Q8S,  /* Q8_0 decode staged by 16-byte loads (specialised by rows a WG) */
+    VK_K_COPY,        /* gathered buffer copies as a dispatch (vk_copy_flush) */
     VK_K_COUNT
 } vk_kernel;
 
@@ -344,6 +345,8 @@ typedef struct vk_backend {
     halo_buf *deferred; /* freed after the next wait */
     vk_copies copies;   /* recorded at the next dispatch or submission */
     bool copy_fwd;      /* HALO_VK_COPY_FWD=0: copies read what they are asked to */
+    bool copy_shader;   /* HALO_VK_COPY_SHADER=0: gathered copies by vkCmdCopyBuffer only */
+    bool hc_vec;        /* HALO_VK_HC_VEC=0: hc_mix.comp one element a step */
     vk_fwd fwd[VK_FWD_MAX];
     uint32_t n_fwd;
     /* Ranges accessed since the last barrier (vk_hazard.c); HALO_VK_BARRIERS=all: a barrier

@@ -79,6 +79,9 @@ static const uint32_t spv_moe_dec[] =
 static const uint32_t spv_matvec_q8s[] =
 #include "matvec_q8s.spv.h"
     ;
+static const uint32_t spv_copy[] =
+#include "copy.spv.h"
+    ;
 
 static const struct {
     const uint32_t *code;
@@ -110,6 +113,7 @@ static const struct {
     S(VK_K_NORM_ROPE, spv_norm_rope),
     S(VK_K_MOE_DEC, spv_moe_dec),
     S(VK_K_MATVEC_Q8S, spv_matvec_q8s),
+    S(VK_K_COPY, spv_copy),
 #undef S
 };
 

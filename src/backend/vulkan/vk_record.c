@@ -310,17 +310,10 @@ bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *
     return vk_dispatch_pipe(vb, k, vb->pipes[k], op, b, n, bound, push, push_bytes, gx, gy, gz);
 }
 
-bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *op,
-                      const vk_binding *b, uint32_t n, vk_bound *bound, const void *push,
-                      uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
-    if (vb->failed || !pipe) { /* outputs after a failure are not to be used anyway */
-        vb->next_work = 0;
-        return false;
-    }
-    if (gx == 0 || gy == 0 || gz == 0 || (vb->skip && skipped(vb, op, vk_kernel_name(k)))) {
-        vb->next_work = 0;
-        return true;
-    }
+/* Binds pipe, the descriptors of bindings b[0, n) (the codebook in the empty ones) and the push
+ * constants, ready for a vkCmdDispatch (recording must be on). */
+static bool bind_for_dispatch(vk_backend *vb, VkPipeline pipe, const char *op, const vk_binding *b,
+                              uint32_t n, vk_bound *bound, const void *push, uint32_t push_bytes) {
     resolved r[VK_MAX_BINDINGS + 1];
     vk_bound tmp[VK_MAX_BINDINGS + 1];
     if (!bound) bound = tmp;
@@ -332,17 +325,6 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
         all[i] = i < n && b[i].buf ? b[i] : dummy;
     for (uint32_t i = 0; i <= VK_MAX_BINDINGS; i++)
         if (!resolve_one(vb, op, i, &all[i], i < n ? &bound[i] : &tmp[i], &r[i])) return false;
-    if (gx > vb->props.limits.maxComputeWorkGroupCount[0] ||
-        gy > vb->props.limits.maxComputeWorkGroupCount[1] ||
-        gz > vb->props.limits.maxComputeWorkGroupCount[2]) {
-        vk_fail(vb, HALO_E_UNSUPPORTED, "%s: %u x %u x %u workgroups exceed the device's limit", op,
-                gx, gy, gz);
-        return false;
-    }
-    double work = vb->next_work > 0 ? vb->next_work : (double)gx * gy * gz * 64;
-    vb->next_work = 0;
-    if (!vk_submit_bound(vb, work) || !vk_begin_recording(vb)) return false;
-    vk_copy_flush(vb);
     VkDescriptorBufferInfo key[VK_DSC_INFOS];
     memcpy(key, r[0].info, sizeof r[0].info);
     for (uint32_t i = 1; i <= VK_MAX_BINDINGS; i++)
@@ -371,6 +353,33 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
     memcpy(pc, push, push_bytes < VK_PUSH_BYTES ? push_bytes : VK_PUSH_BYTES);
     vb->fn.vkCmdPushConstants(vb->cmd, vb->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                               VK_PUSH_BYTES, pc);
+    return true;
+}
+
+bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *op,
+                      const vk_binding *b, uint32_t n, vk_bound *bound, const void *push,
+                      uint32_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+    if (vb->failed || !pipe) { /* outputs after a failure are not to be used anyway */
+        vb->next_work = 0;
+        return false;
+    }
+    if (gx == 0 || gy == 0 || gz == 0 || (vb->skip && skipped(vb, op, vk_kernel_name(k)))) {
+        vb->next_work = 0;
+        return true;
+    }
+    if (gx > vb->props.limits.maxComputeWorkGroupCount[0] ||
+        gy > vb->props.limits.maxComputeWorkGroupCount[1] ||
+        gz > vb->props.limits.maxComputeWorkGroupCount[2]) {
+        vk_fail(vb, HALO_E_UNSUPPORTED, "%s: %u x %u x %u workgroups exceed the device's limit", op,
+                gx, gy, gz);
+        return false;
+    }
+    double work = vb->next_work > 0 ? vb->next_work : (double)gx * gy * gz * 64;
+    vb->next_work = 0;
+    if (!vk_submit_bound(vb, work) || !vk_begin_recording(vb)) return false;
+    vk_copy_flush(vb);
+    if (n > VK_MAX_BINDINGS) n = VK_MAX_BINDINGS;
+    if (!bind_for_dispatch(vb, pipe, op, b, n, bound, push, push_bytes)) return false;
     /* A barrier first where this dispatch reads or writes what earlier work touches (the
      * weights, binding 0, are never written by a shader; empty bindings hold the codebook). */
     vk_access acc[VK_MAX_BINDINGS];
@@ -400,7 +409,65 @@ static bool ranges_meet(uint64_t a, uint64_t an, uint64_t b, uint64_t bn) {
     return a < b + bn && b < a + an;
 }
 
-/* Records the copies gathered so far: one vkCmdCopyBuffer with their regions, one barrier. */
+/* The span [lo, hi) of regions r[0, n) on one side (src: source offsets, else destination). */
+static void span(const VkBufferCopy *r, uint32_t n, bool src, uint64_t *lo, uint64_t *hi) {
+    *lo = UINT64_MAX, *hi = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t o = src ? r[i].srcOffset : r[i].dstOffset;
+        if (o < *lo) *lo = o;
+        if (o + r[i].size > *hi) *hi = o + r[i].size;
+    }
+}
+
+/* Regions r[0, n) between src and dst as copy.comp dispatches, VK_COPY_PC_REGIONS a dispatch
+ * (their hazards are taken care of by the caller; the regions do not touch each other, so the
+ * dispatches need no barrier between them). False, with nothing recorded, where a region is not
+ * word-aligned or a side's span does not fit one descriptor: vkCmdCopyBuffer takes them. */
+enum { VK_COPY_PC_REGIONS = 10 };
+static bool copy_by_shader(vk_backend *vb, halo_buf *src, halo_buf *dst, const VkBufferCopy *r,
+                           uint32_t n) {
+    uint64_t slo, shi, dlo, dhi;
+    for (uint32_t i = 0; i < n; i++)
+        if ((r[i].srcOffset | r[i].dstOffset | r[i].size) % 4) return false;
+    span(r, n, true, &slo, &shi);
+    span(r, n, false, &dlo, &dhi);
+    if (shi - slo + vb->align > vb->max_range || dhi - dlo + vb->align > vb->max_range ||
+        shi - slo > 0xffffffffu || dhi - dlo > 0xffffffffu)
+        return false;
+    /* bindings 1 (source) and 2 (destination) over the spans; offsets in the halo buffers */
+    vk_binding b[3] = {{0},
+                       {.buf = src, .offset = slo - src->base, .bytes = shi - slo},
+                       {.buf = dst, .offset = dlo - dst->base, .bytes = dhi - dlo}};
+    /* where each span starts inside its descriptor (resolve_one's rel) */
+    uint64_t srel = slo % vb->align, drel = dlo % vb->align;
+    for (uint32_t i0 = 0; i0 < n; i0 += VK_COPY_PC_REGIONS) {
+        uint32_t m = n - i0 < VK_COPY_PC_REGIONS ? n - i0 : VK_COPY_PC_REGIONS, most = 0;
+        uint32_t pc[1 + 3 * VK_COPY_PC_REGIONS] = {m};
+        for (uint32_t j = 0; j < m; j++) {
+            const VkBufferCopy *q = &r[i0 + j];
+            pc[1 + 3 * j] = (uint32_t)((q->srcOffset - slo + srel) / 4);
+            pc[2 + 3 * j] = (uint32_t)((q->dstOffset - dlo + drel) / 4);
+            pc[3 + 3 * j] = (uint32_t)(q->size / 4);
+            if (q->size / 4 > most) most = (uint32_t)(q->size / 4);
+        }
+        vk_bound bd[3] = {{0}};
+        if (!bind_for_dispatch(vb, vb->pipes[VK_K_COPY], "copy", b, 3, bd, pc, sizeof pc))
+            return true; /* failed, said so */
+        if (bd[1].rel != srel || bd[2].rel != drel) {
+            vk_fail(vb, HALO_E_INVALID_ARG, "copy: a span bound at an unexpected offset");
+            return true;
+        }
+        uint32_t gx = (most + 255) / 256;
+        vb->fn.vkCmdDispatch(vb->cmd, gx < 64 ? gx : 64, m, 1);
+        vb->n_dispatch++;
+        vk_profile_stamp(vb, "copy", "copy", 64);
+    }
+    return true;
+}
+
+/* Records the copies gathered so far, after one barrier where they touch earlier work: as
+ * copy.comp dispatches where it can take them (HALO_VK_COPY_SHADER=0: never), else one
+ * vkCmdCopyBuffer with their regions. */
 void vk_copy_flush(vk_backend *vb) {
     vk_copies *p = &vb->copies;
     if (!p->n || !vb->recording) {
@@ -416,9 +483,12 @@ void vk_copy_flush(vk_backend *vb) {
         acc[2 * i + 1] = (vk_access){p->dst->buffer, r->dstOffset, r->dstOffset + r->size, true};
     }
     vk_hazard(vb, acc, 2 * p->n);
-    vb->fn.vkCmdCopyBuffer(vb->cmd, p->src->buffer, p->dst->buffer, p->n, p->r);
-    vk_note_transfer(vb);
+    uint32_t n = p->n;
     p->n = 0;
+    if (vb->copy_shader && vb->pipes[VK_K_COPY] && copy_by_shader(vb, p->src, p->dst, p->r, n))
+        return;
+    vb->fn.vkCmdCopyBuffer(vb->cmd, p->src->buffer, p->dst->buffer, n, p->r);
+    vk_note_transfer(vb);
     vb->n_dispatch++;
     vk_profile_stamp(vb, "copy", "transfer", 64);
 }

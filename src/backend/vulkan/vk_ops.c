@@ -734,7 +734,7 @@ typedef struct hc_pc {
 
 typedef struct hc_mix_pc {
     uint32_t width, n_mix, n_split, chunk, w_rel, w_chunk_rows, w_row_bytes, s_off, p_off;
-    uint32_t fold, n_embd, hc, y_off, post_off, comb_off, copy_off;
+    uint32_t fold, n_embd, hc, y_off, post_off, comb_off, copy_off, vec;
 } hc_mix_pc;
 
 /* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row). */
@@ -800,7 +800,14 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                     md[3].rel / 4,
                     md[4].rel / 4,
                     md[5].rel / 4,
-                    md[2].rel / 4 + (uint32_t)sums};
+                    md[2].rel / 4 + (uint32_t)sums,
+                    0};
+    /* 16-byte loads (hc_mix.comp's vec): F16/F32 rows on words, streams and y on 16 bytes,
+     * chunks and streams of whole vec4s */
+    uint32_t n_embd = (uint32_t)a->collapsed->ne[0];
+    mp.vec = (a->fn->type == HALO_TYPE_F16 || a->fn->type == HALO_TYPE_F32) && md[0].rel % 4 == 0 &&
+             mb[0].row_bytes % 4 == 0 && mp.s_off % 4 == 0 && n_embd % 4 == 0 &&
+             mp.chunk % 4 == 0 && (!fold || mp.y_off % 4 == 0) && vb->hc_vec;
     vk_note_work(vb, (double)n_tok * (n_mix + 1) * width * (fold ? a->hc + 1 : 1));
     if (!vk_dispatch_pipe(vb, VK_K_HC_MIX, vk_typed_pipeline(vb, VK_K_HC_MIX, a->fn->type),
                           "hc_pre", mb, nm, NULL, &mp, sizeof mp, n_mix + 1, VK_HC_SPLIT, n_tok))

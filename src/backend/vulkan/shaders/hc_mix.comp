@@ -4,20 +4,26 @@
 // of 16,384 weights: ~0.4 ms a call on the H200, a third of a decode step); here workgroup
 // (m, s, t) sums row m (or, for m = n_mix, the squares) over chunk s of token t's streams, and
 // hc_pre.comp adds the chunks in order and scales by the RMS factor (fn · (x·r) = r·(fn · x)).
-#define WG 64
+// With vec (the views 16-byte aligned, chunks of whole vec4s) an invocation takes 4 consecutive
+// elements a step by 16-byte loads: at decode's 16,384-wide streams and 16 chunks, one step each,
+// all of its loads independent (64 invocations walking 16 elements each took ~17 us a dispatch
+// on the H200, a chain of dependent steps; session 10).
+#define WG 256
 #include "common.glsl"
 #include "quant.glsl"
 
 layout(constant_id = 0) const uint TYPE = 0u; // the weight type (one pipeline per type)
 
 layout(binding = 1) readonly buffer S { float d[]; } ST;
+layout(binding = 1) readonly buffer S4 { vec4 d[]; } ST4;
 layout(binding = 2) writeonly buffer P { float d[]; } PART;
 layout(binding = 3) readonly buffer Y { float d[]; } YB;  // fold: the block's output
+layout(binding = 3) readonly buffer Y4 { vec4 d[]; } YB4;
 layout(binding = 4) readonly buffer Po { float d[]; } PO; // fold: the previous site's post
 layout(binding = 5) readonly buffer Co { float d[]; } CO; // ... and comb
 layout(push_constant) uniform PC {
     uint width, n_mix, n_split, chunk, w_rel, w_chunk_rows, w_row_bytes, s_off, p_off;
-    uint fold, n_embd, hc, y_off, post_off, comb_off, copy_off;
+    uint fold, n_embd, hc, y_off, post_off, comb_off, copy_off, vec;
 } pc;
 
 // Element i of token t's flattened streams. With fold (HALO_VK_DEFER_POST), the previous
@@ -33,12 +39,49 @@ float sval(uint t, uint xb, uint i) {
     return s;
 }
 
+// Elements i .. i + 3 (vec: i % 4 == 0, one stream k for all four), as sval.
+vec4 sval4(uint t, uint xb, uint i) {
+    if (pc.fold == 0u) return ST4.d[(xb + i) >> 2];
+    uint hc = pc.hc, k = i / pc.n_embd, d = i - k * pc.n_embd;
+    vec4 s = PO.d[pc.post_off + t * hc + k] * YB4.d[(pc.y_off + t * pc.n_embd + d) >> 2];
+    for (uint j = 0u; j < hc; j++)
+        s += CO.d[pc.comb_off + t * hc * hc + j * hc + k] * ST4.d[(xb + j * pc.n_embd + d) >> 2];
+    return s;
+}
+
+// Weights i .. i + 3 of the row at byte `base` of chunk c (vec: F16 and F32 rows word-aligned).
+vec4 wval4(uint c, uint base, uint i) {
+    if (TYPE == T_F16) {
+        uint w = (base >> 2) + (i >> 1);
+        return vec4(unpackHalf2x16(W[c].d[w]), unpackHalf2x16(W[c].d[w + 1u]));
+    }
+    if (TYPE == T_F32) {
+        uint w = (base >> 2) + i;
+        return uintBitsToFloat(uvec4(W[c].d[w], W[c].d[w + 1u], W[c].d[w + 2u], W[c].d[w + 3u]));
+    }
+    return vec4(wval(TYPE, c, base, i), wval(TYPE, c, base, i + 1u), wval(TYPE, c, base, i + 2u),
+                wval(TYPE, c, base, i + 3u));
+}
+
 void main() {
     uint m = gl_WorkGroupID.x, s = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
     uint lid = gl_LocalInvocationID.x, xb = pc.s_off + t * pc.width;
     uint i0 = s * pc.chunk, i1 = min(i0 + pc.chunk, pc.width);
     float acc = 0.0;
-    if (m < pc.n_mix) {
+    if (pc.vec != 0u) {
+        vec4 a = vec4(0.0);
+        if (m < pc.n_mix) {
+            uint c, base;
+            wrow(m, pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c, base);
+            for (uint i = i0 + 4u * lid; i < i1; i += 4u * WG) a += wval4(c, base, i) * sval4(t, xb, i);
+        } else {
+            for (uint i = i0 + 4u * lid; i < i1; i += 4u * WG) {
+                vec4 v = sval4(t, xb, i);
+                a += v * v;
+            }
+        }
+        acc = (a.x + a.y) + (a.z + a.w);
+    } else if (m < pc.n_mix) {
         uint c, base;
         wrow(m, pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c, base);
         for (uint i = i0 + lid; i < i1; i += WG) acc += wval(TYPE, c, base, i) * sval(t, xb, i);

@@ -5,6 +5,7 @@
 // comb = Sinkhorn(..) (skipped for the output head).
 // Sinkhorn stays in f32 (its epsilon is near f16's limits).
 #define WG 256
+#extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 
 layout(binding = 1) buffer S { float d[]; } ST; // written with fold
@@ -79,7 +80,33 @@ void main() {
     if (pc.head == 0u && first && lid >= hc && lid < 2u * hc)
         POST.d[pc.post_off + t * hc + lid - hc] =
             2.0 * sigm(mix[lid] * s1 + BASE.d[pc.base_off + lid]);
-    if (pc.head == 0u) {
+    if (pc.head == 0u && gl_SubgroupSize >= hc * hc) {
+        // Sinkhorn-Knopp in the first subgroup alone: lane j·hc + k keeps element (j, k) in a
+        // register and reads its row or column from the lanes holding them by shuffles, summing
+        // in the serial order as below, with no barrier (the workgroup version below takes two
+        // barriers a pass, ~80 a call)
+        if (gl_SubgroupID == 0u) {
+            uint l = gl_SubgroupInvocationID;
+            bool own = l < hc * hc;
+            uint j = own ? l / hc : 0u, k = own ? l % hc : 0u;
+            float v = own ? mix[2u * hc + l] * s2 + BASE.d[pc.base_off + 2u * hc + l] : 0.0;
+            float mx = subgroupShuffle(v, j * hc), sum = 0.0;
+            for (uint i = 1u; i < hc; i++) mx = max(mx, subgroupShuffle(v, j * hc + i));
+            for (uint i = 0u; i < hc; i++) sum += exp(subgroupShuffle(v, j * hc + i) - mx);
+            v = exp(v - mx) / sum + pc.eps;
+            for (uint it = 0u; it < pc.iters; it++) {
+                if (it > 0u) {
+                    sum = 0.0;
+                    for (uint i = 0u; i < hc; i++) sum += subgroupShuffle(v, j * hc + i);
+                    v = v / (sum + pc.eps);
+                }
+                sum = 0.0;
+                for (uint i = 0u; i < hc; i++) sum += subgroupShuffle(v, i * hc + k);
+                v = v / (sum + pc.eps);
+            }
+            if (own && first) COMB.d[pc.comb_off + t * hc * hc + l] = v;
+        }
+    } else if (pc.head == 0u) {
         // Sinkhorn-Knopp: softmax rows, then column and row normalisation (the reference
         // starts with a column pass). Invocation j·hc + k keeps element (j, k) in shared memory
         // and sums its row or column itself, in the serial order (one invocation did it all

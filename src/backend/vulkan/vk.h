@@ -270,7 +270,7 @@ typedef struct vk_backend {
                            * matvec_moe.comp takes the routed experts; vk_moe_dec.c) */
     bool moeq;            /* HALO_VK_MOEQ: fast mode's routed experts of a decode token by
                            * moeq.comp (int8 activations; vk_moeq.c); 0: matvec_moe.comp */
-    uint32_t moeq_rows_gu, moeq_rows_dn; /* HALO_VK_MOEQ_ROWS=GU,DN: rows a workgroup */
+    uint32_t moeq_rows_gu, moeq_rows_dn; /* HALO_VK_MOEQ_ROWS=GU:DN: rows a workgroup */
     bool defer_norm;      /* HALO_VK_DEFER_NORM=0: every rms_norm recorded when called */
     bool defer_post;      /* HALO_VK_DEFER_POST=0: every hc_post recorded when called */
     bool defer_rope;      /* HALO_VK_DEFER_ROPE=0: every inverse rope recorded when called */

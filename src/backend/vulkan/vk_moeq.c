@@ -27,7 +27,7 @@ void vk_moeq_init(vk_backend *vb) {
     vb->moeq_rows_gu = 32, vb->moeq_rows_dn = 16;
     e = getenv("HALO_VK_MOEQ_ROWS");
     unsigned a, b;
-    if (e && sscanf(e, "%u,%u", &a, &b) == 2 && a >= 1 && a <= 4096 && b >= 1 && b <= 4096)
+    if (e && sscanf(e, "%u:%u", &a, &b) == 2 && a >= 1 && a <= 4096 && b >= 1 && b <= 4096)
         vb->moeq_rows_gu = a, vb->moeq_rows_dn = b;
 }
 

@@ -128,14 +128,23 @@ static double rel(const float *a, const float *ref, size_t n) {
     return range > 0 ? d / range : d;
 }
 
-static halo_backend *vk_with(const char *moeq, halo_error *err) {
+/* A fast-mode Vulkan backend with HALO_VK_MOEQ=moeq and (unless NULL) HALO_VK_MOEQ_VAR, _ROWS. */
+static halo_backend *vk_var(const char *moeq, const char *var, const char *rows, halo_error *err) {
     halo_backend *be = NULL;
     setenv("HALO_VK_FAST", "1", 1);
     setenv("HALO_VK_MOEQ", moeq, 1);
+    if (var) setenv("HALO_VK_MOEQ_VAR", var, 1);
+    if (rows) setenv("HALO_VK_MOEQ_ROWS", rows, 1);
     halo_status st = halo_backend_vulkan_create(-1, &be, err);
     unsetenv("HALO_VK_FAST");
     unsetenv("HALO_VK_MOEQ");
+    if (var) unsetenv("HALO_VK_MOEQ_VAR");
+    if (rows) unsetenv("HALO_VK_MOEQ_ROWS");
     return st ? NULL : be;
+}
+
+static halo_backend *vk_with(const char *moeq, halo_error *err) {
+    return vk_var(moeq, NULL, NULL, err);
 }
 
 static halo_backend *vk_q, *vk_f32, *fast, *precise;
@@ -187,6 +196,25 @@ static void routed_experts_match_cpu_fast_mode(void) {
     memcpy(in.tokens, tokens, sizeof tokens);
     check_tokens(&in, 1);
     check_tokens(&in, 3);
+    /* The variants (HALO_VK_MOEQ_VAR: the sign-mask table, the codebook's copies) and other
+     * rows a workgroup (partial last workgroups): the same integer sums and the same lane
+     * order of each row's float sums, so the same bits as the defaults. */
+    static const char *const vars[][2] = {{"1", "5:7"}, {"2", "64:3"}, {"3", "32:16"}};
+    float *ref = moe(vk_q, &in, 3, false);
+    for (int v = 0; v < 3; v++) {
+        halo_error err = {0};
+        halo_backend *be = vk_var("1", vars[v][0], vars[v][1], &err);
+        CHECK(be != NULL);
+        if (!be) continue;
+        float *y = moe(be, &in, 3, false);
+        bool same = memcmp(y, ref, (size_t)E * 3 * sizeof *y) == 0;
+        printf("  HALO_VK_MOEQ_VAR=%s HALO_VK_MOEQ_ROWS=%s: %s the defaults' bits\n", vars[v][0],
+               vars[v][1], same ? "equal to" : "NOT equal to");
+        CHECK(same);
+        free(y);
+        be->ops->destroy(be);
+    }
+    free(ref);
     free(in.x), free(in.router), free(in.g), free(in.u), free(in.d), free(in.gs), free(in.us),
         free(in.ds);
 }

@@ -155,7 +155,8 @@ VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {
      * conversion (HALO_VK_CVT), matvec_moe's unroll, rows and early loads (HALO_VK_MOE_UNROLL,
      * _R, _PRE); each ignored by shaders that do not declare it */
     uint32_t data[3] = {type & (VK_KEY_NORM - 1), type / VK_KEY_NORM,
-                        vb->cvt | vb->moe_unroll << 4 | vb->moe_r << 8 | vb->moe_pre << 12};
+                        vb->cvt | vb->moe_unroll << 4 | vb->moe_r << 8 | vb->moe_pre << 12 |
+                            vb->moeq_var << 16};
     VkSpecializationMapEntry e[3] = {
         {0, 0, sizeof(uint32_t)}, {1, 4, sizeof(uint32_t)}, {2, 8, sizeof(uint32_t)}};
     VkSpecializationInfo spec = {3, e, sizeof data, data};

@@ -29,6 +29,15 @@ int sdot(uint a, uint b) { return sdot4x8(int(a), int(b), 0); }
 layout(constant_id = 0) const uint TYPE = 16u; // GU: T_IQ2_XXS; DN: T_Q2_K
 layout(constant_id = 1) const uint MODE = 0u;  // 2 (VK_KEY_SWIGLU >> 6): GU; 0: DN
 const bool GU = (MODE & 2u) != 0u;
+// Constant 2, bits 16-17 (HALO_VK_MOEQ_VAR, measurement): GU's IQ2_XXS sign masks from a table
+// in shared memory (bit 16: one load for 8 weights' masks in place of ~10 integer ops), and the
+// codebook in 16 copies side by side (bit 17: lane l reads copy l % 16, so a half-subgroup's
+// 8-byte lookups hit 16 different bank pairs whatever the indices; moe_dec.cuh's tables).
+layout(constant_id = 2) const uint VAR = 0u;
+const uint STAB_ = (VAR >> 16) & (MODE >> 1) & 1u, GREP_ = (VAR >> 17) & (MODE >> 1) & 1u;
+const bool STAB = STAB_ != 0u, GREP = GREP_ != 0u;
+const uint GCOPIES = 1u + 15u * GREP_; // (integer arithmetic: glslc's optimizer failed on a
+                                       // select of a boolean constant in an array size)
 
 layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4; // GU: x; DN: h (16-byte aligned)
 layout(binding = 2) writeonly buffer Out { float d[]; } OUT;
@@ -47,12 +56,13 @@ layout(push_constant) uniform PC {
 // The quantized activation: int8 values in 16-byte granules (in an order that lets a
 // subgroup's lanes read consecutive granules: xq_at), one f32 scale per 256 values, one sum
 // per 16. GU: x (K <= 4096); DN: the token's k h vectors (k · K <= 16384): the host checks.
-const uint XQ_MAX = 1024u;
+const uint XQ_MAX = GU ? 256u : 1024u;
 shared uvec4 xq[XQ_MAX];
 shared float xd[XQ_MAX / 16u];
-shared int xbs[XQ_MAX];
+shared int xbs[GU ? 1 : XQ_MAX]; // at the granules' places (xq_at)
 shared float red_a[WG], red_v[WG];
-shared uvec2 grid_s[GU ? 256 : 1];
+shared uvec2 grid_s[GU ? 256u * GCOPIES : 1u];
+shared uvec2 sign_s[1u + 127u * STAB_];
 
 // Granule of values e .. e + 15 (e % 16 == 0) of vector j. GU's lane reads unit u (32 values:
 // granules t = 0, 1) as xq[t · K/32 + u]; DN's lane reads item i (64 values: sub-block q of
@@ -112,9 +122,9 @@ void quantize(uint src4, uint n_vec) {
                 }
                 d = div_rn(1.0, iscale, 1.0 / iscale);
             }
-            uint e = 16u * t, j = e / pc.K;
-            xq[xq_at(j, e - j * pc.K)] = w;
-            xbs[t] = bs;
+            uint e = 16u * t, j = e / pc.K, at = xq_at(j, e - j * pc.K);
+            xq[at] = w;
+            if (!GU) xbs[at] = bs;
             if (p == 0u) xd[t / 16u] = d;
         }
         barrier();
@@ -155,13 +165,19 @@ float iq2_dot(uvec4 r, uint u) {
     uvec4 xa = xq[u], xb = xq[pc.K / 32u + u];
     uint xw[8] = uint[8](xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w);
     int s = 0;
+    uint copy = GREP ? gl_SubgroupInvocationID & 15u : 0u;
     [[unroll]] for (uint l = 0u; l < 4u; l++) {
-        uvec2 g = grid_s[(r.y >> (8u * l)) & 0xffu];
+        uvec2 g = grid_s[((r.y >> (8u * l)) & 0xffu) * GCOPIES + copy];
         uint s7 = (r.z >> (7u * l)) & 127u;
-        uint signs = s7 | ((uint(bitCount(s7)) & 1u) << 7);
-        uint m0 = ones4(signs & 15u), m1 = ones4(signs >> 4);
-        s += sdot((g.x ^ (m0 * 0xffu)) + m0, xw[2u * l]);
-        s += sdot((g.y ^ (m1 * 0xffu)) + m1, xw[2u * l + 1u]);
+        uvec2 m; // 0xff in the bytes of negated weights
+        if (STAB) {
+            m = sign_s[s7];
+        } else {
+            uint signs = s7 | ((uint(bitCount(s7)) & 1u) << 7);
+            m = uvec2(ones4(signs & 15u), ones4(signs >> 4)) * 0xffu;
+        }
+        s += sdot((g.x ^ m.x) + (m.x & 0x01010101u), xw[2u * l]);
+        s += sdot((g.y ^ m.y) + (m.y & 0x01010101u), xw[2u * l + 1u]);
     }
     int ls = 2 * int(r.z >> 28) + 1;
     float dw = f16v((r.x >> (r.w * 8u)) & 0xffffu) * 0.125;
@@ -175,8 +191,13 @@ void main_gu() {
     uint pair = gl_WorkGroupID.y, tok = pair / pc.k, e = expert(pair);
     uint row0 = gl_WorkGroupID.x * pc.rows_per_wg;
     uint row1 = min(row0 + pc.rows_per_wg, pc.N), units = pc.K / 32u;
-    for (uint i = gl_LocalInvocationID.x; i < 256u; i += WG)
-        grid_s[i] = uvec2(GRID.d[2u * i], GRID.d[2u * i + 1u]);
+    for (uint i = gl_LocalInvocationID.x; i < 256u * GCOPIES; i += WG)
+        grid_s[i] = uvec2(GRID.d[2u * (i / GCOPIES)], GRID.d[2u * (i / GCOPIES) + 1u]);
+    if (STAB)
+        for (uint c = gl_LocalInvocationID.x; c < 128u; c += WG) {
+            uint signs = c | ((uint(bitCount(c)) & 1u) << 7);
+            sign_s[c] = uvec2(ones4(signs & 15u), ones4(signs >> 4)) * 0xffu;
+        }
     quantize(pc.x_off4 + tok * pc.x_col_stride4, 1u); // its barriers cover the grid's fill
     for (uint row = row0 + gl_SubgroupID; row < row1; row += gl_NumSubgroups) {
         uint c, base;
@@ -240,7 +261,7 @@ float q2_dot(Q2 r, uint j, uint i) {
                   sdot((r.q.z >> sh) & 0x03030303u, x.z) + sdot((r.q.w >> sh) & 0x03030303u, x.w);
         uint sc = (r.sc[s >> 1] >> (8u * (2u * (s & 1u) + q))) & 0xffu;
         isum += int(sc & 15u) * dot;
-        msum += int(sc >> 4) * xbs[j * (pc.K / 16u) + 16u * sb + 8u * h + 2u * s + q];
+        msum += int(sc >> 4) * xbs[j * (pc.K / 16u) + s * (pc.K / 64u) + i];
     }
     vec2 dm = unpackHalf2x16(r.dm);
     return xd[j * (pc.K / 256u) + sb] * (dm.x * float(isum) - dm.y * float(msum));

@@ -139,6 +139,7 @@ typedef enum vk_kernel {
     VK_K_MOE_DEC,     /* one token's routed experts: gate/up + SwiGLU, down + sum (vk_moe_dec.c) */
     VK_K_MATVEC_Q8S,  /* Q8_0 decode staged by 16-byte loads (specialised by rows a WG) */
     VK_K_COPY,        /* gathered buffer copies as a dispatch (vk_copy_flush) */
+    VK_K_MOEQ,        /* fast mode: one token's routed experts on int8 activations (vk_moeq.c) */
     VK_K_COUNT
 } vk_kernel;
 
@@ -268,6 +269,11 @@ typedef struct vk_backend {
                            * the SwiGLU only; 0 neither (their own dispatches) */
     uint32_t moe_dec;     /* moe_dec.comp's workgroups a dispatch (HALO_VK_MOE_DEC=N; 0: off,
                            * matvec_moe.comp takes the routed experts; vk_moe_dec.c) */
+    bool moeq;            /* HALO_VK_MOEQ: fast mode's routed experts of a decode token by
+                           * moeq.comp (int8 activations; vk_moeq.c); 0: matvec_moe.comp */
+    uint32_t moeq_rows_gu, moeq_rows_dn; /* HALO_VK_MOEQ_ROWS=GU:DN: rows a workgroup */
+    uint32_t moeq_var;    /* HALO_VK_MOEQ_VAR: moeq.comp's variant bits (1: the IQ2_XXS sign
+                           * masks from a table, 2: the codebook in 16 copies) */
     bool defer_norm;      /* HALO_VK_DEFER_NORM=0: every rms_norm recorded when called */
     bool defer_post;      /* HALO_VK_DEFER_POST=0: every hc_post recorded when called */
     bool defer_rope;      /* HALO_VK_DEFER_ROPE=0: every inverse rope recorded when called */
@@ -593,6 +599,17 @@ void vk_moe_dec_gu(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_bi
                    vk_binding sel, vk_binding h);
 void vk_moe_dec_dn(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding h,
                    vk_binding sel, vk_binding wts, vk_binding ys, vk_binding out);
+
+/* vk_moeq.c: fast mode's routed experts of a decode token on int8 activations (moeq.comp), the
+ * same two dispatches as vk_moe_dec.c's and the same arguments. vk_moeq_init reads
+ * HALO_VK_MOEQ (default VK_MOEQ_DEFAULT) and HALO_VK_MOEQ_ROWS. */
+enum { VK_MOEQ_DEFAULT = 0, VK_MOEQ_VAR_DEFAULT = 0 };
+void vk_moeq_init(vk_backend *vb);
+bool vk_moeq_fits(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x);
+void vk_moeq_gu(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x,
+                vk_binding sel, vk_binding h);
+void vk_moeq_dn(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding h,
+                vk_binding sel, vk_binding wts, vk_binding ys, vk_binding out);
 
 /* Whether the shaders decode a weight type. */
 bool vk_type_supported(uint32_t type);

@@ -448,6 +448,7 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     vb->fuse_moe = getenv("HALO_VK_FUSE_MOE") ? (uint32_t)atoi(getenv("HALO_VK_FUSE_MOE")) : 2;
     const char *md = getenv("HALO_VK_MOE_DEC");
     vb->moe_dec = md ? (uint32_t)atoi(md) : VK_MOE_DEC_WGS;
+    vk_moeq_init(vb);
     const char *defer = getenv("HALO_VK_DEFER_NORM");
     vb->defer_norm = !(defer && !strcmp(defer, "0"));
     defer = getenv("HALO_VK_DEFER_POST");

@@ -347,6 +347,15 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
         }
     }
 
+    /* Fast mode, one decode token (HALO_VK_MOEQ, vk_moeq.c): the same two dispatches on int8
+     * activations, quantized by each workgroup as the CPU's fast mode quantizes them. */
+    if (vk_moeq_fits(vb, a, n_tok, x)) {
+        vk_moeq_gu(vb, a, n_tok, x, sel, g);
+        if (a->gate_sh && !sh_fused) vk_mm(vb, "moe", a->down_sh, &sd);
+        vk_moeq_dn(vb, a, n_tok, g, sel, wts, a->gate_sh ? ys : (vk_binding){0},
+                   vk_bind_tensor(a->out));
+        return;
+    }
     /* One decode token (HALO_VK_MOE_DEC, vk_moe_dec.c): gate/up with the SwiGLU into g, then
      * down with the weighted sum: 6 dispatches and 4 barriers. */
     if (vk_moe_dec_fits(vb, a, n_tok, x)) {

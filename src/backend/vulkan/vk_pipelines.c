@@ -82,6 +82,9 @@ static const uint32_t spv_matvec_q8s[] =
 static const uint32_t spv_copy[] =
 #include "copy.spv.h"
     ;
+static const uint32_t spv_moeq[] =
+#include "moeq.spv.h"
+    ;
 
 static const struct {
     const uint32_t *code;
@@ -114,6 +117,7 @@ static const struct {
     S(VK_K_MOE_DEC, spv_moe_dec),
     S(VK_K_MATVEC_Q8S, spv_matvec_q8s),
     S(VK_K_COPY, spv_copy),
+    S(VK_K_MOEQ, spv_moeq),
 #undef S
 };
 
@@ -145,7 +149,7 @@ static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo 
 static bool is_typed(int k) {
     return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_MATVEC || k == VK_K_HC_MIX ||
            k == VK_K_MATVEC_WIDE || k == VK_K_MATVEC_Q8 || k == VK_K_MATVEC_MOE ||
-           k == VK_K_MOE_DEC || k == VK_K_MATVEC_Q8S;
+           k == VK_K_MOE_DEC || k == VK_K_MATVEC_Q8S || k == VK_K_MOEQ;
 }
 
 VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {
@@ -155,7 +159,8 @@ VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {
      * conversion (HALO_VK_CVT), matvec_moe's unroll, rows and early loads (HALO_VK_MOE_UNROLL,
      * _R, _PRE); each ignored by shaders that do not declare it */
     uint32_t data[3] = {type & (VK_KEY_NORM - 1), type / VK_KEY_NORM,
-                        vb->cvt | vb->moe_unroll << 4 | vb->moe_r << 8 | vb->moe_pre << 12};
+                        vb->cvt | vb->moe_unroll << 4 | vb->moe_r << 8 | vb->moe_pre << 12 |
+                            vb->moeq_var << 16};
     VkSpecializationMapEntry e[3] = {
         {0, 0, sizeof(uint32_t)}, {1, 4, sizeof(uint32_t)}, {2, 8, sizeof(uint32_t)}};
     VkSpecializationInfo spec = {3, e, sizeof data, data};

@@ -527,6 +527,7 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         cp.out_off = pc.out_off + (sum ? c0 / m->sum_k : c0) * pc.out_col_stride;
         cp.sel_off = pc.sel_off + c0;
         cp.wt_off = pc.wt_off + c0;
+        cp.cs_off = pc.cs_off + (m->cs.buf ? c0 * (m->rope_nrot / 2) : 0); /* the rope's columns */
         cp.ys_off = pc.ys_off + (sum ? c0 / m->sum_k : 0) * m->N;
         uint32_t gy = sum ? cp.n_cols / m->sum_k : (cp.n_cols + cp.col_tile - 1) / cp.col_tile;
         vk_note_work(vb, per_col * cp.n_cols);

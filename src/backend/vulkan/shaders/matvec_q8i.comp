@@ -88,8 +88,8 @@ void quant_block(uint b, float r) {
         vec4 a = abs(v[k]);
         amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
     }
-    float d = div_rn(amax, 127.0, 1.0 / 127.0);
-    float id = d != 0.0 ? div_rn(1.0, d, 1.0 / d) : 0.0;
+    float d = div_rn(amax, 127.0);
+    float id = d != 0.0 ? div_rn(1.0, d) : 0.0;
     uint p[8]; // q[4k .. 4k + 3]
     [[unroll]] for (uint k = 0u; k < 8u; k++)
         p[k] = q8_byte(v[k].x, id) | q8_byte(v[k].y, id) << 8 | q8_byte(v[k].z, id) << 16 |

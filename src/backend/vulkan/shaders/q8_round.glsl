@@ -1,16 +1,36 @@
 // ggml's quantize_row_q8_0 steps, correctly rounded on any Vulkan implementation (shared by
 // quant_q8.comp and matvec_q8i.comp). A Vulkan implementation may divide approximately (NVIDIA's
-// driver computes a / b as a times an approximate 1 / b: on the H200 some q came out one step
-// off ggml's, 1.8e-4 of the output's range), so both divisions are corrected to the rounded
-// quotient with one fused multiply-add step, and roundf is written out (floor(|v| + 0.5) rounds
-// 0.49999997 up).
+// driver computes a / b as a times an approximate 1 / b, within 2.5 ulp as the spec allows: on
+// the H200 some q came out one step off ggml's, 1.8e-4 of the output's range) and may not fuse
+// fma (lavapipe: a one-step correction by fma(-q, b, a) then missed the rounded quotient for a
+// few blocks in 10^5, 8.6e-5 of the range), so the quotient is corrected against a residual
+// computed exactly without fma (Dekker's product), and roundf is written out (floor(|v| + 0.5)
+// rounds 0.49999997 up).
 
-// a / b rounded as IEEE division: q0 = a·(1/b) is within an ulp or two; the residual a - q0·b
-// is exact in an fma, and one correction step lands on the rounded quotient.
-float div_rn(float a, float b, float rb) {
-    precise float q0 = a * rb;
-    precise float r = fma(-q0, b, a);
-    precise float q = fma(r, rb, q0);
+// a - q·b for q·b close to a: q·b = p + e exactly (Veltkamp's split of each factor into 12-bit
+// halves, products exact in f32), a - p exact (Sterbenz), then e's rounding only; `precise`
+// keeps a compiler from fusing or reassociating any of it.
+float resid(float a, float q, float b) {
+    precise float p = q * b;
+    precise float cq = 4097.0 * q, cb = 4097.0 * b;
+    precise float qh = cq - (cq - q), bh = cb - (cb - b);
+    precise float ql = q - qh, bl = b - bh;
+    precise float e = (((qh * bh - p) + qh * bl) + ql * bh) + ql * bl;
+    precise float r = (a - p) - e;
+    return r;
+}
+
+// a / b rounded as IEEE division for a >= 0, b > 0 (finite): the implementation's quotient,
+// then up to three steps to the neighbour whose residual is smaller (the quotient is never
+// exactly between two floats, so the nearest one has the smallest residual).
+float div_rn(float a, float b) {
+    float q = a / b;
+    if (!(q > 0.0) || isinf(q)) return q; // 0, or b subnormal: as the division gives it
+    [[unroll]] for (uint i = 0u; i < 3u; i++) {
+        float r = resid(a, q, b);
+        float n = uintBitsToFloat(floatBitsToUint(q) + (r > 0.0 ? 1u : 0xffffffffu));
+        if (abs(resid(a, n, b)) < abs(r)) q = n;
+    }
     return q;
 }
 

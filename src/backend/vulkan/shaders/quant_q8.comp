@@ -20,8 +20,8 @@ void main() {
     uint xb = pc.x_off + col * pc.x_col_stride + b * 32u;
     float amax = 0.0;
     for (uint i = 0u; i < 32u; i++) amax = max(amax, abs(XB.d[xb + i]));
-    float d = div_rn(amax, 127.0, 1.0 / 127.0);
-    float id = d != 0.0 ? div_rn(1.0, d, 1.0 / d) : 0.0;
+    float d = div_rn(amax, 127.0);
+    float id = d != 0.0 ? div_rn(1.0, d) : 0.0;
     uint blk = col * pc.nb_col + b;
     for (uint w = 0u; w < 8u; w++) {
         uint word = 0u;

@@ -426,6 +426,8 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     vb->matvec_rows =
         getenv("HALO_VK_MATVEC_ROWS") ? (uint32_t)atoi(getenv("HALO_VK_MATVEC_ROWS")) : 0;
     vb->mvq8 = vk_mvq8_parse(getenv("HALO_VK_MVQ8"));
+    /* off unless asked until the H200 says the decode step is faster with it */
+    vb->mvq8i = vk_mvq8i_parse(getenv("HALO_VK_MVQ8I"), 0);
     const char *q8s = getenv("HALO_VK_MVQ8S");
     vb->mvq8s = !q8s || !*q8s ? 0 : !strcmp(q8s, "auto") ? -1 : atoi(q8s);
     vb->fuse_norm = !(getenv("HALO_VK_FUSE_NORM") && !strcmp(getenv("HALO_VK_FUSE_NORM"), "0"));

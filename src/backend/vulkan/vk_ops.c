@@ -259,6 +259,63 @@ static uint32_t mvq8s_rows(const vk_backend *vb, const halo_tensor *w, const vk_
     return rw;
 }
 
+int32_t vk_mvq8i_parse(const char *v, int32_t unset) {
+    if (!v || !*v) return unset;
+    if (!strcmp(v, "0")) return 0;
+    if (!strcmp(v, "1") || !strcmp(v, "auto")) return -1;
+    if (v[0] != '1' && v[0] != '2' && v[0] != '4') return unset;
+    int32_t r = v[0] - '0';
+    v++;
+    if (*v == 'p') {
+        r |= 8;
+        v++;
+    }
+    if (*v == 'x') {
+        char *end = NULL;
+        long n = strtol(v + 1, &end, 10);
+        if (*end || n < 0 || n > 256 || (n & (n - 1)) || (n && n < (r & 7))) return unset;
+        r |= (int32_t)n << 8;
+    } else if (*v) {
+        return unset;
+    }
+    return r;
+}
+
+/* Whether matvec_q8i.comp takes a projection of a few plain columns by Q8_0 weights: fast mode
+ * on a device with integer dots (vb->int_dot), HALO_VK_MVQ8I on, whole 64-weight pieces (a
+ * row's blocks then start on words) and at most 8192 inputs (its x in shared memory). The
+ * weight's view must start on a word too (vk_mm checks it once resolved). */
+static bool use_mvq8i(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
+    return vb->int_dot && vb->mvq8i != 0 && w->type == HALO_TYPE_Q8_0 && !m->sel.buf &&
+           m->n_cols <= VK_MATVEC_COLS && (m->x_col_div ? m->x_col_div : 1) == 1 &&
+           w->ne[0] % 64 == 0 && w->ne[0] <= 8192;
+}
+
+/* matvec_q8i.comp's variant (constant 0: rows a subgroup at once, | 8: weights loaded a block
+ * ahead) and rows a workgroup, by shape unless HALO_VK_MVQ8I forces them: about a thousand
+ * workgroups (each quantizes x once for its rows: more rows amortize that, fewer workgroups
+ * leave the GPU idle), rows a power of two dividing the group's rows. */
+static uint32_t mvq8i_variant(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m,
+                              uint32_t *rows) {
+    uint32_t groups = m->groups ? m->groups : 1, per_group = m->N / groups;
+    uint32_t v = vb->mvq8i > 0 ? (uint32_t)vb->mvq8i & 15u : 0, rw = vb->mvq8i > 0 ? (uint32_t)vb->mvq8i >> 8 : 0;
+    if (!v) v = w->ne[0] <= 1024 ? 4 : m->N <= 1024 ? 1 : 2;
+    uint32_t r = v & 7u;
+    if (!rw) {
+        rw = 1;
+        while (rw * 2 <= m->N / 1024 && rw < 64)
+            rw *= 2;
+        uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32, nsg = s >= 128 ? 1 : 128 / s;
+        if (rw < r * nsg) rw = r * nsg; /* a row group for every subgroup */
+    }
+    while (rw > 1 && (groups > 1 ? per_group % rw : 0))
+        rw /= 2;
+    while (r > 1 && rw % r)
+        r /= 2;
+    *rows = rw;
+    return r | (v & 8u);
+}
+
 /* Whether matvec_moe.comp takes a projection matvec.comp would: IQ2_XXS or Q2_K (the routed
  * experts), ungrouped. HALO_VK_MVMOE=0, or HALO_VK_MATVEC_ROWS (tests of matvec.comp's
  * variants), keeps matvec.comp; HALO_VK_MVMOE=N walks N rows a workgroup (8). */
@@ -283,6 +340,7 @@ static vk_kernel mm_kernel(const vk_backend *vb, const halo_tensor *w, const vk_
         w->ne[0] % 32 == 0)
         return VK_K_MATMUL_Q8;
     if (!mv) return VK_K_MATMUL;
+    if (use_mvq8i(vb, w, m)) return VK_K_MATVEC_Q8I;
     if (use_mvmoe(vb, w, m)) return VK_K_MATVEC_MOE;
     *q8v = mvq8_variant(vb, w, m);
     return *q8v > 0 ? VK_K_MATVEC_Q8 : VK_K_MATVEC;
@@ -326,7 +384,7 @@ bool vk_mm_rope_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) 
         m->rope_hd % 8 || m->rope_nrot % 8 || m->rope_nrot > m->rope_hd || w->ne[0] % 8)
         return false;
     vk_kernel k = mm_kernel(vb, w, m, &q8v);
-    if (k != VK_K_MATVEC && k != VK_K_MATVEC_Q8) return false;
+    if (k != VK_K_MATVEC && k != VK_K_MATVEC_Q8 && k != VK_K_MATVEC_Q8I) return false;
     uint32_t xr = 0; /* 16-byte loads of x, pairs never split across two */
     return rel_f32(vb, m->x, &xr) && (xr + m->x_off) % 4 == 0 && m->x_col_stride % 4 == 0;
 }
@@ -415,6 +473,19 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         /* even: the shader's R = 2; R = 4 (HALO_VK_MOE_R) takes twice the rows so that as
          * many subgroups have work */
         pc.rows_per_wg = vb->mvmoe * (vb->moe_r / 2);
+    } else if (kern == VK_K_MATVEC_Q8I && bd[0].rel % 4 == 0) {
+        /* a column per workgroup row (a decode step has one), its x quantized once there */
+        pc.col_tile = 1;
+        uint32_t v = mvq8i_variant(vb, w, m, &rw);
+        pc.rows_per_wg = rw;
+        pipe = vk_typed_pipeline(vb, kern, v | mode);
+    } else if (kern == VK_K_MATVEC_Q8I) {
+        /* a view off a word (never seen: file tensors are aligned): matvec.comp, which takes
+         * every fold too */
+        kern = VK_K_MATVEC;
+        pc.col_tile = VK_MATVEC_COLS;
+        uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
+        pc.rows_per_wg = s >= 128 ? 1 : 128 / s;
     } else if (kern == VK_K_MATVEC_Q8 && (rw = mvq8s_rows(vb, w, m, bd[0].rel)) > 0) {
         kern = VK_K_MATVEC_Q8S;
         pc.col_tile = VK_MATVEC_COLS;
@@ -456,6 +527,7 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         cp.out_off = pc.out_off + (sum ? c0 / m->sum_k : c0) * pc.out_col_stride;
         cp.sel_off = pc.sel_off + c0;
         cp.wt_off = pc.wt_off + c0;
+        cp.cs_off = pc.cs_off + (m->cs.buf ? c0 * (m->rope_nrot / 2) : 0); /* the rope's columns */
         cp.ys_off = pc.ys_off + (sum ? c0 / m->sum_k : 0) * m->N;
         uint32_t gy = sum ? cp.n_cols / m->sum_k : (cp.n_cols + cp.col_tile - 1) / cp.col_tile;
         vk_note_work(vb, per_col * cp.n_cols);

@@ -85,6 +85,9 @@ static const uint32_t spv_copy[] =
 static const uint32_t spv_moeq[] =
 #include "moeq.spv.h"
     ;
+static const uint32_t spv_matvec_q8i[] =
+#include "matvec_q8i.spv.h"
+    ;
 
 static const struct {
     const uint32_t *code;
@@ -118,6 +121,7 @@ static const struct {
     S(VK_K_MATVEC_Q8S, spv_matvec_q8s),
     S(VK_K_COPY, spv_copy),
     S(VK_K_MOEQ, spv_moeq),
+    S(VK_K_MATVEC_Q8I, spv_matvec_q8i),
 #undef S
 };
 
@@ -149,7 +153,7 @@ static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo 
 static bool is_typed(int k) {
     return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_MATVEC || k == VK_K_HC_MIX ||
            k == VK_K_MATVEC_WIDE || k == VK_K_MATVEC_Q8 || k == VK_K_MATVEC_MOE ||
-           k == VK_K_MOE_DEC || k == VK_K_MATVEC_Q8S || k == VK_K_MOEQ;
+           k == VK_K_MOE_DEC || k == VK_K_MATVEC_Q8S || k == VK_K_MOEQ || k == VK_K_MATVEC_Q8I;
 }
 
 VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {

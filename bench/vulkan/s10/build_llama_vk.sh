@@ -11,6 +11,8 @@ rm -rf $src $pfx; mkdir -p $src $pfx
 xz -dc $R/.carry/llsrc/llama-src.tar.xz | tar xf - -C $src
 for f in $R/.carry/vulkan/debs/prefix/*.deb; do dpkg -x $f $pfx; done
 for f in $R/.carry/vulkan/debs/root/*.deb; do dpkg -x $f /; done; ldconfig
+# the prefix's libvulkan.so links to libvulkan.so.1, which the root package holds
+dpkg -x $R/.carry/vulkan/debs/root/libvulkan1_*.deb $pfx
 lib=$pfx/usr/lib/x86_64-linux-gnu
 printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$lib" "$pfx/usr/bin/glslc" > $pfx/glslc; chmod +x $pfx/glslc
 vs=$src/ggml/src/ggml-vulkan

@@ -210,7 +210,8 @@ static void free_inputs(inputs *in) {
  * gate/up row in several steps, so the held-x variants run their one-step rows only at 1024. */
 static void variants_give_the_defaults_bits(const inputs *in) {
     static const char *const vars[][2] = {{"1", "5:7"},   {"2", "64:3"},  {"3", "32:16"},
-                                          {"4", "32:16"}, {"12", "16:16"}, {"15", "7:16"}};
+                                          {"4", "32:16"}, {"12", "16:16"}, {"15", "7:16"},
+                                          {"16", "32:5"}, {"32", "32:16"}, {"63", "9:33"}};
     float *ref = moe(vk_q, in, 3, false);
     for (size_t v = 0; v < sizeof vars / sizeof *vars; v++) {
         halo_error err = {0};

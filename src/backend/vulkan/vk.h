@@ -278,7 +278,9 @@ typedef struct vk_backend {
     uint32_t moeq_rows_gu, moeq_rows_dn; /* HALO_VK_MOEQ_ROWS=GU:DN: rows a workgroup */
     uint32_t moeq_var;    /* HALO_VK_MOEQ_VAR: moeq.comp's variant bits (1: the IQ2_XXS sign
                            * masks from a table, 2: the codebook in 16 copies, 4: gate/up's x
-                           * in registers, 8: with 4, the next row's loads ahead) */
+                           * in registers, 8: with 4, the next row's loads ahead, 16: down's
+                           * first loads before its quantization, 32: the quantization's
+                           * loads at once) */
     bool defer_norm;      /* HALO_VK_DEFER_NORM=0: every rms_norm recorded when called */
     bool defer_post;      /* HALO_VK_DEFER_POST=0: every hc_post recorded when called */
     bool defer_rope;      /* HALO_VK_DEFER_ROPE=0: every inverse rope recorded when called */

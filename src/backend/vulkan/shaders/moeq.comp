@@ -44,6 +44,12 @@ const uint STAB_ = (VAR >> 16) & (MODE >> 1) & 1u, GREP_ = (VAR >> 17) & (MODE >
 const bool STAB = STAB_ != 0u, GREP = GREP_ != 0u;
 const uint HOLD_ = (VAR >> 18) & (MODE >> 1) & 1u, PIPE_ = HOLD_ & (VAR >> 19) & 1u;
 const bool HOLD = HOLD_ != 0u, PIPE = PIPE_ != 0u; // (glslc's optimizer fails on && of these)
+// Bit 20 (DPRE): DN's subgroups load their first row's first pairs' items before h's
+// quantization (the weights do not depend on h: their round trip to memory overlaps it); bit 21
+// (QB): the quantization loads every round's values before the first round's math (DN's k h
+// vectors are 3 rounds: one L2 round trip, not three).
+const uint DPRE_ = (VAR >> 20) & 1u & ~(MODE >> 1), QB_ = (VAR >> 21) & 1u;
+const bool DPRE = DPRE_ != 0u, QB = QB_ != 0u;
 const uint GCOPIES = 1u + 15u * GREP_; // (integer arithmetic: glslc's optimizer failed on a
                                        // select of a boolean constant in an array size)
 
@@ -94,8 +100,17 @@ float div_rn(float a, float b, float rb) {
 // Quantizes n_vec vectors of K values at vec4 src4 (consecutive) into xq/xd/xbs. A thread takes
 // 16 values a round; a block's 16 threads find its max, each quantizes its own 16. Every
 // invocation calls it (barriers).
+const uint QROUNDS = XQ_MAX / WG; // rounds at most (QB's registers)
+
 void quantize(uint src4, uint n_vec) {
     uint tid = gl_LocalInvocationID.x, nt = n_vec * pc.K / 16u;
+    vec4 pre[QB ? QROUNDS : 1][4];
+    if (QB)
+        [[unroll]] for (uint r = 0u; r < QROUNDS; r++) {
+            uint t = r * WG + tid;
+            if (t < nt)
+                [[unroll]] for (uint i = 0u; i < 4u; i++) pre[r][i] = XB4.d[src4 + 4u * t + i];
+        }
     for (uint t0 = 0u; t0 < nt; t0 += WG) {
         uint t = t0 + tid, p = t & 15u;
         bool on = t < nt;
@@ -103,7 +118,7 @@ void quantize(uint src4, uint n_vec) {
         float amax = 0.0, mx = 0.0;
         if (on) {
             [[unroll]] for (uint i = 0u; i < 4u; i++) {
-                vec4 a = XB4.d[src4 + 4u * t + i];
+                vec4 a = QB ? pre[t0 / WG][i] : XB4.d[src4 + 4u * t + i];
                 v[4u * i] = a.x, v[4u * i + 1u] = a.y, v[4u * i + 2u] = a.z, v[4u * i + 3u] = a.w;
             }
             // the CPU's scan: the first value of the largest magnitude
@@ -348,8 +363,17 @@ void main_dn() {
     uint tok = gl_WorkGroupID.y, pair0 = tok * pc.k;
     uint row0 = gl_WorkGroupID.x * pc.rows_per_wg;
     uint row1 = min(row0 + pc.rows_per_wg, pc.N), items = pc.K / 64u;
+    uint first = row0 + gl_SubgroupID;
+    Q2 pre[DN_JU]; // DPRE: the first row's first step, before the quantization's barriers
+    if (DPRE && first < row1)
+        [[unroll]] for (uint jj = 0u; jj < DN_JU; jj++) {
+            uint c, base;
+            wrow(expert(pair0 + min(jj, pc.k - 1u)) * pc.N + first, pc.w_rel, pc.w_chunk_rows,
+                 pc.w_row_bytes, c, base);
+            pre[jj] = q2_load(c, base, min(lane, items - 1u));
+        }
     quantize(pc.x_off4 + pair0 * pc.x_col_stride4, pc.k);
-    for (uint row = row0 + gl_SubgroupID; row < row1; row += gl_NumSubgroups) {
+    for (uint row = first; row < row1; row += gl_NumSubgroups) {
         float tot = 0.0;
         for (uint j0 = 0u; j0 < pc.k; j0 += DN_JU) {
             uint c[DN_JU], base[DN_JU];
@@ -362,7 +386,11 @@ void main_dn() {
             }
             for (uint i = lane; i < items; i += ss) {
                 Q2 r[DN_JU];
-                [[unroll]] for (uint jj = 0u; jj < DN_JU; jj++) r[jj] = q2_load(c[jj], base[jj], i);
+                if (DPRE && row == first && j0 == 0u && i == lane)
+                    r = pre;
+                else
+                    [[unroll]] for (uint jj = 0u; jj < DN_JU; jj++)
+                        r[jj] = q2_load(c[jj], base[jj], i);
                 [[unroll]] for (uint jj = 0u; jj < DN_JU; jj++)
                     if (j0 + jj < pc.k) tot += wt[jj] * q2_dot(r[jj], j0 + jj, i);
             }

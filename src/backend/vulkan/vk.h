@@ -277,7 +277,10 @@ typedef struct vk_backend {
                            * moeq.comp (int8 activations; vk_moeq.c); 0: matvec_moe.comp */
     uint32_t moeq_rows_gu, moeq_rows_dn; /* HALO_VK_MOEQ_ROWS=GU:DN: rows a workgroup */
     uint32_t moeq_var;    /* HALO_VK_MOEQ_VAR: moeq.comp's variant bits (1: the IQ2_XXS sign
-                           * masks from a table, 2: the codebook in 16 copies) */
+                           * masks from a table, 2: the codebook in 16 copies, 4: gate/up's x
+                           * in registers, 8: with 4, the next row's loads ahead, 16: down's
+                           * first loads before its quantization, 32: the quantization's
+                           * loads at once) */
     bool defer_norm;      /* HALO_VK_DEFER_NORM=0: every rms_norm recorded when called */
     bool defer_post;      /* HALO_VK_DEFER_POST=0: every hc_post recorded when called */
     bool defer_rope;      /* HALO_VK_DEFER_ROPE=0: every inverse rope recorded when called */
@@ -612,7 +615,7 @@ void vk_moe_dec_dn(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_bi
 /* vk_moeq.c: fast mode's routed experts of a decode token on int8 activations (moeq.comp), the
  * same two dispatches as vk_moe_dec.c's and the same arguments. vk_moeq_init reads
  * HALO_VK_MOEQ (default VK_MOEQ_DEFAULT) and HALO_VK_MOEQ_ROWS. */
-enum { VK_MOEQ_DEFAULT = 0, VK_MOEQ_VAR_DEFAULT = 0 };
+enum { VK_MOEQ_DEFAULT = 1, VK_MOEQ_VAR_DEFAULT = 0 };
 void vk_moeq_init(vk_backend *vb);
 bool vk_moeq_fits(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x);
 void vk_moeq_gu(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x,

@@ -26,7 +26,7 @@ void vk_moeq_init(vk_backend *vb) {
     vb->moeq = e ? atoi(e) != 0 : VK_MOEQ_DEFAULT;
     vb->moeq_rows_gu = 32, vb->moeq_rows_dn = 16;
     e = getenv("HALO_VK_MOEQ_VAR");
-    vb->moeq_var = e ? (uint32_t)atoi(e) & 3u : VK_MOEQ_VAR_DEFAULT;
+    vb->moeq_var = e ? (uint32_t)atoi(e) & 63u : VK_MOEQ_VAR_DEFAULT;
     e = getenv("HALO_VK_MOEQ_ROWS");
     unsigned a, b;
     if (e && sscanf(e, "%u:%u", &a, &b) == 2 && a >= 1 && a <= 4096 && b >= 1 && b <= 4096)

@@ -29,13 +29,27 @@ int sdot(uint a, uint b) { return sdot4x8(int(a), int(b), 0); }
 layout(constant_id = 0) const uint TYPE = 16u; // GU: T_IQ2_XXS; DN: T_Q2_K
 layout(constant_id = 1) const uint MODE = 0u;  // 2 (VK_KEY_SWIGLU >> 6): GU; 0: DN
 const bool GU = (MODE & 2u) != 0u;
-// Constant 2, bits 16-17 (HALO_VK_MOEQ_VAR, measurement): GU's IQ2_XXS sign masks from a table
+// Constant 2, bits 16-19 (HALO_VK_MOEQ_VAR, measurement): GU's IQ2_XXS sign masks from a table
 // in shared memory (bit 16: one load for 8 weights' masks in place of ~10 integer ops), and the
 // codebook in 16 copies side by side (bit 17: lane l reads copy l % 16, so a half-subgroup's
 // 8-byte lookups hit 16 different bank pairs whatever the indices; moe_dec.cuh's tables).
+// Bit 18 (HOLD): GU's lanes keep their units' x in registers (a lane's units are the same in
+// every row: read from shared memory once, not once a row); bit 19 (PIPE, with HOLD): the
+// subgroup's first row is loaded before x's quantization and each next row's words before the
+// current row's math, so a row's round trip to memory overlaps the work before it. HOLD and
+// PIPE take a row in one step of GU_UNR units a lane (K <= 128 · subgroup size; else GU's
+// plain loop runs).
 layout(constant_id = 2) const uint VAR = 0u;
 const uint STAB_ = (VAR >> 16) & (MODE >> 1) & 1u, GREP_ = (VAR >> 17) & (MODE >> 1) & 1u;
 const bool STAB = STAB_ != 0u, GREP = GREP_ != 0u;
+const uint HOLD_ = (VAR >> 18) & (MODE >> 1) & 1u, PIPE_ = HOLD_ & (VAR >> 19) & 1u;
+const bool HOLD = HOLD_ != 0u, PIPE = PIPE_ != 0u; // (glslc's optimizer fails on && of these)
+// Bit 20 (DPRE): DN's subgroups load their first row's first pairs' items before h's
+// quantization (the weights do not depend on h: their round trip to memory overlaps it); bit 21
+// (QB): the quantization loads every round's values before the first round's math (DN's k h
+// vectors are 3 rounds: one L2 round trip, not three).
+const uint DPRE_ = (VAR >> 20) & 1u & ~(MODE >> 1), QB_ = (VAR >> 21) & 1u;
+const bool DPRE = DPRE_ != 0u, QB = QB_ != 0u;
 const uint GCOPIES = 1u + 15u * GREP_; // (integer arithmetic: glslc's optimizer failed on a
                                        // select of a boolean constant in an array size)
 
@@ -86,8 +100,17 @@ float div_rn(float a, float b, float rb) {
 // Quantizes n_vec vectors of K values at vec4 src4 (consecutive) into xq/xd/xbs. A thread takes
 // 16 values a round; a block's 16 threads find its max, each quantizes its own 16. Every
 // invocation calls it (barriers).
+const uint QROUNDS = XQ_MAX / WG; // rounds at most (QB's registers)
+
 void quantize(uint src4, uint n_vec) {
     uint tid = gl_LocalInvocationID.x, nt = n_vec * pc.K / 16u;
+    vec4 pre[QB ? QROUNDS : 1][4];
+    if (QB)
+        [[unroll]] for (uint r = 0u; r < QROUNDS; r++) {
+            uint t = r * WG + tid;
+            if (t < nt)
+                [[unroll]] for (uint i = 0u; i < 4u; i++) pre[r][i] = XB4.d[src4 + 4u * t + i];
+        }
     for (uint t0 = 0u; t0 < nt; t0 += WG) {
         uint t = t0 + tid, p = t & 15u;
         bool on = t < nt;
@@ -95,7 +118,7 @@ void quantize(uint src4, uint n_vec) {
         float amax = 0.0, mx = 0.0;
         if (on) {
             [[unroll]] for (uint i = 0u; i < 4u; i++) {
-                vec4 a = XB4.d[src4 + 4u * t + i];
+                vec4 a = QB ? pre[t0 / WG][i] : XB4.d[src4 + 4u * t + i];
                 v[4u * i] = a.x, v[4u * i + 1u] = a.y, v[4u * i + 2u] = a.z, v[4u * i + 3u] = a.w;
             }
             // the CPU's scan: the first value of the largest magnitude
@@ -161,9 +184,13 @@ uint ones4(uint b) { return (b * 0x00204081u) & 0x01010101u; }
 
 // The unit's d_w · d_x · Σ w · q_x. A weight byte g (< 128) with its sign: (g ^ m) + m1 is -g
 // where m = 0xff (m1 = 1): two's complement per byte, no carry crosses a byte.
-float iq2_dot(uvec4 r, uint u) {
+// x of unit u (its 32 int8 values in 8 words) from the shared activation.
+void unit_x(uint u, out uint xw[8]) {
     uvec4 xa = xq[u], xb = xq[pc.K / 32u + u];
-    uint xw[8] = uint[8](xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w);
+    xw = uint[8](xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w);
+}
+
+float iq2_dot_x(uvec4 r, uint xw[8], float xdu) {
     int s = 0;
     uint copy = GREP ? gl_SubgroupInvocationID & 15u : 0u;
     [[unroll]] for (uint l = 0u; l < 4u; l++) {
@@ -181,16 +208,40 @@ float iq2_dot(uvec4 r, uint u) {
     }
     int ls = 2 * int(r.z >> 28) + 1;
     float dw = f16v((r.x >> (r.w * 8u)) & 0xffffu) * 0.125;
-    return dw * xd[u >> 3] * float(s * ls);
+    return dw * xdu * float(s * ls);
+}
+
+float iq2_dot(uvec4 r, uint u) {
+    uint xw[8];
+    unit_x(u, xw);
+    return iq2_dot_x(r, xw, xd[u >> 3]);
 }
 
 const uint GU_UNR = 4u; // units of each of gate and up a lane loads before their math
 
-void main_gu() {
-    uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
-    uint pair = gl_WorkGroupID.y, tok = pair / pc.k, e = expert(pair);
-    uint row0 = gl_WorkGroupID.x * pc.rows_per_wg;
-    uint row1 = min(row0 + pc.rows_per_wg, pc.N), units = pc.K / 32u;
+void gu_load(uint e, uint row, out uvec4 rg[GU_UNR], out uvec4 ru[GU_UNR]) {
+    uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize, units = pc.K / 32u, c, base;
+    wrow(e * pc.N + row, pc.w_rel, pc.w_chunk_rows, pc.w_row_bytes, c, base);
+    uint ubase = pc.u_rel + (e * pc.N + row) * pc.w_row_bytes;
+    [[unroll]] for (uint i = 0u; i < GU_UNR; i++) {
+        uint u = min(lane + i * ss, units - 1u); // past the end: loaded, unused
+        rg[i] = iq2_load(c, base, u);
+        ru[i] = iq2_load(UPW, ubase, u);
+    }
+}
+
+void gu_write(uint pair, uint row, float sg, float su) {
+    float g = subgroupAdd(sg), u = subgroupAdd(su);
+    if (subgroupElect()) { // moe_swiglu.comp's expression
+        if (pc.clamp_v > 0.0) {
+            g = min(g, pc.clamp_v);
+            u = clamp(u, -pc.clamp_v, pc.clamp_v);
+        }
+        OUT.d[pc.out_off + pair * pc.out_col_stride + row] = g / (1.0 + exp(-g)) * u;
+    }
+}
+
+void tables_fill() {
     for (uint i = gl_LocalInvocationID.x; i < 256u * GCOPIES; i += WG)
         grid_s[i] = uvec2(GRID.d[2u * (i / GCOPIES)], GRID.d[2u * (i / GCOPIES) + 1u]);
     if (STAB)
@@ -198,6 +249,51 @@ void main_gu() {
             uint signs = c | ((uint(bitCount(c)) & 1u) << 7);
             sign_s[c] = uvec2(ones4(signs & 15u), ones4(signs >> 4)) * 0xffu;
         }
+}
+
+// HOLD (and PIPE): a row is one step of GU_UNR units a lane, the lane's x in registers.
+void main_gu_hold(uint pair, uint e, uint row0, uint row1) {
+    uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize, units = pc.K / 32u;
+    uint row = row0 + gl_SubgroupID, nsg = gl_NumSubgroups, tok = pair / pc.k;
+    uvec4 rg[GU_UNR], ru[GU_UNR];
+    if (PIPE && row < row1) gu_load(e, row, rg, ru); // before the quantization's barriers
+    tables_fill();
+    quantize(pc.x_off4 + tok * pc.x_col_stride4, 1u);
+    uint xw[GU_UNR][8];
+    float xdu[GU_UNR];
+    [[unroll]] for (uint i = 0u; i < GU_UNR; i++) {
+        uint u = min(lane + i * ss, units - 1u);
+        unit_x(u, xw[i]);
+        xdu[i] = xd[u >> 3];
+    }
+    for (; row < row1; row += nsg) {
+        uvec4 ng[GU_UNR], nu[GU_UNR];
+        if (PIPE && row + nsg < row1) gu_load(e, row + nsg, ng, nu);
+        if (!PIPE) gu_load(e, row, rg, ru);
+        float sg = 0.0, su = 0.0;
+        [[unroll]] for (uint i = 0u; i < GU_UNR; i++) {
+            if (lane + i * ss >= units) break;
+            sg += iq2_dot_x(rg[i], xw[i], xdu[i]);
+            su += iq2_dot_x(ru[i], xw[i], xdu[i]);
+        }
+        if (PIPE) {
+            rg = ng;
+            ru = nu;
+        }
+        gu_write(pair, row, sg, su);
+    }
+}
+
+void main_gu() {
+    uint lane = gl_SubgroupInvocationID, ss = gl_SubgroupSize;
+    uint pair = gl_WorkGroupID.y, tok = pair / pc.k, e = expert(pair);
+    uint row0 = gl_WorkGroupID.x * pc.rows_per_wg;
+    uint row1 = min(row0 + pc.rows_per_wg, pc.N), units = pc.K / 32u;
+    if (HOLD && units <= GU_UNR * ss) { // uniform in the workgroup
+        main_gu_hold(pair, e, row0, row1);
+        return;
+    }
+    tables_fill();
     quantize(pc.x_off4 + tok * pc.x_col_stride4, 1u); // its barriers cover the grid's fill
     for (uint row = row0 + gl_SubgroupID; row < row1; row += gl_NumSubgroups) {
         uint c, base;
@@ -218,14 +314,7 @@ void main_gu() {
                 su += iq2_dot(ru[i], u);
             }
         }
-        float g = subgroupAdd(sg), u = subgroupAdd(su);
-        if (subgroupElect()) { // moe_swiglu.comp's expression
-            if (pc.clamp_v > 0.0) {
-                g = min(g, pc.clamp_v);
-                u = clamp(u, -pc.clamp_v, pc.clamp_v);
-            }
-            OUT.d[pc.out_off + pair * pc.out_col_stride + row] = g / (1.0 + exp(-g)) * u;
-        }
+        gu_write(pair, row, sg, su);
     }
 }
 
@@ -274,8 +363,17 @@ void main_dn() {
     uint tok = gl_WorkGroupID.y, pair0 = tok * pc.k;
     uint row0 = gl_WorkGroupID.x * pc.rows_per_wg;
     uint row1 = min(row0 + pc.rows_per_wg, pc.N), items = pc.K / 64u;
+    uint first = row0 + gl_SubgroupID;
+    Q2 pre[DN_JU]; // DPRE: the first row's first step, before the quantization's barriers
+    if (DPRE && first < row1)
+        [[unroll]] for (uint jj = 0u; jj < DN_JU; jj++) {
+            uint c, base;
+            wrow(expert(pair0 + min(jj, pc.k - 1u)) * pc.N + first, pc.w_rel, pc.w_chunk_rows,
+                 pc.w_row_bytes, c, base);
+            pre[jj] = q2_load(c, base, min(lane, items - 1u));
+        }
     quantize(pc.x_off4 + pair0 * pc.x_col_stride4, pc.k);
-    for (uint row = row0 + gl_SubgroupID; row < row1; row += gl_NumSubgroups) {
+    for (uint row = first; row < row1; row += gl_NumSubgroups) {
         float tot = 0.0;
         for (uint j0 = 0u; j0 < pc.k; j0 += DN_JU) {
             uint c[DN_JU], base[DN_JU];
@@ -288,7 +386,11 @@ void main_dn() {
             }
             for (uint i = lane; i < items; i += ss) {
                 Q2 r[DN_JU];
-                [[unroll]] for (uint jj = 0u; jj < DN_JU; jj++) r[jj] = q2_load(c[jj], base[jj], i);
+                if (DPRE && row == first && j0 == 0u && i == lane)
+                    r = pre;
+                else
+                    [[unroll]] for (uint jj = 0u; jj < DN_JU; jj++)
+                        r[jj] = q2_load(c[jj], base[jj], i);
                 [[unroll]] for (uint jj = 0u; jj < DN_JU; jj++)
                     if (j0 + jj < pc.k) tot += wt[jj] * q2_dot(r[jj], j0 + jj, i);
             }

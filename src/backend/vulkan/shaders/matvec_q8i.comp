@@ -35,6 +35,10 @@ layout(constant_id = 0) const uint VARIANT = 2u;
 const uint R = VARIANT & 7u;
 const bool PIPE = (VARIANT & 8u) != 0u;
 const bool STAGE = (VARIANT & 16u) != 0u;
+// Bit 5 (WIDE, not with STAGE): the whole workgroup takes each row group, its lanes the blocks
+// (few rows: q_a's 1024, kv's 512; a subgroup per row group left most of the GPU idle, each
+// walking a long row one dependent load after another).
+const bool WIDE = (VARIANT & 32u) != 0u && !STAGE;
 // Constant 1: the fold, as matvec_q8.comp's MODE (1 norm, 2 SwiGLU, 8 rope).
 layout(constant_id = 1) const uint MODE = 0u;
 const bool NORM = (MODE & 1u) != 0u;
@@ -113,6 +117,7 @@ void quant_block(uint b, float r) {
 // the blocks of a row a lane visits (per_row), the current group's rows and weight words (two
 // slots with PIPE: the next block's words load while the current ones are summed).
 uint lane, ss, row0, nbk, per_row, base[4], cw[4], n_it;
+uint grp, ngrp; // this lane group (a subgroup, or WIDE the workgroup) and how many
 uint wv[2][4][9];
 float acc[4];
 
@@ -154,8 +159,27 @@ void dots(const uint s, uint b) {
 
 uint cur_n, next_n;
 
+// WIDE: the subgroups' partial sums of up to 4 rows.
+shared float part[WIDE ? 4u * 32u : 1u];
+
 // Row group rg's sums out (n real rows), the accumulators cleared.
 void finish(uint rg, uint n) {
+    if (WIDE) {
+        [[unroll]] for (uint r = 0u; r < R; r++) {
+            float t = subgroupAdd(acc[r]);
+            if (subgroupElect() && gl_SubgroupID < 32u) part[r * 32u + gl_SubgroupID] = t;
+            acc[r] = 0.0;
+        }
+        barrier();
+        uint i = gl_LocalInvocationID.x;
+        if (i < n) {
+            float t = 0.0;
+            for (uint k = 0u; k < min(gl_NumSubgroups, 32u); k++) t += part[i * 32u + k];
+            OUT.d[pc.out_off + col * pc.out_col_stride + row0 + rg * R + i] = t;
+        }
+        barrier(); // part is written again by the next row group
+        return;
+    }
     [[unroll]] for (uint r = 0u; r < R; r++) {
         float t = subgroupAdd(acc[r]);
         if (r < n && subgroupElect())
@@ -218,14 +242,14 @@ void sdots(uint b) {
 }
 
 void sstep(uint it) {
-    uint rg = gl_SubgroupID + (it / per_row) * gl_NumSubgroups;
+    uint rg = grp + (it / per_row) * ngrp;
     uint b = lane + (it % per_row) * ss;
     bool last = (it + 1u) % per_row == 0u;
     sstore(); // piece it, loaded the step before (or before the quantization)
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     if (it + 1u < n_it) {
-        if (last) next_n = rows_of(rg + gl_NumSubgroups);
+        if (last) next_n = rows_of(rg + ngrp);
         sload(it + 1u);
     }
     sdots(b);
@@ -238,12 +262,12 @@ void sstep(uint it) {
 
 // Iteration it (slot s): with PIPE the next iteration's words are requested first.
 void step(uint it, const uint s) {
-    uint rg = gl_SubgroupID + (it / per_row) * gl_NumSubgroups;
+    uint rg = grp + (it / per_row) * ngrp;
     uint b = lane + (it % per_row) * ss;
     bool last = (it + 1u) % per_row == 0u;
     if (PIPE) {
         if (it + 1u < n_it) {
-            if (last) next_n = rows_of(rg + gl_NumSubgroups);
+            if (last) next_n = rows_of(rg + ngrp);
             load(s ^ 1u, lane + ((it + 1u) % per_row) * ss);
         }
     } else if (it > 0u) {
@@ -252,13 +276,15 @@ void step(uint it, const uint s) {
     dots(s, b);
     if (last) {
         finish(rg, cur_n);
-        if (it + 1u < n_it) cur_n = PIPE ? next_n : rows_of(rg + gl_NumSubgroups);
+        if (it + 1u < n_it) cur_n = PIPE ? next_n : rows_of(rg + ngrp);
     }
 }
 
 void main() {
-    lane = gl_SubgroupInvocationID;
-    ss = gl_SubgroupSize;
+    lane = WIDE ? gl_LocalInvocationID.x : gl_SubgroupInvocationID;
+    ss = WIDE ? uint(WG) : gl_SubgroupSize;
+    grp = WIDE ? 0u : gl_SubgroupID;
+    ngrp = WIDE ? 1u : gl_NumSubgroups;
     col = gl_WorkGroupID.y;
     row0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * pc.rows_per_wg;
     nbk = pc.K / 32u;
@@ -272,13 +298,13 @@ void main() {
 
     // Row groups of this workgroup that hold rows, and this subgroup's share of them.
     uint n_grp = row0 < pc.N ? min(pc.rows_per_wg / R, (pc.N - row0 + R - 1u) / R) : 0u;
-    uint n_rg = gl_SubgroupID < n_grp ? (n_grp - 1u - gl_SubgroupID) / gl_NumSubgroups + 1u : 0u;
+    uint n_rg = grp < n_grp ? (n_grp - 1u - grp) / ngrp + 1u : 0u;
     n_it = n_rg * per_row;
     // The first weight words are requested before the quantization and its barriers, so their
     // round trip to memory overlaps them.
     cur_n = 0u;
     if (n_it > 0u) {
-        cur_n = rows_of(gl_SubgroupID);
+        cur_n = rows_of(grp);
         if (STAGE) sload(0u);
         else load(0u, lane);
     }

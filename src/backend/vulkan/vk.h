@@ -477,9 +477,10 @@ uint32_t vk_kernel_writes(vk_kernel k);
  * per lane; anything else -1. */
 int32_t vk_mvq8_parse(const char *v);
 /* HALO_VK_MVQ8I's value as vk_backend.mvq8i: "0" 0 (off), "1" or "auto" -1 (on, the variant by
- * shape), "R[p][xN]": R (1, 2, 4) rows a subgroup at once, p: the next block's weights loaded
- * before the current one is summed, N rows a workgroup (a power of two, 0 or absent: by shape),
- * encoded R | 8 (p) | N << 8; unset or anything else: `unset`. */
+ * shape), "R[p][s|w][xN]": R (1, 2, 4) rows a subgroup at once, p: the next block's weights
+ * loaded before the current one is summed, s: rows staged through shared memory by 16-byte
+ * loads, w: the whole workgroup per row group, N rows a workgroup (a power of two, 0 or absent:
+ * by shape), encoded R | 8 (p) | 16 (s) | 32 (w) | N << 8; unset or anything else: `unset`. */
 int32_t vk_mvq8i_parse(const char *v, int32_t unset);
 /* Records a barrier (everything before it done and visible to everything after). */
 void vk_barrier(vk_backend *vb);

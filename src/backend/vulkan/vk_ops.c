@@ -270,6 +270,13 @@ int32_t vk_mvq8i_parse(const char *v, int32_t unset) {
         r |= 8;
         v++;
     }
+    if (*v == 's') {
+        r |= 16;
+        v++;
+    } else if (*v == 'w') {
+        r |= 32;
+        v++;
+    }
     if (*v == 'x') {
         char *end = NULL;
         long n = strtol(v + 1, &end, 10);
@@ -292,28 +299,34 @@ static bool use_mvq8i(const vk_backend *vb, const halo_tensor *w, const vk_mm_ar
 }
 
 /* matvec_q8i.comp's variant (constant 0: rows a subgroup at once, | 8: weights loaded a block
- * ahead) and rows a workgroup, by shape unless HALO_VK_MVQ8I forces them: about a thousand
- * workgroups (each quantizes x once for its rows: more rows amortize that, fewer workgroups
- * leave the GPU idle), rows a power of two dividing the group's rows. */
+ * ahead, | 16: rows staged through shared memory by 16-byte loads, where a row is whole pieces
+ * of a subgroup's blocks and the view starts 16-byte aligned: rel; | 32: the workgroup takes
+ * each row group, by default for up to 1024 rows as matvec_q8.comp's) and rows a workgroup, by
+ * shape unless HALO_VK_MVQ8I forces them: about a thousand workgroups (each quantizes x once
+ * for its rows: more rows amortize that, fewer workgroups leave the GPU idle), rows a power of
+ * two dividing the group's rows. */
 static uint32_t mvq8i_variant(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m,
-                              uint32_t *rows) {
+                              uint32_t rel, uint32_t *rows) {
     uint32_t groups = m->groups ? m->groups : 1, per_group = m->N / groups;
-    uint32_t v = vb->mvq8i > 0 ? (uint32_t)vb->mvq8i & 15u : 0, rw = vb->mvq8i > 0 ? (uint32_t)vb->mvq8i >> 8 : 0;
-    if (!v) v = w->ne[0] <= 1024 ? 4 : m->N <= 1024 ? 1 : 2;
-    uint32_t r = v & 7u;
+    uint32_t v = vb->mvq8i > 0 ? (uint32_t)vb->mvq8i & 63u : 0;
+    uint32_t rw = vb->mvq8i > 0 ? (uint32_t)vb->mvq8i >> 8 : 0;
+    if (!v) v = w->ne[0] <= 1024 ? 4 : m->N <= 1024 ? 1 | 32 : 2;
+    uint32_t r = v & 7u, ss = vb->subgroup_size ? vb->subgroup_size : 32;
+    if ((v & 16u) && (w->ne[0] / 32 % ss || rel % 16 || ss > 128)) v &= ~16u;
     if (!rw) {
         rw = 1;
         while (rw * 2 <= m->N / 1024 && rw < 64)
             rw *= 2;
         uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32, nsg = s >= 128 ? 1 : 128 / s;
-        if (rw < r * nsg) rw = r * nsg; /* a row group for every subgroup */
+        if (v & 32u) nsg = 1; /* WIDE: the workgroup is one lane group */
+        if (rw < r * nsg) rw = r * nsg; /* a row group for every lane group */
     }
     while (rw > 1 && (groups > 1 ? per_group % rw : 0))
         rw /= 2;
     while (r > 1 && rw % r)
         r /= 2;
     *rows = rw;
-    return r | (v & 8u);
+    return r | (v & 56u);
 }
 
 /* Whether matvec_moe.comp takes a projection matvec.comp would: IQ2_XXS or Q2_K (the routed
@@ -476,7 +489,7 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
     } else if (kern == VK_K_MATVEC_Q8I && bd[0].rel % 4 == 0) {
         /* a column per workgroup row (a decode step has one), its x quantized once there */
         pc.col_tile = 1;
-        uint32_t v = mvq8i_variant(vb, w, m, &rw);
+        uint32_t v = mvq8i_variant(vb, w, m, bd[0].rel, &rw);
         pc.rows_per_wg = rw;
         pipe = vk_typed_pipeline(vb, kern, v | mode);
     } else if (kern == VK_K_MATVEC_Q8I) {

@@ -29,14 +29,21 @@ spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [
 int sdot4x8(int a, int b, spirv_literal int packed_format);
 
 // Constant 0: rows a subgroup takes at once (bits 0-2: 1, 2 or 4); bit 3: the next block's
-// weight words are loaded before the current one is summed (twice the registers).
+// weight words are loaded before the current one is summed (twice the registers); bit 4
+// (STAGE): a subgroup's rows go through shared memory, see below.
 layout(constant_id = 0) const uint VARIANT = 2u;
 const uint R = VARIANT & 7u;
 const bool PIPE = (VARIANT & 8u) != 0u;
+const bool STAGE = (VARIANT & 16u) != 0u;
+// Bit 5 (WIDE, not with STAGE): the whole workgroup takes each row group, its lanes the blocks
+// (few rows: q_a's 1024, kv's 512; a subgroup per row group left most of the GPU idle, each
+// walking a long row one dependent load after another).
+const bool WIDE = (VARIANT & 32u) != 0u && !STAGE;
 // Constant 1: the fold, as matvec_q8.comp's MODE (1 norm, 2 SwiGLU, 8 rope).
 layout(constant_id = 1) const uint MODE = 0u;
 const bool NORM = (MODE & 1u) != 0u;
 
+layout(binding = 0) readonly buffer WeightBuf4 { uvec4 d[]; } W4[8]; // STAGE: 16-byte loads
 layout(binding = 1) readonly buffer X { float d[]; } XB;
 layout(binding = 1) readonly buffer X4 { vec4 d[]; } XB4;
 layout(binding = 2) writeonly buffer Out { float d[]; } OUT;
@@ -110,6 +117,7 @@ void quant_block(uint b, float r) {
 // the blocks of a row a lane visits (per_row), the current group's rows and weight words (two
 // slots with PIPE: the next block's words load while the current ones are summed).
 uint lane, ss, row0, nbk, per_row, base[4], cw[4], n_it;
+uint grp, ngrp; // this lane group (a subgroup, or WIDE the workgroup) and how many
 uint wv[2][4][9];
 float acc[4];
 
@@ -149,8 +157,29 @@ void dots(const uint s, uint b) {
     }
 }
 
+uint cur_n, next_n;
+
+// WIDE: the subgroups' partial sums of up to 4 rows.
+shared float part[WIDE ? 4u * 32u : 1u];
+
 // Row group rg's sums out (n real rows), the accumulators cleared.
 void finish(uint rg, uint n) {
+    if (WIDE) {
+        [[unroll]] for (uint r = 0u; r < R; r++) {
+            float t = subgroupAdd(acc[r]);
+            if (subgroupElect() && gl_SubgroupID < 32u) part[r * 32u + gl_SubgroupID] = t;
+            acc[r] = 0.0;
+        }
+        barrier();
+        uint i = gl_LocalInvocationID.x;
+        if (i < n) {
+            float t = 0.0;
+            for (uint k = 0u; k < min(gl_NumSubgroups, 32u); k++) t += part[i * 32u + k];
+            OUT.d[pc.out_off + col * pc.out_col_stride + row0 + rg * R + i] = t;
+        }
+        barrier(); // part is written again by the next row group
+        return;
+    }
     [[unroll]] for (uint r = 0u; r < R; r++) {
         float t = subgroupAdd(acc[r]);
         if (r < n && subgroupElect())
@@ -159,15 +188,86 @@ void finish(uint rg, uint n) {
     }
 }
 
+// STAGE: a lane's 9 word loads at a 34-byte stride touch a 32-byte sector each (8.5x the
+// sectors of the bytes: an L1 bound near the HBM's rate on the H200), so the subgroup instead
+// copies each row's next ss blocks (34·ss bytes, whole 16-byte pieces: the host asks for STAGE
+// only where K / 32 is a multiple of ss and the rows start 16-byte aligned) by coalesced 16-byte
+// loads into its part of shared memory, and each lane reads its block's words from there. The
+// next piece's loads are issued before the current one is summed. Subgroup barriers only.
+const uint SW = 1088u; // 8.5 words a block x 128 lanes: the stage's words per row
+shared uint stg[STAGE ? R * SW : 1u];
+uvec4 sv[4][3]; // the next piece: 2.125 ss 16-byte loads a row, up to 3 a lane
+
+void sload(uint it) {
+    uint c = it % per_row, n16 = (17u * ss) >> 3; // 34 ss / 16
+    [[unroll]] for (uint r = 0u; r < R; r++) {
+        uint q = (base[r] + 34u * ss * c) >> 4;
+        [[unroll]] for (uint k = 0u; k < 3u; k++) {
+            uint i = lane + k * ss;
+            if (i < n16) sv[r][k] = W4[cw[r]].d[q + i];
+        }
+    }
+}
+
+void sstore() {
+    uint n16 = (17u * ss) >> 3, o = gl_SubgroupID * R * ((17u * ss) >> 1);
+    [[unroll]] for (uint r = 0u; r < R; r++) {
+        [[unroll]] for (uint k = 0u; k < 3u; k++) {
+            uint i = lane + k * ss, w = o + r * ((17u * ss) >> 1) + 4u * i;
+            if (i < n16) {
+                stg[w] = sv[r][k].x;
+                stg[w + 1u] = sv[r][k].y;
+                stg[w + 2u] = sv[r][k].z;
+                stg[w + 3u] = sv[r][k].w;
+            }
+        }
+    }
+}
+
+// Block b (the lane's of this piece) of every row from the stage.
+void sdots(uint b) {
+    uint o = gl_SubgroupID * R * ((17u * ss) >> 1) + ((17u * lane) >> 1);
+    uint xo = 9u * b;
+    float dx = xs[b];
+    int xw[9];
+    [[unroll]] for (uint j = 0u; j < 9u; j++) xw[j] = int(xq[xo + j]);
+    [[unroll]] for (uint r = 0u; r < R; r++) {
+        uint ro = o + r * ((17u * ss) >> 1);
+        int sum = 0;
+        [[unroll]] for (uint j = 0u; j < 9u; j++) sum = sdot4x8(int(stg[ro + j]), xw[j], 0) + sum;
+        uint w0 = stg[ro];
+        float dw = f16v((b & 1u) != 0u ? w0 >> 16 : w0 & 0xffffu);
+        acc[r] += float(sum) * (dw * dx);
+    }
+}
+
+void sstep(uint it) {
+    uint rg = grp + (it / per_row) * ngrp;
+    uint b = lane + (it % per_row) * ss;
+    bool last = (it + 1u) % per_row == 0u;
+    sstore(); // piece it, loaded the step before (or before the quantization)
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    if (it + 1u < n_it) {
+        if (last) next_n = rows_of(rg + ngrp);
+        sload(it + 1u);
+    }
+    sdots(b);
+    subgroupBarrier(); // every lane's reads done before the next piece is stored
+    if (last) {
+        finish(rg, cur_n);
+        if (it + 1u < n_it) cur_n = next_n;
+    }
+}
+
 // Iteration it (slot s): with PIPE the next iteration's words are requested first.
-uint cur_n, next_n;
 void step(uint it, const uint s) {
-    uint rg = gl_SubgroupID + (it / per_row) * gl_NumSubgroups;
+    uint rg = grp + (it / per_row) * ngrp;
     uint b = lane + (it % per_row) * ss;
     bool last = (it + 1u) % per_row == 0u;
     if (PIPE) {
         if (it + 1u < n_it) {
-            if (last) next_n = rows_of(rg + gl_NumSubgroups);
+            if (last) next_n = rows_of(rg + ngrp);
             load(s ^ 1u, lane + ((it + 1u) % per_row) * ss);
         }
     } else if (it > 0u) {
@@ -176,13 +276,15 @@ void step(uint it, const uint s) {
     dots(s, b);
     if (last) {
         finish(rg, cur_n);
-        if (it + 1u < n_it) cur_n = PIPE ? next_n : rows_of(rg + gl_NumSubgroups);
+        if (it + 1u < n_it) cur_n = PIPE ? next_n : rows_of(rg + ngrp);
     }
 }
 
 void main() {
-    lane = gl_SubgroupInvocationID;
-    ss = gl_SubgroupSize;
+    lane = WIDE ? gl_LocalInvocationID.x : gl_SubgroupInvocationID;
+    ss = WIDE ? uint(WG) : gl_SubgroupSize;
+    grp = WIDE ? 0u : gl_SubgroupID;
+    ngrp = WIDE ? 1u : gl_NumSubgroups;
     col = gl_WorkGroupID.y;
     row0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * pc.rows_per_wg;
     nbk = pc.K / 32u;
@@ -196,14 +298,15 @@ void main() {
 
     // Row groups of this workgroup that hold rows, and this subgroup's share of them.
     uint n_grp = row0 < pc.N ? min(pc.rows_per_wg / R, (pc.N - row0 + R - 1u) / R) : 0u;
-    uint n_rg = gl_SubgroupID < n_grp ? (n_grp - 1u - gl_SubgroupID) / gl_NumSubgroups + 1u : 0u;
+    uint n_rg = grp < n_grp ? (n_grp - 1u - grp) / ngrp + 1u : 0u;
     n_it = n_rg * per_row;
     // The first weight words are requested before the quantization and its barriers, so their
     // round trip to memory overlaps them.
     cur_n = 0u;
     if (n_it > 0u) {
-        cur_n = rows_of(gl_SubgroupID);
-        load(0u, lane);
+        cur_n = rows_of(grp);
+        if (STAGE) sload(0u);
+        else load(0u, lane);
     }
 
     float r = 1.0;
@@ -218,7 +321,9 @@ void main() {
     for (uint b = gl_LocalInvocationID.x; b < nbk; b += WG) quant_block(b, r);
     barrier();
 
-    if (PIPE) { // two iterations a trip, so each slot is a constant index (registers)
+    if (STAGE) {
+        for (uint it = 0u; it < n_it; it++) sstep(it);
+    } else if (PIPE) { // two iterations a trip, so each slot is a constant index (registers)
         uint it = 0u;
         for (; it + 1u < n_it; it += 2u) {
             step(it, 0u);

@@ -1,37 +1,47 @@
 // ggml's quantize_row_q8_0 steps, correctly rounded on any Vulkan implementation (shared by
 // quant_q8.comp and matvec_q8i.comp). A Vulkan implementation may divide approximately (NVIDIA's
-// driver computes a / b as a times an approximate 1 / b, within 2.5 ulp as the spec allows: on
-// the H200 some q came out one step off ggml's, 1.8e-4 of the output's range) and may not fuse
-// fma (lavapipe: a one-step correction by fma(-q, b, a) then missed the rounded quotient for a
-// few blocks in 10^5, 8.6e-5 of the range), so the quotient is corrected against a residual
-// computed exactly without fma (Dekker's product), and roundf is written out (floor(|v| + 0.5)
-// rounds 0.49999997 up).
+// driver computes a / b as a times an approximate 1 / b, within the 2.5 ulp the spec allows: on
+// the H200 some q came out one step off ggml's, 1.8e-4 of the output's range), and the float
+// corrections tried failed somewhere: one fma step where fma is not fused (lavapipe: ~1 block in
+// 10^5 a step off, 8.6e-5 of the range), a residual by Dekker's exact product on the H200
+// (9.3e-5; its compiler may rewrite the splitting), so both divisions are done on the
+// significands in integers, exactly; and roundf is written out (floor(|v| + 0.5) rounds
+// 0.49999997 up).
 
-// a - q·b for q·b close to a: q·b = p + e exactly (Veltkamp's split of each factor into 12-bit
-// halves, products exact in f32), a - p exact (Sterbenz), then e's rounding only; `precise`
-// keeps a compiler from fusing or reassociating any of it.
-float resid(float a, float q, float b) {
-    precise float p = q * b;
-    precise float cq = 4097.0 * q, cb = 4097.0 * b;
-    precise float qh = cq - (cq - q), bh = cb - (cb - b);
-    precise float ql = q - qh, bl = b - bh;
-    precise float e = (((qh * bh - p) + qh * bl) + ql * bh) + ql * bl;
-    precise float r = (a - p) - e;
-    return r;
-}
-
-// a / b rounded as IEEE division for a >= 0, b > 0 (finite): the implementation's quotient,
-// then up to three steps to the neighbour whose residual is smaller (the quotient is never
-// exactly between two floats, so the nearest one has the smallest residual).
+// a / b rounded to nearest for a >= 0, b > 0: the 24-bit significands' quotient by long division
+// in 8-bit steps (each remainder < 2^24, so the shifted one fits 32 bits; integer division is
+// exact by the spec), then rounded. A tie cannot occur: it would need ma · 2^k = (2q + 1) · mb /
+// 2 with k >= 24 while mb has at most 23 trailing zeros. Zero, subnormal or out-of-range
+// operands and results (never met by these scales) take the implementation's a / b.
 float div_rn(float a, float b) {
-    float q = a / b;
-    if (!(q > 0.0) || isinf(q)) return q; // 0, or b subnormal: as the division gives it
-    [[unroll]] for (uint i = 0u; i < 3u; i++) {
-        float r = resid(a, q, b);
-        float n = uintBitsToFloat(floatBitsToUint(q) + (r > 0.0 ? 1u : 0xffffffffu));
-        if (abs(resid(a, n, b)) < abs(r)) q = n;
+    uint xa = floatBitsToUint(a), xb = floatBitsToUint(b);
+    int ea = int(xa >> 23) & 255, eb = int(xb >> 23) & 255;
+    if (a == 0.0 || ea == 0 || ea == 255 || eb == 0 || eb == 255 || (xa >> 31) != 0u ||
+        (xb >> 31) != 0u)
+        return a / b;
+    uint ma = (xa & 0x7fffffu) | 0x800000u, mb = (xb & 0x7fffffu) | 0x800000u;
+    uint q = ma / mb, rem = ma - q * mb; // q: 0 or 1
+    [[unroll]] for (uint i = 0u; i < 3u; i++) { // floor(ma · 2^24 / mb): 24 or 25 bits
+        rem <<= 8;
+        uint d = rem / mb;
+        rem -= d * mb;
+        q = (q << 8) | d;
     }
-    return q;
+    int e; // the result's unbiased exponent
+    uint sig;
+    if (q >= 0x1000000u) { // ma >= mb: 25 bits, the lowest one decides (no tie: see above)
+        sig = (q >> 1) + (q & 1u);
+        e = ea - eb;
+    } else { // 24 bits, the next one from the remainder
+        sig = q + (2u * rem > mb ? 1u : 0u);
+        e = ea - eb - 1;
+    }
+    if (sig >= 0x1000000u) { // rounded up past the top
+        sig >>= 1;
+        e++;
+    }
+    if (e + 127 <= 0 || e + 127 >= 255) return a / b;
+    return uintBitsToFloat((uint(e + 127) << 23) | (sig & 0x7fffffu));
 }
 
 // f32 to f16 bits rounded to nearest even, as ggml's conversion: the driver's packHalf2x16 may

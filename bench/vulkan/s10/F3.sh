@@ -11,7 +11,7 @@ m=/dev/shm/halo-dsv4-q2-24.gguf
 export LD_LIBRARY_PATH=/tmp/halo-vk-prefix/usr/lib/x86_64-linux-gnu:/tmp/halo-vk-prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json VK_ICD_FILENAMES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-P=${DEPTH_P:-2048}
+P=${DEPTH_P:-0}
 timeout ${LL_S:-150} /tmp/llama-bench-vk -m $m -ngl 99 -p $P -n 64 -d 24576 -r 1 -o csv > $W/llamacpp-vulkan-d.csv 2> $W/llamacpp-vulkan-d.err
 echo "llama rc=$?"; el "llama.cpp vulkan depth"; save
 timeout ${HALO_S:-300} build-vk-dev/src/cli/halo bench -m $m --backend vulkan -p $P -n 64 -d 24576 -r 1 -o csv > $W/halo-vulkan-d.csv 2> $W/halo-vulkan-d.err

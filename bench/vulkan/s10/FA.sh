@@ -1,8 +1,10 @@
 #!/bin/bash
 # Session 10 final call A (merged main): halo built with Vulkan; every Vulkan test on the H200
-# (ctest -j 4: correctness only, nothing timed meanwhile) while the 24-layer q2 GGUF is written
-# to /dev/shm for FB.sh (the same machine, right after). Carry .carry/vulkan with
-# bench/cuda/s7/slim.sh off (the golden fixtures travel).
+# (ctest -j 4 -R $TEST_RE: correctness only, nothing timed meanwhile) while the 24-layer q2 GGUF is written
+# to /dev/shm for FB.sh (the same machine, right after; or in this call with WITH_BENCH=1).
+# Carry .carry/vulkan with bench/cuda/s7/slim.sh off (the golden fixtures travel), or with
+# slim.sh bench and .carry/llvk, TEST_RE excluding golden and WITH_BENCH=1 (as run in session 10:
+# the tree with the fixtures and both carried paths is over the 64 MiB upload).
 set -u; out=${OUT:-/tmp/halo-out}; W=/tmp/fa; rm -rf $W; mkdir -p $W $out
 t0=$(date +%s); el() { echo "[+$(( $(date +%s) - t0 ))s] $*"; }
 save() { tar czf $out/fa.tgz -C $W .; }
@@ -16,8 +18,8 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json VK_I
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 (timeout 200 build-vk-dev/src/cli/halo bench --synthetic dsv4-flash-q2:24 --write-gguf $m.part \
   > $W/write.log 2>&1 && mv $m.part $m; echo "write rc=$?" >> $W/write.log) &
-(cd build-vk-dev && HALO_VK_TEST_ALL=1 timeout -k 5 ${TEST_S:-220} ctest -j 4 --output-on-failure -R vulkan) > $W/vk-tests.log 2>&1
+(cd build-vk-dev && HALO_VK_TEST_ALL=1 timeout -k 5 ${TEST_S:-220} ctest -j 4 --output-on-failure -R "${TEST_RE:-vulkan}") > $W/vk-tests.log 2>&1
 echo "tests rc=$?"; grep -E "tests passed|\(Failed\)|Passed +[0-9.]+ sec|Timeout|Not Run|FAIL" $W/vk-tests.log | tail -14; el "vulkan tests"; save
 wait; tail -2 $W/write.log; ls -la $m; el "24L written"; save
 [ -f $m ] || exit 1
-exit 0
+[ -n "${WITH_BENCH:-}" ] && bash bench/vulkan/s10/FB.sh

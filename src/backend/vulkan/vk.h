@@ -615,7 +615,9 @@ void vk_moe_dec_dn(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_bi
 
 /* vk_moeq.c: fast mode's routed experts of a decode token on int8 activations (moeq.comp), the
  * same two dispatches as vk_moe_dec.c's and the same arguments. vk_moeq_init reads
- * HALO_VK_MOEQ (default VK_MOEQ_DEFAULT) and HALO_VK_MOEQ_ROWS. */
+ * HALO_VK_MOEQ (default VK_MOEQ_DEFAULT), HALO_VK_MOEQ_VAR and HALO_VK_MOEQ_ROWS. On by default
+ * (H200 requests moeq-1 and -3: one cold MoE call 71-72 us against 144-145, tg64 at 24 layers
+ * 114.2 against 93.1); no variant was faster than 0 (bench/vulkan/RESULTS.md, session 10). */
 enum { VK_MOEQ_DEFAULT = 1, VK_MOEQ_VAR_DEFAULT = 0 };
 void vk_moeq_init(vk_backend *vb);
 bool vk_moeq_fits(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x);

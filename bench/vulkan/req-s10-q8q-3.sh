@@ -1,12 +1,12 @@
-# budget_s: 110
+# budget_s: 125
 # Session 10, vk-q8q request 3 (a copy of main with the s10-vk-q8q overlay): matvec_q8i.comp,
 # fast mode's Q8_0 decode projections on int8 activations quantized inside each workgroup
 # (HALO_VK_MVQ8I=1; =0 the f32 matvec_q8.comp as before, the default until this says otherwise).
-# After request 1: the quantization's divisions in integers (exact everywhere), the WIDE variant
-# (the workgroup per row group; by shape for up to 1024 rows).
-#   1. build; test_vulkan_intdot (every variant incl. s and w, the folds);
-#   2. bench_vk_matvec, the Q8_0 decode shapes, fast mode, cold: MVQ8I=0, 1 (by shape), 4, 1pw;
-#   3. the whole step, 8 layers tg64 -r 3, new / old, one round.
+# After request 1 and call 3: the quantization's divisions in integers (exact everywhere), the
+# WIDE variant, and HALO_VK_MVQ8I=1 now only the projections of 32 Mi weights or more.
+#   1. build; test_vulkan_intdot (every variant incl. s and w, the folds, the selection);
+#   2. bench_vk_matvec, the Q8_0 decode shapes, fast mode, cold: MVQ8I=0, 1, all, 1pw;
+#   3. the whole step, 8 layers tg64 -r 3, 1 / 0 / 1 / 0.
 # $OUT: summary.txt, ops.md, tests.log.gz, tg-*.md
 set -u
 final=${OUT:-/tmp/halo-out}
@@ -15,7 +15,7 @@ mkdir -p "$final" "$out"
 exec > >(tee "$final/summary.txt") 2>&1
 t0=$(date +%s)
 el() { echo "[+$(($(date +%s) - t0))s] $*"; }
-left() { echo $((106 - ($(date +%s) - t0))); }
+left() { echo $((121 - ($(date +%s) - t0))); }
 CTEST_REGEX="vulkan_intdot" OUT=$out timeout 48 \
     scripts/device-vulkan.sh .carry/vulkan/debs >"$out/tests.log" 2>&1
 echo "tests rc=$?"
@@ -37,7 +37,7 @@ halo=build-vk-dev/src/cli/halo
 F=HALO_VK_FAST=1
 BENCH_VK_ONLY=attn_,ffn_,output,tiny BENCH_VK_NO_MOE=1 BENCH_VK_COLD_MB=1024 timeout 30 \
     stdbuf -oL build-vk-dev/bench/bench_vk_matvec 256 $F,HALO_VK_MVQ8I=0 $F,HALO_VK_MVQ8I=1 \
-    $F,HALO_VK_MVQ8I=4 $F,HALO_VK_MVQ8I=1pw >"$final/ops.md" 2>"$out/ops.err"
+    $F,HALO_VK_MVQ8I=all $F,HALO_VK_MVQ8I=1pw >"$final/ops.md" 2>"$out/ops.err"
 echo "bench rc=$? (config, shape, MB, warm us, cold us, cold GB/s, rel err)"
 awk -F'|' '$5 ~ /[0-9]/ && $3 !~ /f16|iq2|q2_K/ { printf "%-30.30s %-14.14s %7s %8s %8s %7s %s\n",
     $2, $3, $5, $6, $10, $11, $9 }' "$final/ops.md"
@@ -58,5 +58,7 @@ tg() { # NAME ENV...
 }
 tg new1 HALO_VK_MVQ8I=1
 tg old1 HALO_VK_MVQ8I=0
+tg new2 HALO_VK_MVQ8I=1
+tg old2 HALO_VK_MVQ8I=0
 cp "$out"/tg-*.md "$final/" 2>/dev/null
 el "all done"

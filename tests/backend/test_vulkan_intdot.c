@@ -143,6 +143,19 @@ static void decode_q8_0_projections_match_cpu_fast_mode(void) {
     check_on(vki, "cols", 4096, 1024 * 8, 8, 3, true);
 }
 
+static halo_backend *make_vk(const char *mvq8i);
+
+/* HALO_VK_MVQ8I=1: only the projections of 32 Mi weights or more take matvec_q8i (q_a does not,
+ * out_b and q_b do). */
+static void q8i_auto_takes_the_large_projections(void) {
+    halo_backend *be = make_vk("1");
+    if (!be) return;
+    check_on(be, "auto q_a", 4096, 1024, 1, 1, false);
+    check_on(be, "auto out_b", 8192, 4096, 1, 1, true);
+    check_on(be, "auto q_b", 1024, 32768, 1, 1, true);
+    be->ops->destroy(be);
+}
+
 /* A fast-mode backend with HALO_VK_MVQ8I=v. */
 static halo_backend *make_vk(const char *mvq8i) {
     halo_error err = {0};
@@ -160,7 +173,7 @@ static halo_backend *make_vk(const char *mvq8i) {
  * a workgroup forced from 1 to 64) over row counts that leave partial row groups and
  * workgroups, K of 1, 2 and 4 units a lane (lavapipe's subgroups of 8: more), grouped. */
 static void q8i_variants_match_cpu_fast_mode(void) {
-    static const char *const variants[] = {"1",     "2",     "4",  "1p", "2p", "4p",  "1x1",
+    static const char *const variants[] = {"1x0",   "2",     "4",  "1p", "2p", "4p",  "1x1",
                                            "2x2",   "4px64", "2px16", "1s", "2s", "4sx64", "1w",
                                            "2pw", "4wx16"};
     const char *only = getenv("HALO_VK_TEST_MVQ8I"); /* one variant (a device run's choice) */
@@ -355,7 +368,7 @@ static void q8i_swiglu_fold_matches_the_dispatched_swiglu(void) {
         for (int j = 0; j < 6; j++)
             tid[i * 6 + j] = (i * 3 + j * 5) % X;
     setenv("HALO_VK_FUSE_MOE", "0", 1);
-    halo_backend *unfused = make_vk("1");
+    halo_backend *unfused = make_vk("all");
     unsetenv("HALO_VK_FUSE_MOE");
     if (unfused) {
         float *a = moe_on(vki, x, w, tid), *b = moe_on(unfused, x, w, tid);
@@ -385,7 +398,7 @@ int main(void) {
         printf("skipped: %s\n", err.message);
         return 77;
     }
-    vki = make_vk("1");
+    vki = make_vk("all");
     if (halo_backend_cpu_create(2, false, &fast, &err) ||
         halo_backend_cpu_create(2, true, &precise, &err)) {
         fprintf(stderr, "cpu: %s\n", err.message);
@@ -397,6 +410,7 @@ int main(void) {
     RUN(decode_sized_q8_0_projection_is_precise);
     if (vki) {
         RUN(decode_q8_0_projections_match_cpu_fast_mode);
+        RUN(q8i_auto_takes_the_large_projections);
         RUN(q8i_variants_match_cpu_fast_mode);
         RUN(q8i_norm_fold_matches_cpu_fast_mode);
         RUN(q8i_rope_fold_matches_cpu_fast_mode);

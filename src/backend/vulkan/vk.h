@@ -251,7 +251,7 @@ typedef struct vk_backend {
                            * its variant (rows per lane group | 16: a workgroup per group | 32:
                            * two units in flight) */
     int32_t mvq8i;        /* HALO_VK_MVQ8I: fast mode's Q8_0 decode by matvec_q8i.comp (int8
-                           * activations): 0 off, -1 on with the shape's variant, else
+                           * activations): 0 off, -1 the large ones, -2 all, else
                            * vk_mvq8i_parse's forced variant */
     int32_t mvq8s;        /* HALO_VK_MVQ8S: matvec_q8s.comp where matvec_q8.comp would run:
                            * 0 off (default), -1 "auto" (two shapes), else its rows per
@@ -476,8 +476,9 @@ uint32_t vk_kernel_writes(vk_kernel k);
  * many rows per subgroup, "Rw" R rows per workgroup, a "u" after either: two units in flight
  * per lane; anything else -1. */
 int32_t vk_mvq8_parse(const char *v);
-/* HALO_VK_MVQ8I's value as vk_backend.mvq8i: "0" 0 (off), "1" or "auto" -1 (on, the variant by
- * shape), "R[p][s|w][xN]": R (1, 2, 4) rows a subgroup at once, p: the next block's weights
+/* HALO_VK_MVQ8I's value as vk_backend.mvq8i: "0" 0 (off), "1" or "auto" -1 (on for the
+ * projections of 32 Mi weights or more, the variant by shape), "all" -2 (every one, by shape),
+ * "R[p][s|w][xN]": R (1, 2, 4) rows a subgroup at once, p: the next block's weights
  * loaded before the current one is summed, s: rows staged through shared memory by 16-byte
  * loads, w: the whole workgroup per row group, N rows a workgroup (a power of two, 0 or absent:
  * by shape), encoded R | 8 (p) | 16 (s) | 32 (w) | N << 8; unset or anything else: `unset`. */

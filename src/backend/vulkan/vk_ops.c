@@ -263,6 +263,7 @@ int32_t vk_mvq8i_parse(const char *v, int32_t unset) {
     if (!v || !*v) return unset;
     if (!strcmp(v, "0")) return 0;
     if (!strcmp(v, "1") || !strcmp(v, "auto")) return -1;
+    if (!strcmp(v, "all")) return -2;
     if (v[0] != '1' && v[0] != '2' && v[0] != '4') return unset;
     int32_t r = v[0] - '0';
     v++;
@@ -292,10 +293,17 @@ int32_t vk_mvq8i_parse(const char *v, int32_t unset) {
  * on a device with integer dots (vb->int_dot), HALO_VK_MVQ8I on, whole 64-weight pieces (a
  * row's blocks then start on words) and at most 8192 inputs (its x in shared memory). The
  * weight's view must start on a word too (vk_mm checks it once resolved). */
+/* "1"/"auto" (-1) takes only projections of 32 Mi weights or more (q_b, out_a, out_b, the
+ * vocabulary): on the H200 the small ones (q_a, kv, the shared expert) ran slower on this path
+ * both alone (request q8q-1: q_a 16.1 against 13.5 us cold, kv 10.8 against 9.6) and in the
+ * step (session 10 call 3's 4-layer stamps: the shared expert 17.9 against 15.7 us median,
+ * matmul_multi's projections 26.0 against 10.6), while out_a / out_b gained there (34.3 against
+ * 37.6); "all" (-2) and a forced variant take every one. */
 static bool use_mvq8i(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
-    return vb->int_dot && vb->mvq8i != 0 && w->type == HALO_TYPE_Q8_0 && !m->sel.buf &&
-           m->n_cols <= VK_MATVEC_COLS && (m->x_col_div ? m->x_col_div : 1) == 1 &&
-           w->ne[0] % 64 == 0 && w->ne[0] <= 8192;
+    bool small = (uint64_t)m->N * (uint64_t)w->ne[0] < (32u << 20);
+    return vb->int_dot && vb->mvq8i != 0 && !(vb->mvq8i == -1 && small) &&
+           w->type == HALO_TYPE_Q8_0 && !m->sel.buf && m->n_cols <= VK_MATVEC_COLS &&
+           (m->x_col_div ? m->x_col_div : 1) == 1 && w->ne[0] % 64 == 0 && w->ne[0] <= 8192;
 }
 
 /* matvec_q8i.comp's variant (constant 0: rows a subgroup at once, | 8: weights loaded a block

@@ -385,6 +385,8 @@ typedef struct vk_backend {
      * previous stamp: its barrier included) is added to its label (op/shader/type), printed to
      * stderr when the backend is destroyed. Nothing waits more than without it. */
     bool profile;
+    bool prof_tag;    /* HALO_VK_PROFILE=3: decode steps' labels apart ("1:" before them) */
+    bool prof_decode; /* the forward being recorded takes one token (vk_embed sets it) */
     /* HALO_VK_SKIP (measurement only, wrong results): dispatches whose "op/kernel" starts
      * with one of these comma-separated prefixes are not recorded, so a run's speed without
      * them shows what they and their barriers cost inside the whole step */

@@ -418,7 +418,8 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     vk_dsc_init(vb);
     vk_hazard_init(vb);
     const char *prof = getenv("HALO_VK_PROFILE");
-    vb->profile = prof && atoi(prof) == 1;
+    vb->profile = prof && (atoi(prof) == 1 || atoi(prof) == 3);
+    vb->prof_tag = prof && atoi(prof) == 3;
     vb->stats = prof && atoi(prof) > 0;
     vb->skip = getenv("HALO_VK_SKIP");
     if (vb->skip && !*vb->skip) vb->skip = NULL;

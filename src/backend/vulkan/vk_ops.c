@@ -95,6 +95,7 @@ uint64_t vk_f32_bytes(const halo_tensor *t) {
 void vk_embed(halo_backend *be, const halo_tensor *table, const int32_t *tokens, halo_tensor *out) {
     vk_backend *vb = vk_of(be);
     uint32_t n = (uint32_t)out->ne[1];
+    vb->prof_decode = n == 1; /* a forward starts with its embedding */
     if (!vk_begin_uploads(vb, n * 4)) return;
     vk_binding ids = vk_upload_data(vb, tokens, n * sizeof *tokens);
     embed_rows(vb, "embed", table, ids, n, vk_bind_tensor(out));

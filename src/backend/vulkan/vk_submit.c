@@ -399,7 +399,8 @@ void vk_profile_stamp(vk_backend *vb, const char *op, const char *kernel, uint32
     vk_slot *s = &vb->ring[vb->slot];
     if (!vb->profile || !s->stamps || s->n_stamps >= vb->stamp_cap) return;
     char name[40];
-    snprintf(name, sizeof name, "%s/%s%s%s", op, kernel, type < 64 ? "/" : "",
+    snprintf(name, sizeof name, "%s%s/%s%s%s", vb->prof_tag && vb->prof_decode ? "1:" : "", op,
+             kernel, type < 64 ? "/" : "",
              type < 64 ? halo_type_name(type) : "");
     uint32_t l = 0;
     while (l < vb->n_labels && strcmp(vb->prof_name[l], name))

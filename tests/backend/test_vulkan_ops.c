@@ -668,31 +668,56 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static void indexer_topk_selects_the_same_rows(void) {
-    enum { HD = 128, H = 64, T = 3, ROWS = 1500, K = 512 };
+/* One indexer top-k (64 heads of 128, top-512) on the CPU and on vk: how many of the T tokens
+ * select the same rows (as sets: the backends may list them in other orders). Keys repeat every
+ * `period` rows, so equal scores straddle the top-k boundary and the tie rule decides (the
+ * lower row wins). */
+static int topk_case(int64_t rows, int64_t T, const int32_t *pos, int64_t period) {
+    enum { HD = 128, H = 64, K = 512 };
     float *q = rnd((int64_t)HD * H * T, 1.0f), *w = rnd(H * T, 1.0f);
-    float *keys = rnd((int64_t)HD * ROWS, 1.0f);
+    float *keys = rnd((int64_t)HD * rows, 1.0f);
+    for (int64_t s = period; s < rows; s++)
+        memcpy(keys + s * HD, keys + (s % period) * HD, HD * sizeof *keys);
     both bq = make(HALO_TYPE_F32, HD, H, T, q), bw = make(HALO_TYPE_F32, H, T, 1, w);
-    both bk = make(HALO_TYPE_F32, HD, ROWS, 1, keys), out = make(HALO_TYPE_I32, K, T, 1, NULL);
-    int32_t pos[T] = {9, 2100, 7000}; /* 2, 525 and all 1500 rows visible */
+    both bk = make(HALO_TYPE_F32, HD, rows, 1, keys), out = make(HALO_TYPE_I32, K, T, 1, NULL);
     halo_topk_args a = {
         .q = &bq.c, .w = &bw.c, .keys = &bk.c, .pos = pos, .ratio = 4, .top_k = K, .out = &out.c};
     cpu->ops->topk(cpu, &a);
     a.q = &bq.v, a.w = &bw.v, a.keys = &bk.v, a.out = &out.v;
     vk->ops->topk(vk, &a);
-    int32_t *c = (int32_t *)read_all(cpu, &out.c), *v = (int32_t *)read_all(vk, &out.v);
+    int32_t *c = (int32_t *)read_all(cpu, &out.c), *g = (int32_t *)read_all(vk, &out.v);
     int same = 0;
-    for (int t = 0; t < T; t++) {
+    for (int64_t t = 0; t < T; t++) {
         qsort(c + t * K, K, sizeof *c, cmp_i32);
-        qsort(v + t * K, K, sizeof *v, cmp_i32);
-        same += !memcmp(c + t * K, v + t * K, K * sizeof *c);
+        qsort(g + t * K, K, sizeof *g, cmp_i32);
+        same += !memcmp(c + t * K, g + t * K, K * sizeof *c);
     }
-    printf("  %-44s %d/%d tokens select the same rows\n", "topk 64 heads x 128, top-512 of 1500",
-           same, T);
-    CHECK_INT(same, T);
-    free(c), free(v);
+    free(c), free(g);
     drop(&bq), drop(&bw), drop(&bk), drop(&out);
     free(q), free(w), free(keys);
+    return same;
+}
+
+/* Prefill-like (2, 525 and all 1,500 rows visible), then a decode token at depth 24,575 (6,144
+ * rows, keys repeating every 1,000 rows: six or seven equal scores at the boundary), each by
+ * the default scores (topk_score_row.comp) and by topk_score.comp (HALO_VK_SCORE_ROW=0). */
+static void indexer_topk_selects_the_same_rows(void) {
+    static const char *const old[] = {"HALO_VK_SCORE_ROW=0", NULL};
+    halo_backend *keep = vk, *by_wg = vk_env(old);
+    for (int k = 0; k < 2; k++) {
+        vk = k ? by_wg : keep;
+        const char *how = k ? "score by workgroup" : "score by row";
+        int32_t pos3[3] = {9, 2100, 7000}, pos1[1] = {24575};
+        int same = topk_case(1500, 3, pos3, 1500);
+        printf("  %-44s %d/3 tokens select the same rows (%s)\n", "topk of 1500", same, how);
+        CHECK_INT(same, 3);
+        same = topk_case(6144, 1, pos1, 1000);
+        printf("  %-44s %d/1 tokens select the same rows (%s)\n", "topk of 6144, ties at the boundary",
+               same, how);
+        CHECK_INT(same, 1);
+    }
+    vk = keep;
+    by_wg->ops->destroy(by_wg);
 }
 
 /* One MoE call on both backends: routed experts of gate/up type gu, down type dn. Returns the

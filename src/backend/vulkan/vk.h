@@ -141,6 +141,7 @@ typedef enum vk_kernel {
     VK_K_COPY,        /* gathered buffer copies as a dispatch (vk_copy_flush) */
     VK_K_MOEQ,        /* fast mode: one token's routed experts on int8 activations (vk_moeq.c) */
     VK_K_MATVEC_Q8I,  /* fast mode's Q8_0 decode on int8 activations quantized per workgroup */
+    VK_K_TOPK_SCORE_ROW, /* indexer scores: a row an invocation (head_dim <= 128) */
     VK_K_COUNT
 } vk_kernel;
 
@@ -360,6 +361,7 @@ typedef struct vk_backend {
     bool copy_fwd;      /* HALO_VK_COPY_FWD=0: copies read what they are asked to */
     bool copy_shader;   /* HALO_VK_COPY_SHADER=0: gathered copies by vkCmdCopyBuffer only */
     bool hc_vec;        /* HALO_VK_HC_VEC=0: hc_mix.comp one element a step */
+    bool score_row;     /* HALO_VK_SCORE_ROW=0: indexer scores by topk_score.comp only */
     vk_fwd fwd[VK_FWD_MAX];
     uint32_t n_fwd;
     /* Ranges accessed since the last barrier (vk_hazard.c); HALO_VK_BARRIERS=all: a barrier

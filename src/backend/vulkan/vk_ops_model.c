@@ -166,8 +166,12 @@ void vk_topk(halo_backend *be, const halo_topk_args *a) {
         score_pc sp = {(uint32_t)a->q->ne[0], (uint32_t)a->q->ne[1], n_rows,        a->ratio,
                        bd[1].rel / 4,         bd[2].rel / 4,         bd[3].rel / 4, bd[4].rel / 4,
                        bd[5].rel / 4};
-        uint32_t gx = n_rows < 32768 ? n_rows : 32768;
-        /* Tokens in chunks (vk_submit.c); each (row, token) is one workgroup either way. */
+        /* topk_score_row.comp: 64 rows a workgroup (head_dim <= 128, DeepSeek V4's indexer);
+         * topk_score.comp otherwise: a workgroup per (row, token), rows over x and z. */
+        bool by_row = vb->score_row && sp.hd <= 128 && n_rows <= 65535u * 64;
+        uint32_t gx = by_row ? (n_rows + 63) / 64 : n_rows < 32768 ? n_rows : 32768;
+        uint32_t gz = by_row ? 1 : (n_rows + gx - 1) / gx;
+        /* Tokens in chunks (vk_submit.c). */
         double per_tok = (double)n_rows * sp.n_head * sp.hd;
         uint32_t per = vk_chunk(vb, per_tok, n_tok, 1);
         for (uint32_t t0 = 0; t0 < n_tok; t0 += per) {
@@ -178,8 +182,8 @@ void vk_topk(halo_backend *be, const halo_topk_args *a) {
             cp.score_off += t0 * n_rows;
             cp.pos_off += t0;
             vk_note_work(vb, per_tok * n);
-            if (!vk_dispatch(vb, VK_K_TOPK_SCORE, "topk", b, 6, NULL, &cp, sizeof cp, gx, n,
-                             (n_rows + gx - 1) / gx))
+            if (!vk_dispatch(vb, by_row ? VK_K_TOPK_SCORE_ROW : VK_K_TOPK_SCORE, "topk", b, 6,
+                             NULL, &cp, sizeof cp, gx, n, gz))
                 return;
         }
     }

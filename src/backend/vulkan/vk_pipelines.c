@@ -38,6 +38,9 @@ static const uint32_t spv_topk_score[] =
 static const uint32_t spv_topk_select[] =
 #include "topk_select.spv.h"
     ;
+static const uint32_t spv_topk_score_row[] =
+#include "topk_score_row.spv.h"
+    ;
 static const uint32_t spv_moe_route[] =
 #include "moe_route.spv.h"
     ;
@@ -122,6 +125,7 @@ static const struct {
     S(VK_K_COPY, spv_copy),
     S(VK_K_MOEQ, spv_moeq),
     S(VK_K_MATVEC_Q8I, spv_matvec_q8i),
+    S(VK_K_TOPK_SCORE_ROW, spv_topk_score_row),
 #undef S
 };
 

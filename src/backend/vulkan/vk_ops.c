@@ -265,7 +265,9 @@ int32_t vk_mvq8i_parse(const char *v, int32_t unset) {
     if (!strcmp(v, "0")) return 0;
     if (!strcmp(v, "1") || !strcmp(v, "auto")) return -1;
     if (!strcmp(v, "all")) return -2;
-    if (v[0] != '1' && v[0] != '2' && v[0] != '4') return unset;
+    /* 4 rows a subgroup is gone: its plain variant gave a wrong row on the H200 (9.3e-5 of the
+     * range at K 1024, session 10; not found), and it was not faster in the step */
+    if (v[0] != '1' && v[0] != '2') return unset;
     int32_t r = v[0] - '0';
     v++;
     if (*v == 'p') {
@@ -319,7 +321,7 @@ static uint32_t mvq8i_variant(const vk_backend *vb, const halo_tensor *w, const 
     uint32_t groups = m->groups ? m->groups : 1, per_group = m->N / groups;
     uint32_t v = vb->mvq8i > 0 ? (uint32_t)vb->mvq8i & 63u : 0;
     uint32_t rw = vb->mvq8i > 0 ? (uint32_t)vb->mvq8i >> 8 : 0;
-    if (!v) v = w->ne[0] <= 1024 ? 4 : m->N <= 1024 ? 1 | 32 : 2;
+    if (!v) v = m->N <= 1024 && w->ne[0] > 1024 ? 1 | 32 : 2;
     uint32_t r = v & 7u, ss = vb->subgroup_size ? vb->subgroup_size : 32;
     if ((v & 16u) && (w->ne[0] / 32 % ss || rel % 16 || ss > 128)) v &= ~16u;
     if (!rw) {

@@ -28,7 +28,7 @@ spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [
                   id = 4450)
 int sdot4x8(int a, int b, spirv_literal int packed_format);
 
-// Constant 0: rows a subgroup takes at once (bits 0-2: 1, 2 or 4); bit 3: the next block's
+// Constant 0: rows a subgroup takes at once (bits 0-2: 1 or 2; the arrays keep room for 4); bit 3: the next block's
 // weight words are loaded before the current one is summed (twice the registers); bit 4
 // (STAGE): a subgroup's rows go through shared memory, see below.
 layout(constant_id = 0) const uint VARIANT = 2u;

@@ -720,12 +720,12 @@ static void indexer_topk_selects_the_same_rows(void) {
     by_wg->ops->destroy(by_wg);
 }
 
-/* One MoE call on both backends: routed experts of gate/up type gu, down type dn. Returns the
- * barriers the Vulkan backend recorded for it. */
-static uint64_t moe_case_norm(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_t k,
-                              bool hash, uint32_t gu, uint32_t dn, bool norm_first) {
-    enum { E = 4096, T = 3, V = 16 };
-    float *x = rnd(E * T, 1.0f), *bias = rnd(n_expert, 0.1f);
+/* One MoE call of T tokens (at most 64) on both backends: routed experts of gate/up type gu,
+ * down type dn. Returns the barriers the Vulkan backend recorded for it. */
+static uint64_t moe_case_tok(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_t k,
+                             bool hash, uint32_t gu, uint32_t dn, bool norm_first, uint32_t T) {
+    enum { E = 4096, V = 16 };
+    float *x = rnd((int64_t)E * T, 1.0f), *bias = rnd(n_expert, 0.1f);
     void *router = weights(HALO_TYPE_F16, E, n_expert, 0.05f);
     void *g = weights(gu, E, (int64_t)n_ff * n_expert, 0.05f);
     void *u = weights(gu, E, (int64_t)n_ff * n_expert, 0.05f);
@@ -744,7 +744,9 @@ static uint64_t moe_case_norm(const char *what, uint32_t n_expert, uint32_t n_ff
     both bgs = make(HALO_TYPE_Q8_0, E, n_ff, 1, gs), bus = make(HALO_TYPE_Q8_0, E, n_ff, 1, us);
     both bds = make(HALO_TYPE_Q8_0, n_ff, E, 1, ds), bt = make(HALO_TYPE_I32, k, V, 1, tid);
     both out = make(HALO_TYPE_F32, E, T, 1, NULL);
-    int32_t tokens[T] = {3, 15, 0};
+    int32_t tokens[64] = {3, 15, 0};
+    for (uint32_t t = 3; t < T && t < 64; t++)
+        tokens[t] = (int32_t)((t * 7) % V);
     halo_moe_args a = {.x = &bx.c,
                        .gate_inp = &br.c,
                        .probs_bias = hash ? NULL : &bb.c,
@@ -782,9 +784,24 @@ static uint64_t moe_case_norm(const char *what, uint32_t n_expert, uint32_t n_ff
     return barriers;
 }
 
+static uint64_t moe_case_norm(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_t k,
+                              bool hash, uint32_t gu, uint32_t dn, bool norm_first) {
+    return moe_case_tok(what, n_expert, n_ff, k, hash, gu, dn, norm_first, 3);
+}
+
 static uint64_t moe_case(const char *what, uint32_t n_expert, uint32_t n_ff, uint32_t k, bool hash,
                          uint32_t gu, uint32_t dn) {
     return moe_case_norm(what, n_expert, n_ff, k, hash, gu, dn, false);
+}
+
+/* A prefill's routed experts (24 tokens, 144 pairs over 8 experts of ds4's q2 mix at the real
+ * width, routed by the biased top-6: each expert's pairs fill one or more column tiles, the
+ * last partial) by the grouped products (moe_bucket.comp, moe_mm.comp), against the CPU. (The
+ * pair-by-pair path, HALO_VK_MOE_MM=0, is matvec_moe.comp's, checked at 3 tokens by
+ * moe_routes_and_mixes_like_the_cpu.) */
+static void moe_prefill_grouped_matches_the_cpu(void) {
+    moe_case_tok("moe prefill 24 tokens, grouped", 8, 2048, 6, false, HALO_TYPE_IQ2_XXS,
+                 HALO_TYPE_Q2_K, false, 24);
 }
 
 static void moe_routes_and_mixes_like_the_cpu(void) {
@@ -938,6 +955,7 @@ int main(void) {
     RUN_SOME(compressor_pooling);
     RUN_SOME(indexer_topk_selects_the_same_rows);
     RUN_SOME(moe_routes_and_mixes_like_the_cpu);
+    RUN_SOME(moe_prefill_grouped_matches_the_cpu);
     RUN_SOME(an_unsupported_weight_type_is_an_error_at_sync);
     RUN_SOME(a_failed_allocation_is_an_error_naming_its_size);
     RUN_SOME(a_missing_device_is_an_error_naming_it);

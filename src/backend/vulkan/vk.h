@@ -142,6 +142,8 @@ typedef enum vk_kernel {
     VK_K_MOEQ,        /* fast mode: one token's routed experts on int8 activations (vk_moeq.c) */
     VK_K_MATVEC_Q8I,  /* fast mode's Q8_0 decode on int8 activations quantized per workgroup */
     VK_K_TOPK_SCORE_ROW, /* indexer scores: a row an invocation (head_dim <= 128) */
+    VK_K_MOE_BUCKET,  /* a prefill's routed pairs grouped by expert for moe_mm (vk_moe_mm.c) */
+    VK_K_MOE_MM,      /* a prefill's routed experts as a grouped matrix product */
     VK_K_COUNT
 } vk_kernel;
 
@@ -362,6 +364,7 @@ typedef struct vk_backend {
     bool copy_shader;   /* HALO_VK_COPY_SHADER=0: gathered copies by vkCmdCopyBuffer only */
     bool hc_vec;        /* HALO_VK_HC_VEC=0: hc_mix.comp one element a step */
     bool score_row;     /* HALO_VK_SCORE_ROW=0: indexer scores by topk_score.comp only */
+    bool moe_mm;        /* HALO_VK_MOE_MM=0: a prefill's routed experts by matvec_moe.comp */
     vk_fwd fwd[VK_FWD_MAX];
     uint32_t n_fwd;
     /* Ranges accessed since the last barrier (vk_hazard.c); HALO_VK_BARRIERS=all: a barrier
@@ -630,6 +633,19 @@ void vk_moeq_gu(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_bindi
                 vk_binding sel, vk_binding h);
 void vk_moeq_dn(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding h,
                 vk_binding sel, vk_binding wts, vk_binding ys, vk_binding out);
+
+/* vk_moe_mm.c: a prefill's routed experts as grouped matrix products (moe_bucket.comp then
+ * moe_mm.comp, HALO_VK_MOE_MM=0 turns it off: matvec_moe.comp a pair at a time). Whether it
+ * takes this call; the scratch it needs (vk_take'n by vk_moe); the bucketing; one projection of
+ * every pair, out[pair][row] = W_expert(pair) · x[pair / x_col_div]. */
+enum { VK_MOE_MM_BN = 16, VK_MOE_MM_MIN_TOK = 5 };
+bool vk_moe_mm_fits(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok);
+uint32_t vk_moe_mm_tiles(uint32_t pairs, uint32_t n_expert);
+void vk_moe_mm_bucket(vk_backend *vb, vk_binding sel, uint32_t pairs, uint32_t n_expert,
+                      vk_binding order, vk_binding tiles);
+void vk_moe_mm(vk_backend *vb, const halo_tensor *w, vk_binding x, uint32_t x_col_stride,
+               uint32_t x_col_div, vk_binding out, uint32_t pairs, uint32_t n_expert,
+               vk_binding order, vk_binding tiles);
 
 /* Whether the shaders decode a weight type. */
 bool vk_type_supported(uint32_t type);

@@ -465,6 +465,8 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     vb->hc_vec = !(defer && !strcmp(defer, "0"));
     defer = getenv("HALO_VK_SCORE_ROW");
     vb->score_row = !(defer && !strcmp(defer, "0"));
+    defer = getenv("HALO_VK_MOE_MM");
+    vb->moe_mm = !(defer && !strcmp(defer, "0"));
     defer = getenv("HALO_VK_HC_SLICES");
     vb->hc_slices = defer && atoi(defer) > 0 ? (uint32_t)atoi(defer) : 0; /* 0: by device */
     defer = getenv("HALO_VK_DEFER_ROPE");

@@ -216,6 +216,18 @@ static void swiglu(vk_backend *vb, vk_binding g, vk_binding u, uint32_t n, float
                 1);
 }
 
+/* out = Σ_k wts · yr (the token's routed outputs) + ys (the shared expert's, when there is one). */
+static void moe_sum(vk_backend *vb, const halo_moe_args *a, vk_binding yr, vk_binding ys,
+                    vk_binding wts, uint32_t n_tok, uint32_t n_embd, uint32_t k) {
+    vk_binding s[5] = {{0}, yr, a->gate_sh ? ys : yr, wts, vk_bind_tensor(a->out)};
+    vk_bound sdb[5] = {{0}};
+    if (!vk_resolve(vb, "moe", s, 5, sdb)) return;
+    sum_pc sp = {
+        n_embd,        k, a->gate_sh != NULL, sdb[1].rel / 4, sdb[2].rel / 4, sdb[3].rel / 4,
+        sdb[4].rel / 4};
+    vk_dispatch(vb, VK_K_MOE_SUM, "moe", s, 5, NULL, &sp, sizeof sp, (n_embd + 63) / 64, n_tok, 1);
+}
+
 void vk_moe(halo_backend *be, const halo_moe_args *a) {
     vk_backend *vb = vk_of(be);
     uint32_t n_tok = (uint32_t)a->x->ne[1], n_embd = (uint32_t)a->x->ne[0];
@@ -270,6 +282,10 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
     uint64_t gs_off = vk_take(&cur, (uint64_t)n_tok * n_ff_sh * 4);
     uint64_t us_off = vk_take(&cur, (uint64_t)n_tok * n_ff_sh * 4);
     uint64_t ys_off = vk_take(&cur, (uint64_t)n_tok * n_embd * 4);
+    bool grouped = vk_moe_mm_fits(vb, a, n_tok); /* prefill: grouped products (vk_moe_mm.c) */
+    uint32_t n_tiles = grouped ? vk_moe_mm_tiles((uint32_t)pairs, n_expert) : 0;
+    uint64_t ord_off = vk_take(&cur, (uint64_t)n_tiles * VK_MOE_MM_BN * 4);
+    uint64_t til_off = vk_take(&cur, (uint64_t)n_tiles * 4);
     if (!vk_begin_uploads(vb, n_tok * 4 + 8192) || !vk_scratch_reserve(vb, cur, "moe")) return;
     vk_binding lg = vk_scratch_at(vb, lg_off, (uint64_t)n_tok * n_expert * 4);
     vk_binding sel = vk_scratch_at(vb, sel_off, pairs * 4),
@@ -369,6 +385,18 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
                       vk_bind_tensor(a->out));
         return;
     }
+    if (grouped) {
+        vk_binding ord = vk_scratch_at(vb, ord_off, (uint64_t)n_tiles * VK_MOE_MM_BN * 4);
+        vk_binding til = vk_scratch_at(vb, til_off, (uint64_t)n_tiles * 4);
+        vk_moe_mm_bucket(vb, sel, (uint32_t)pairs, n_expert, ord, til);
+        vk_moe_mm(vb, a->gate_exps, x, n_embd, k, g, (uint32_t)pairs, n_expert, ord, til);
+        vk_moe_mm(vb, a->up_exps, x, n_embd, k, u, (uint32_t)pairs, n_expert, ord, til);
+        if (a->gate_sh && !sh_fused) vk_mm(vb, "moe", a->down_sh, &sd);
+        swiglu(vb, g, u, (uint32_t)(pairs * n_ff), a->clamp_exp);
+        vk_moe_mm(vb, a->down_exps, g, n_ff, 1, yr, (uint32_t)pairs, n_expert, ord, til);
+        moe_sum(vb, a, yr, ys, wts, n_tok, n_embd, k);
+        return;
+    }
     vk_mm_args gu = {.x = x,
                      .out = g,
                      .sel = sel,
@@ -407,11 +435,5 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
         swiglu(vb, g, u, (uint32_t)(pairs * n_ff), a->clamp_exp);
     }
     vk_mm(vb, "moe", a->down_exps, &dn);
-    vk_binding s[5] = {{0}, yr, a->gate_sh ? ys : yr, wts, vk_bind_tensor(a->out)};
-    vk_bound sdb[5] = {{0}};
-    if (!vk_resolve(vb, "moe", s, 5, sdb)) return;
-    sum_pc sp = {
-        n_embd,        k, a->gate_sh != NULL, sdb[1].rel / 4, sdb[2].rel / 4, sdb[3].rel / 4,
-        sdb[4].rel / 4};
-    vk_dispatch(vb, VK_K_MOE_SUM, "moe", s, 5, NULL, &sp, sizeof sp, (n_embd + 63) / 64, n_tok, 1);
+    moe_sum(vb, a, yr, ys, wts, n_tok, n_embd, k);
 }

@@ -41,6 +41,12 @@ static const uint32_t spv_topk_select[] =
 static const uint32_t spv_topk_score_row[] =
 #include "topk_score_row.spv.h"
     ;
+static const uint32_t spv_moe_bucket[] =
+#include "moe_bucket.spv.h"
+    ;
+static const uint32_t spv_moe_mm[] =
+#include "moe_mm.spv.h"
+    ;
 static const uint32_t spv_moe_route[] =
 #include "moe_route.spv.h"
     ;
@@ -126,6 +132,8 @@ static const struct {
     S(VK_K_MOEQ, spv_moeq),
     S(VK_K_MATVEC_Q8I, spv_matvec_q8i),
     S(VK_K_TOPK_SCORE_ROW, spv_topk_score_row),
+    S(VK_K_MOE_BUCKET, spv_moe_bucket),
+    S(VK_K_MOE_MM, spv_moe_mm),
 #undef S
 };
 
@@ -157,7 +165,8 @@ static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo 
 static bool is_typed(int k) {
     return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_MATVEC || k == VK_K_HC_MIX ||
            k == VK_K_MATVEC_WIDE || k == VK_K_MATVEC_Q8 || k == VK_K_MATVEC_MOE ||
-           k == VK_K_MOE_DEC || k == VK_K_MATVEC_Q8S || k == VK_K_MOEQ || k == VK_K_MATVEC_Q8I;
+           k == VK_K_MOE_DEC || k == VK_K_MATVEC_Q8S || k == VK_K_MOEQ || k == VK_K_MATVEC_Q8I ||
+           k == VK_K_MOE_MM;
 }
 
 VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {

@@ -217,6 +217,11 @@ halo_status vk_pipelines_create(vk_backend *vb, halo_error *err) {
                          "layout (error %d)",
                          (int)r);
     for (int k = 0; k < VK_K_COUNT; k++) {
+        /* A shader the hazard table says writes nothing would get no barrier before its
+         * readers (vk_hazard.c): a missing entry, never a real shader. */
+        if (!vk_kernel_writes((vk_kernel)k))
+            return halo_fail(err, HALO_E_UNSUPPORTED, "vulkan backend: shader %s has no written "
+                             "binding in vk_hazard.c's table", shaders[k].name + 4);
         if (is_typed(k)) continue; /* specialised per type, on first use */
         /* integer dot products: only where the device has them and fast mode asks for them */
         if ((k == VK_K_QUANT_Q8 || k == VK_K_MATMUL_Q8) && !vb->int_dot) continue;

@@ -44,6 +44,8 @@ static const uint32_t writes[VK_K_COUNT] = {
     [VK_K_COPY] = 1u << 2,
     [VK_K_MOEQ] = 1u << 2,
     [VK_K_MATVEC_Q8I] = 1u << 2,
+    [VK_K_ATTN_PART] = 1u << 7,
+    [VK_K_ATTN_COMB] = 1u << 3,
 };
 
 uint32_t vk_kernel_writes(vk_kernel k) {

@@ -580,8 +580,9 @@ static void inverse_rope_folds_into_the_projection(void) {
     free(o), free(w);
 }
 
-static void attention_window_and_compressed_rows(void) {
+static void attention_window_and_compressed_rows_on(const char *cfg) {
     enum { HD = 512, H = 64, T = 2, W = 128, NC = 300, K = 512 };
+    char what[64];
     float *q = rnd((int64_t)HD * H * T, 1.0f), *win = rnd((int64_t)HD * W, 1.0f);
     float *comp = rnd((int64_t)HD * NC, 1.0f), *sinks = rnd(H, 1.0f);
     int32_t sel[K * T];
@@ -607,12 +608,82 @@ static void attention_window_and_compressed_rows(void) {
         a.q = &bq.v, a.window = &bw.v, a.comp = &bc.v, a.select = mode ? NULL : &bsel.v;
         a.sinks = &bs.v, a.out = &out.v;
         vk->ops->attention(vk, &a);
-        expect_close(mode ? "attention ratio 128 (all visible rows)"
-                          : "attention ratio 4, top-512 selection",
-                     &out, 1e-4);
+        snprintf(what, sizeof what, "%s [split %s]",
+                 mode ? "attention ratio 128 (all visible)" : "attention ratio 4, top-512", cfg);
+        expect_close(what, &out, 1e-4);
     }
     drop(&bq), drop(&bw), drop(&bc), drop(&bs), drop(&bsel), drop(&out);
     free(q), free(win), free(comp), free(sinks);
+}
+
+/* One decode token (vk_attn_split.c's split-K path) at depth-24,576 shapes and at position 5,
+ * where most chunks are empty. n_win window rows from win_pos0 (sliding window 128), n_comp
+ * compressed rows of `ratio`, k_sel selected (0: all visible), sinks of type st. */
+static void attention_decode_case(const char *what, int32_t pos, int64_t win_pos0, int n_win,
+                                  int n_comp, uint32_t ratio, int k_sel, uint32_t st) {
+    enum { HD = 512, H = 64 };
+    float *q = rnd((int64_t)HD * H, 1.0f), *win = rnd((int64_t)HD * n_win, 1.0f);
+    float *comp = rnd((int64_t)HD * n_comp, 1.0f), *sinks = rnd(H, 1.0f);
+    uint16_t sh[H];
+    halo_quant_quantize_row(HALO_TYPE_F16, sinks, sh, H, NULL);
+    int32_t *sel = malloc((size_t)(k_sel ? k_sel : 1) * sizeof *sel);
+    int visible = (pos + 1) / (int)ratio;
+    for (int i = 0; i < k_sel; i++) { /* -1 (too few rows for the indexer), some invisible */
+        seed = seed * 1103515245u + 12345u;
+        sel[i] = visible + i % 3;
+        if (visible > 0 && i % 13) sel[i] = (int32_t)((seed >> 8) % (uint32_t)visible);
+        if (i % 9 == 4) sel[i] = -1;
+    }
+    both bq = make(HALO_TYPE_F32, HD, H, 1, q), bw = make(HALO_TYPE_F32, HD, n_win, 1, win);
+    both bc = make(HALO_TYPE_F32, HD, n_comp, 1, comp);
+    both bs = make(st, H, 1, 1, st == HALO_TYPE_F16 ? (void *)sh : (void *)sinks);
+    both bsel = make(HALO_TYPE_I32, k_sel ? k_sel : 1, 1, 1, sel);
+    both out = make(HALO_TYPE_F32, HD, H, 1, NULL);
+    halo_attn_args a = {.q = &bq.c,
+                        .pos = &pos,
+                        .window = &bw.c,
+                        .win_pos0 = win_pos0,
+                        .sliding_window = 128,
+                        .comp = &bc.c,
+                        .ratio = ratio,
+                        .select = k_sel ? &bsel.c : NULL,
+                        .sinks = &bs.c,
+                        .scale = 1.0f / sqrtf(HD),
+                        .out = &out.c};
+    cpu->ops->attention(cpu, &a);
+    a.q = &bq.v, a.window = &bw.v, a.comp = &bc.v, a.select = k_sel ? &bsel.v : NULL;
+    a.sinks = &bs.v, a.out = &out.v;
+    vk->ops->attention(vk, &a);
+    expect_close(what, &out, 1e-4);
+    drop(&bq), drop(&bw), drop(&bc), drop(&bs), drop(&bsel), drop(&out);
+    free(q), free(win), free(comp), free(sinks), free(sel);
+}
+
+/* Attention through each HALO_VK_ATTN_SPLIT setting: the default (chunks by row count), 0
+ * (attention.comp, the old path for decode too), and forced chunk counts and heads a
+ * workgroup: 16 chunks (position 5's six rows leave ten empty), one chunk of 640 rows (five
+ * blocks of candidates), 7 chunks (partial four-row steps), 64 chunks of one head. */
+static void attention_window_and_compressed_rows(void) {
+    static const char *const cfgs[] = {"auto", "0", "16", "1:4", "7:2", "64:1"};
+    halo_backend *keep = vk;
+    char what[64];
+    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
+        char var[64];
+        snprintf(var, sizeof var, "HALO_VK_ATTN_SPLIT=%s", cfgs[c]);
+        const char *const vars[] = {var, NULL};
+        vk = vk_env(vars);
+        attention_window_and_compressed_rows_on(cfgs[c]);
+        snprintf(what, sizeof what, "attn 1 tok r4 512/6144 + 128 [split %s]", cfgs[c]);
+        attention_decode_case(what, 24575, 24448, 128, 6144, 4, 512, HALO_TYPE_F32);
+        snprintf(what, sizeof what, "attn 1 tok r128 192 + 128, f16 sink [split %s]", cfgs[c]);
+        attention_decode_case(what, 24575, 24448, 128, 192, 128, 0, HALO_TYPE_F16);
+        snprintf(what, sizeof what, "attn 1 tok pos 5 r128 6 + 0 [split %s]", cfgs[c]);
+        attention_decode_case(what, 5, 0, 6, 4, 128, 0, HALO_TYPE_F32);
+        snprintf(what, sizeof what, "attn 1 tok pos 5 r4 6 + 1 of 512 [split %s]", cfgs[c]);
+        attention_decode_case(what, 5, 0, 6, 4, 4, 512, HALO_TYPE_F32);
+        vk->ops->destroy(vk);
+    }
+    vk = keep;
 }
 
 static void compressor_pooling(void) {

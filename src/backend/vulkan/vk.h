@@ -144,6 +144,8 @@ typedef enum vk_kernel {
     VK_K_TOPK_SCORE_ROW, /* indexer scores: a row an invocation (head_dim <= 128) */
     VK_K_MOE_BUCKET,  /* a prefill's routed pairs grouped by expert for moe_mm (vk_moe_mm.c) */
     VK_K_MOE_MM,      /* a prefill's routed experts as a grouped matrix product */
+    VK_K_ATTN_PART,   /* split-K decode attention: partials of row chunks (vk_attn_split.c) */
+    VK_K_ATTN_COMB,   /* split-K decode attention: the partials merged with the sink */
     VK_K_COUNT
 } vk_kernel;
 
@@ -284,6 +286,9 @@ typedef struct vk_backend {
                            * in registers, 8: with 4, the next row's loads ahead, 16: down's
                            * first loads before its quantization, 32: the quantization's
                            * loads at once) */
+    int32_t attn_split;   /* HALO_VK_ATTN_SPLIT: decode attention's row chunks (vk_attn_split.c):
+                           * -1 by row count, 0 off (attention.comp), else that many */
+    uint32_t attn_heads;  /* heads a workgroup of attn_part.comp (HALO_VK_ATTN_SPLIT=N:G) */
     bool defer_norm;      /* HALO_VK_DEFER_NORM=0: every rms_norm recorded when called */
     bool defer_post;      /* HALO_VK_DEFER_POST=0: every hc_post recorded when called */
     bool defer_rope;      /* HALO_VK_DEFER_ROPE=0: every inverse rope recorded when called */
@@ -628,6 +633,11 @@ void vk_moe_dec_dn(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_bi
  * 114.2 against 93.1); no variant was faster than 0 (bench/vulkan/RESULTS.md, session 10). */
 enum { VK_MOEQ_DEFAULT = 1, VK_MOEQ_VAR_DEFAULT = 0 };
 void vk_moeq_init(vk_backend *vb);
+/* vk_attn_split.c: split-K attention for a few tokens. vk_attn_split_init reads
+ * HALO_VK_ATTN_SPLIT; vk_attn_split records the call and returns true, or returns false
+ * (attention.comp takes it: many tokens, or the knob is 0). */
+void vk_attn_split_init(vk_backend *vb);
+bool vk_attn_split(vk_backend *vb, const halo_attn_args *a);
 bool vk_moeq_fits(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x);
 void vk_moeq_gu(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x,
                 vk_binding sel, vk_binding h);

@@ -453,6 +453,7 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     const char *md = getenv("HALO_VK_MOE_DEC");
     vb->moe_dec = md ? (uint32_t)atoi(md) : VK_MOE_DEC_WGS;
     vk_moeq_init(vb);
+    vk_attn_split_init(vb);
     const char *defer = getenv("HALO_VK_DEFER_NORM");
     vb->defer_norm = !(defer && !strcmp(defer, "0"));
     defer = getenv("HALO_VK_DEFER_POST");

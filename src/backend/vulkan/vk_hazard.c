@@ -47,6 +47,8 @@ static const uint32_t writes[VK_K_COUNT] = {
     [VK_K_TOPK_SCORE_ROW] = 1u << 4,
     [VK_K_MOE_BUCKET] = (1u << 4) | (1u << 5),
     [VK_K_MOE_MM] = 1u << 2,
+    [VK_K_ATTN_PART] = 1u << 7,
+    [VK_K_ATTN_COMB] = 1u << 3,
 };
 
 uint32_t vk_kernel_writes(vk_kernel k) {

@@ -27,6 +27,7 @@ void vk_attention(halo_backend *be, const halo_attn_args *a) {
                 hd, (long long)a->win_pos0);
         return;
     }
+    if (vk_attn_split(vb, a)) return; /* a few tokens: split-K (vk_attn_split.c) */
     uint64_t cur = 0, sinks_off = vk_take(&cur, vk_f32_bytes(a->sinks));
     if (!vk_begin_uploads(vb, n_tok * 4) || (cur && !vk_scratch_reserve(vb, cur, "attention")))
         return;

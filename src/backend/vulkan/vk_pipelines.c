@@ -97,6 +97,12 @@ static const uint32_t spv_moeq[] =
 static const uint32_t spv_matvec_q8i[] =
 #include "matvec_q8i.spv.h"
     ;
+static const uint32_t spv_attn_part[] =
+#include "attn_part.spv.h"
+    ;
+static const uint32_t spv_attn_comb[] =
+#include "attn_comb.spv.h"
+    ;
 
 static const struct {
     const uint32_t *code;
@@ -134,6 +140,8 @@ static const struct {
     S(VK_K_TOPK_SCORE_ROW, spv_topk_score_row),
     S(VK_K_MOE_BUCKET, spv_moe_bucket),
     S(VK_K_MOE_MM, spv_moe_mm),
+    S(VK_K_ATTN_PART, spv_attn_part),
+    S(VK_K_ATTN_COMB, spv_attn_comb),
 #undef S
 };
 
@@ -166,7 +174,7 @@ static bool is_typed(int k) {
     return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_MATVEC || k == VK_K_HC_MIX ||
            k == VK_K_MATVEC_WIDE || k == VK_K_MATVEC_Q8 || k == VK_K_MATVEC_MOE ||
            k == VK_K_MOE_DEC || k == VK_K_MATVEC_Q8S || k == VK_K_MOEQ || k == VK_K_MATVEC_Q8I ||
-           k == VK_K_MOE_MM;
+           k == VK_K_MOE_MM || k == VK_K_ATTN_PART; /* attn_part: by heads a workgroup */
 }
 
 VkPipeline vk_typed_pipeline(vk_backend *vb, vk_kernel k, uint32_t type) {

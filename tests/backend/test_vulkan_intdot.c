@@ -107,9 +107,12 @@ static void check_shape(int64_t K, int64_t N, uint32_t groups, uint32_t cols) {
     check_on(vk, "", K, N, groups, cols, cols > 4);
 }
 
+/* 8 or more columns take matmul_q8t.comp (tiles of 64 rows x 32 columns; 70: a partial last
+ * tile), fewer matmul_q8.comp. */
 static void q8_0_projection_matches_cpu_fast_mode(void) {
     check_shape(4096, 256, 1, 13);
     check_shape(4096, 512, 1, 5);
+    check_shape(1024, 640, 1, 70);
 }
 
 static void grouped_q8_0_projection_matches_cpu_fast_mode(void) {

@@ -146,6 +146,7 @@ typedef enum vk_kernel {
     VK_K_MOE_MM,      /* a prefill's routed experts as a grouped matrix product */
     VK_K_ATTN_PART,   /* split-K decode attention: partials of row chunks (vk_attn_split.c) */
     VK_K_ATTN_COMB,   /* split-K decode attention: the partials merged with the sink */
+    VK_K_MATMUL_Q8T,  /* fast mode's Q8_0 prefill projections, tiled (64 rows x 32 columns) */
     VK_K_COUNT
 } vk_kernel;
 
@@ -370,6 +371,7 @@ typedef struct vk_backend {
     bool hc_vec;        /* HALO_VK_HC_VEC=0: hc_mix.comp one element a step */
     bool score_row;     /* HALO_VK_SCORE_ROW=0: indexer scores by topk_score.comp only */
     bool moe_mm;        /* HALO_VK_MOE_MM=0: a prefill's routed experts by matvec_moe.comp */
+    bool mm_q8t;        /* HALO_VK_MMQ8T=0: fast mode's Q8_0 prefill by matmul_q8.comp only */
     vk_fwd fwd[VK_FWD_MAX];
     uint32_t n_fwd;
     /* Ranges accessed since the last barrier (vk_hazard.c); HALO_VK_BARRIERS=all: a barrier

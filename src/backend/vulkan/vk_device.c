@@ -466,6 +466,8 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     vb->hc_vec = !(defer && !strcmp(defer, "0"));
     defer = getenv("HALO_VK_SCORE_ROW");
     vb->score_row = !(defer && !strcmp(defer, "0"));
+    defer = getenv("HALO_VK_MMQ8T");
+    vb->mm_q8t = !(defer && !strcmp(defer, "0"));
     defer = getenv("HALO_VK_MOE_MM");
     vb->moe_mm = !(defer && !strcmp(defer, "0"));
     defer = getenv("HALO_VK_HC_SLICES");

@@ -49,6 +49,7 @@ static const uint32_t writes[VK_K_COUNT] = {
     [VK_K_MOE_MM] = 1u << 2,
     [VK_K_ATTN_PART] = 1u << 7,
     [VK_K_ATTN_COMB] = 1u << 3,
+    [VK_K_MATMUL_Q8T] = 1u << 2,
 };
 
 uint32_t vk_kernel_writes(vk_kernel k) {

@@ -123,7 +123,7 @@ typedef struct quant_pc {
 
 typedef struct mm_q8_pc {
     uint32_t K, N, groups, w_rel, w_chunk_rows, w_row_bytes, q_off, s_off, nb_col, out_off,
-        out_col_stride, rows_per_wg;
+        out_col_stride, rows_per_wg, n_cols;
 } mm_q8_pc;
 
 /* Fast mode's Q8_0 projection: the columns of x quantized to Q8_0 blocks (as ggml's
@@ -161,19 +161,26 @@ static void mm_q8(vk_backend *vb, const char *op, const halo_tensor *w, const vk
                    nb_col,
                    dd[2].rel / 4 + m->out_off,
                    m->out_col_stride,
-                   vk_rows_per_wg(vb)};
+                   vk_rows_per_wg(vb),
+                   n_cols};
+    /* matmul_q8t.comp (HALO_VK_MMQ8T=0: off) for many columns: tiles of 64 rows (inside one
+     * input group) x 32 columns; matmul_q8.comp otherwise, a subgroup per row and column. */
+    bool tiled = vb->mm_q8t && n_cols >= 8 && (m->N / groups) % 64 == 0 && m->N / 64 <= 65535;
     uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
-    uint32_t gx = wgs < 32768 ? wgs : 32768, gz = (wgs + gx - 1) / gx;
+    uint32_t gx = tiled ? m->N / 64 : wgs < 32768 ? wgs : 32768, gz = tiled ? 1 : (wgs + gx - 1) / gx;
     double per_col = (double)m->N * K;
-    uint32_t per = vk_chunk(vb, per_col, n_cols, 1);
+    uint32_t per = vk_chunk(vb, per_col, n_cols, tiled ? 32 : 1);
     for (uint32_t c0 = 0; c0 < n_cols; c0 += per) {
         mm_q8_pc cp = pc;
         uint32_t n = n_cols - c0 < per ? n_cols - c0 : per;
         cp.q_off += c0 * nb_col * 8;
         cp.s_off += c0 * nb_col;
         cp.out_off += c0 * m->out_col_stride;
+        cp.n_cols = n;
         vk_note_work(vb, per_col * n);
-        if (!vk_dispatch(vb, VK_K_MATMUL_Q8, op, db, 4, NULL, &cp, sizeof cp, gx, n, gz)) return;
+        if (!vk_dispatch(vb, tiled ? VK_K_MATMUL_Q8T : VK_K_MATMUL_Q8, op, db, 4, NULL, &cp,
+                         sizeof cp, gx, tiled ? (n + 31) / 32 : n, gz))
+            return;
     }
 }
 

@@ -47,6 +47,9 @@ static const uint32_t spv_moe_bucket[] =
 static const uint32_t spv_moe_mm[] =
 #include "moe_mm.spv.h"
     ;
+static const uint32_t spv_matmul_q8t[] =
+#include "matmul_q8t.spv.h"
+    ;
 static const uint32_t spv_moe_route[] =
 #include "moe_route.spv.h"
     ;
@@ -142,6 +145,7 @@ static const struct {
     S(VK_K_MOE_MM, spv_moe_mm),
     S(VK_K_ATTN_PART, spv_attn_part),
     S(VK_K_ATTN_COMB, spv_attn_comb),
+    S(VK_K_MATMUL_Q8T, spv_matmul_q8t),
 #undef S
 };
 
@@ -232,7 +236,8 @@ halo_status vk_pipelines_create(vk_backend *vb, halo_error *err) {
                              "binding in vk_hazard.c's table", shaders[k].name + 4);
         if (is_typed(k)) continue; /* specialised per type, on first use */
         /* integer dot products: only where the device has them and fast mode asks for them */
-        if ((k == VK_K_QUANT_Q8 || k == VK_K_MATMUL_Q8) && !vb->int_dot) continue;
+        if ((k == VK_K_QUANT_Q8 || k == VK_K_MATMUL_Q8 || k == VK_K_MATMUL_Q8T) && !vb->int_dot)
+            continue;
         r = make_pipeline(vb, k, NULL, &vb->pipes[k]);
         if (r != VK_SUCCESS)
             return halo_fail(err, HALO_E_UNSUPPORTED,

@@ -140,7 +140,6 @@ typedef enum vk_kernel {
     VK_K_MATVEC_Q8S,  /* Q8_0 decode staged by 16-byte loads (specialised by rows a WG) */
     VK_K_COPY,        /* gathered buffer copies as a dispatch (vk_copy_flush) */
     VK_K_MOEQ,        /* fast mode: one token's routed experts on int8 activations (vk_moeq.c) */
-    VK_K_MATVEC_Q8I,  /* fast mode's Q8_0 decode on int8 activations quantized per workgroup */
     VK_K_TOPK_SCORE_ROW, /* indexer scores: a row an invocation (head_dim <= 128) */
     VK_K_MOE_BUCKET,  /* a prefill's routed pairs grouped by expert for moe_mm (vk_moe_mm.c) */
     VK_K_MOE_MM,      /* a prefill's routed experts as a grouped matrix product */
@@ -256,9 +255,6 @@ typedef struct vk_backend {
     int32_t mvq8;         /* HALO_VK_MVQ8: Q8_0 decode by matvec_q8.comp: -1 auto, 0 off, else
                            * its variant (rows per lane group | 16: a workgroup per group | 32:
                            * two units in flight) */
-    int32_t mvq8i;        /* HALO_VK_MVQ8I: fast mode's Q8_0 decode by matvec_q8i.comp (int8
-                           * activations): 0 off, -1 the large ones, -2 all, else
-                           * vk_mvq8i_parse's forced variant */
     int32_t mvq8s;        /* HALO_VK_MVQ8S: matvec_q8s.comp where matvec_q8.comp would run:
                            * 0 off (default), -1 "auto" (two shapes), else its rows per
                            * workgroup (1, 2, 4, 8, 16) */
@@ -490,13 +486,6 @@ uint32_t vk_kernel_writes(vk_kernel k);
  * many rows per subgroup, "Rw" R rows per workgroup, a "u" after either: two units in flight
  * per lane; anything else -1. */
 int32_t vk_mvq8_parse(const char *v);
-/* HALO_VK_MVQ8I's value as vk_backend.mvq8i: "0" 0 (off), "1" or "auto" -1 (on for the
- * projections of 32 Mi weights or more, the variant by shape), "all" -2 (every one, by shape),
- * "R[p][s|w][xN]": R (1, 2, 4) rows a subgroup at once, p: the next block's weights
- * loaded before the current one is summed, s: rows staged through shared memory by 16-byte
- * loads, w: the whole workgroup per row group, N rows a workgroup (a power of two, 0 or absent:
- * by shape), encoded R | 8 (p) | 16 (s) | 32 (w) | N << 8; unset or anything else: `unset`. */
-int32_t vk_mvq8i_parse(const char *v, int32_t unset);
 /* Records a barrier (everything before it done and visible to everything after). */
 void vk_barrier(vk_backend *vb);
 void vk_barrier_if_pending(vk_backend *vb);

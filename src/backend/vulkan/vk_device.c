@@ -429,7 +429,6 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     vb->mvq8 = vk_mvq8_parse(getenv("HALO_VK_MVQ8"));
     /* off unless asked: on the H200 the 8-layer step ran 300.7 / 299.7 tok/s with every Q8_0
      * decode projection on it against 309.5 without (session 10 call 3, medians of -r 6) */
-    vb->mvq8i = vk_mvq8i_parse(getenv("HALO_VK_MVQ8I"), 0);
     const char *q8s = getenv("HALO_VK_MVQ8S");
     vb->mvq8s = !q8s || !*q8s ? 0 : !strcmp(q8s, "auto") ? -1 : atoi(q8s);
     vb->fuse_norm = !(getenv("HALO_VK_FUSE_NORM") && !strcmp(getenv("HALO_VK_FUSE_NORM"), "0"));

@@ -43,7 +43,6 @@ static const uint32_t writes[VK_K_COUNT] = {
     [VK_K_MATVEC_Q8S] = 1u << 2,
     [VK_K_COPY] = 1u << 2,
     [VK_K_MOEQ] = 1u << 2,
-    [VK_K_MATVEC_Q8I] = 1u << 2,
     [VK_K_TOPK_SCORE_ROW] = 1u << 4,
     [VK_K_MOE_BUCKET] = (1u << 4) | (1u << 5),
     [VK_K_MOE_MM] = 1u << 2,

@@ -267,86 +267,6 @@ static uint32_t mvq8s_rows(const vk_backend *vb, const halo_tensor *w, const vk_
     return rw;
 }
 
-int32_t vk_mvq8i_parse(const char *v, int32_t unset) {
-    if (!v || !*v) return unset;
-    if (!strcmp(v, "0")) return 0;
-    if (!strcmp(v, "1") || !strcmp(v, "auto")) return -1;
-    if (!strcmp(v, "all")) return -2;
-    /* 4 rows a subgroup is gone: its plain variant gave a wrong row on the H200 (9.3e-5 of the
-     * range at K 1024, session 10; not found), and it was not faster in the step */
-    if (v[0] != '1' && v[0] != '2') return unset;
-    int32_t r = v[0] - '0';
-    v++;
-    if (*v == 'p') {
-        r |= 8;
-        v++;
-    }
-    if (*v == 's') {
-        r |= 16;
-        v++;
-    } else if (*v == 'w') {
-        r |= 32;
-        v++;
-    }
-    if (*v == 'x') {
-        char *end = NULL;
-        long n = strtol(v + 1, &end, 10);
-        if (*end || n < 0 || n > 256 || (n & (n - 1)) || (n && n < (r & 7))) return unset;
-        r |= (int32_t)n << 8;
-    } else if (*v) {
-        return unset;
-    }
-    return r;
-}
-
-/* Whether matvec_q8i.comp takes a projection of a few plain columns by Q8_0 weights: fast mode
- * on a device with integer dots (vb->int_dot), HALO_VK_MVQ8I on, whole 64-weight pieces (a
- * row's blocks then start on words) and at most 8192 inputs (its x in shared memory). The
- * weight's view must start on a word too (vk_mm checks it once resolved). */
-/* "1"/"auto" (-1) takes only projections of 32 Mi weights or more (q_b, out_a, out_b, the
- * vocabulary): on the H200 the small ones (q_a, kv, the shared expert) ran slower on this path
- * both alone (request q8q-1: q_a 16.1 against 13.5 us cold, kv 10.8 against 9.6) and in the
- * step (session 10 call 3's 4-layer stamps: the shared expert 17.9 against 15.7 us median,
- * matmul_multi's projections 26.0 against 10.6), while out_a / out_b gained there (34.3 against
- * 37.6); "all" (-2) and a forced variant take every one. */
-static bool use_mvq8i(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) {
-    bool small = (uint64_t)m->N * (uint64_t)w->ne[0] < (32u << 20);
-    return vb->int_dot && vb->mvq8i != 0 && !(vb->mvq8i == -1 && small) &&
-           w->type == HALO_TYPE_Q8_0 && !m->sel.buf && m->n_cols <= VK_MATVEC_COLS &&
-           (m->x_col_div ? m->x_col_div : 1) == 1 && w->ne[0] % 64 == 0 && w->ne[0] <= 8192;
-}
-
-/* matvec_q8i.comp's variant (constant 0: rows a subgroup at once, | 8: weights loaded a block
- * ahead, | 16: rows staged through shared memory by 16-byte loads, where a row is whole pieces
- * of a subgroup's blocks and the view starts 16-byte aligned: rel; | 32: the workgroup takes
- * each row group, by default for up to 1024 rows as matvec_q8.comp's) and rows a workgroup, by
- * shape unless HALO_VK_MVQ8I forces them: about a thousand workgroups (each quantizes x once
- * for its rows: more rows amortize that, fewer workgroups leave the GPU idle), rows a power of
- * two dividing the group's rows. */
-static uint32_t mvq8i_variant(const vk_backend *vb, const halo_tensor *w, const vk_mm_args *m,
-                              uint32_t rel, uint32_t *rows) {
-    uint32_t groups = m->groups ? m->groups : 1, per_group = m->N / groups;
-    uint32_t v = vb->mvq8i > 0 ? (uint32_t)vb->mvq8i & 63u : 0;
-    uint32_t rw = vb->mvq8i > 0 ? (uint32_t)vb->mvq8i >> 8 : 0;
-    if (!v) v = m->N <= 1024 && w->ne[0] > 1024 ? 1 | 32 : 2;
-    uint32_t r = v & 7u, ss = vb->subgroup_size ? vb->subgroup_size : 32;
-    if ((v & 16u) && (w->ne[0] / 32 % ss || rel % 16 || ss > 128)) v &= ~16u;
-    if (!rw) {
-        rw = 1;
-        while (rw * 2 <= m->N / 1024 && rw < 64)
-            rw *= 2;
-        uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32, nsg = s >= 128 ? 1 : 128 / s;
-        if (v & 32u) nsg = 1; /* WIDE: the workgroup is one lane group */
-        if (rw < r * nsg) rw = r * nsg; /* a row group for every lane group */
-    }
-    while (rw > 1 && (groups > 1 ? per_group % rw : 0))
-        rw /= 2;
-    while (r > 1 && rw % r)
-        r /= 2;
-    *rows = rw;
-    return r | (v & 56u);
-}
-
 /* Whether matvec_moe.comp takes a projection matvec.comp would: IQ2_XXS or Q2_K (the routed
  * experts), ungrouped. HALO_VK_MVMOE=0, or HALO_VK_MATVEC_ROWS (tests of matvec.comp's
  * variants), keeps matvec.comp; HALO_VK_MVMOE=N walks N rows a workgroup (8). */
@@ -371,7 +291,6 @@ static vk_kernel mm_kernel(const vk_backend *vb, const halo_tensor *w, const vk_
         w->ne[0] % 32 == 0)
         return VK_K_MATMUL_Q8;
     if (!mv) return VK_K_MATMUL;
-    if (use_mvq8i(vb, w, m)) return VK_K_MATVEC_Q8I;
     if (use_mvmoe(vb, w, m)) return VK_K_MATVEC_MOE;
     *q8v = mvq8_variant(vb, w, m);
     return *q8v > 0 ? VK_K_MATVEC_Q8 : VK_K_MATVEC;
@@ -415,7 +334,7 @@ bool vk_mm_rope_fits(vk_backend *vb, const halo_tensor *w, const vk_mm_args *m) 
         m->rope_hd % 8 || m->rope_nrot % 8 || m->rope_nrot > m->rope_hd || w->ne[0] % 8)
         return false;
     vk_kernel k = mm_kernel(vb, w, m, &q8v);
-    if (k != VK_K_MATVEC && k != VK_K_MATVEC_Q8 && k != VK_K_MATVEC_Q8I) return false;
+    if (k != VK_K_MATVEC && k != VK_K_MATVEC_Q8) return false;
     uint32_t xr = 0; /* 16-byte loads of x, pairs never split across two */
     return rel_f32(vb, m->x, &xr) && (xr + m->x_off) % 4 == 0 && m->x_col_stride % 4 == 0;
 }
@@ -504,19 +423,6 @@ void vk_mm(vk_backend *vb, const char *op, const halo_tensor *w, const vk_mm_arg
         /* even: the shader's R = 2; R = 4 (HALO_VK_MOE_R) takes twice the rows so that as
          * many subgroups have work */
         pc.rows_per_wg = vb->mvmoe * (vb->moe_r / 2);
-    } else if (kern == VK_K_MATVEC_Q8I && bd[0].rel % 4 == 0) {
-        /* a column per workgroup row (a decode step has one), its x quantized once there */
-        pc.col_tile = 1;
-        uint32_t v = mvq8i_variant(vb, w, m, bd[0].rel, &rw);
-        pc.rows_per_wg = rw;
-        pipe = vk_typed_pipeline(vb, kern, v | mode);
-    } else if (kern == VK_K_MATVEC_Q8I) {
-        /* a view off a word (never seen: file tensors are aligned): matvec.comp, which takes
-         * every fold too */
-        kern = VK_K_MATVEC;
-        pc.col_tile = VK_MATVEC_COLS;
-        uint32_t s = vb->subgroup_size ? vb->subgroup_size : 32;
-        pc.rows_per_wg = s >= 128 ? 1 : 128 / s;
     } else if (kern == VK_K_MATVEC_Q8 && (rw = mvq8s_rows(vb, w, m, bd[0].rel)) > 0) {
         kern = VK_K_MATVEC_Q8S;
         pc.col_tile = VK_MATVEC_COLS;

@@ -97,9 +97,6 @@ static const uint32_t spv_copy[] =
 static const uint32_t spv_moeq[] =
 #include "moeq.spv.h"
     ;
-static const uint32_t spv_matvec_q8i[] =
-#include "matvec_q8i.spv.h"
-    ;
 static const uint32_t spv_attn_part[] =
 #include "attn_part.spv.h"
     ;
@@ -139,7 +136,6 @@ static const struct {
     S(VK_K_MATVEC_Q8S, spv_matvec_q8s),
     S(VK_K_COPY, spv_copy),
     S(VK_K_MOEQ, spv_moeq),
-    S(VK_K_MATVEC_Q8I, spv_matvec_q8i),
     S(VK_K_TOPK_SCORE_ROW, spv_topk_score_row),
     S(VK_K_MOE_BUCKET, spv_moe_bucket),
     S(VK_K_MOE_MM, spv_moe_mm),
@@ -177,7 +173,7 @@ static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo 
 static bool is_typed(int k) {
     return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_MATVEC || k == VK_K_HC_MIX ||
            k == VK_K_MATVEC_WIDE || k == VK_K_MATVEC_Q8 || k == VK_K_MATVEC_MOE ||
-           k == VK_K_MOE_DEC || k == VK_K_MATVEC_Q8S || k == VK_K_MOEQ || k == VK_K_MATVEC_Q8I ||
+           k == VK_K_MOE_DEC || k == VK_K_MATVEC_Q8S || k == VK_K_MOEQ ||
            k == VK_K_MOE_MM || k == VK_K_ATTN_PART; /* attn_part: by heads a workgroup */
 }
 

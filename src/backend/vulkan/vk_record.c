@@ -399,7 +399,7 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
         for (uint32_t t = 0; t < VK_TYPED_KEYS && pipe != vb->pipes[k]; t++)
             if (vb->typed[k][t] == pipe) type = t % VK_KEY_NORM;
         /* specialised by variant, not type */
-        if (k == VK_K_MATVEC_Q8 || k == VK_K_MATVEC_Q8S || k == VK_K_MATVEC_Q8I)
+        if (k == VK_K_MATVEC_Q8 || k == VK_K_MATVEC_Q8S)
             type = HALO_TYPE_Q8_0;
         if (k == VK_K_ATTN_PART) type = 64; /* by heads a workgroup, not a type */
         vk_profile_stamp(vb, op, vk_kernel_name(k), type);

@@ -1,5 +1,5 @@
 // ggml's quantize_row_q8_0 steps, correctly rounded on any Vulkan implementation (shared by
-// quant_q8.comp and matvec_q8i.comp). A Vulkan implementation may divide approximately (NVIDIA's
+// quant_q8.comp). A Vulkan implementation may divide approximately (NVIDIA's
 // driver computes a / b as a times an approximate 1 / b, within the 2.5 ulp the spec allows: on
 // the H200 some q came out one step off ggml's, 1.8e-4 of the output's range), and the float
 // corrections tried failed somewhere: one fma step where fma is not fused (lavapipe: ~1 block in

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Session 11 final call B (the same machine, right after FA.sh, which left build-vk-dev and the
 # 24-layer GGUF; rebuilt and rewritten when the machine was not kept): halo Vulkan against
-# llama.cpp v0.5.0 Vulkan on that file: pp512, pp2048, tg64 at depth 0 (bench/vulkan/run.sh),
-# then tg64 at depth 24,576 (s10/F3.sh), then halo's ablations: pp512 with HALO_VK_MMQ8T=0 and
-# with HALO_VK_MOE_MM=0, tg64 at depth 24,576 with HALO_VK_ATTN_SPLIT=0 (the fill again).
+# llama.cpp v0.5.0 Vulkan on that file: pp512, pp2048, tg64 at depth 0 (bench/vulkan/run.sh);
+# with ABLATE=1 then halo's ablations: pp512 with HALO_VK_MMQ8T=0 and with HALO_VK_MOE_MM=0,
+# tg64 at depth 24,576 with HALO_VK_ATTN_SPLIT=0 (the fill again).
 # Carry .carry/vulkan and .carry/llvk with bench/cuda/s7/slim.sh bench.
 set -u; out=${OUT:-/tmp/halo-out}; W=/tmp/fb; rm -rf $W; mkdir -p $W $out
 t0=$(date +%s); el() { echo "[+$(( $(date +%s) - t0 ))s] $*"; }
@@ -24,7 +24,7 @@ xz -dc .carry/llvk/llama-bench.xz > /tmp/llama-bench-vk && chmod +x /tmp/llama-b
 LLAMA_BENCH=/tmp/llama-bench-vk DEPTH=0 PROMPTS=512,2048 REPS=2 ROUNDS=1 OUT=$W/vk \
   timeout 200 bash bench/vulkan/run.sh $m > $W/vk-bench.log 2>&1
 echo "vk bench rc=$?"; grep -E "^\||round|rror|ggml_vulkan: 0" $W/vk-bench.log $W/vk/llamacpp-vulkan.err 2>/dev/null | tail -16; el "depth-0 bench"; save
-LL_S=100 HALO_S=150 bash bench/vulkan/s10/F3.sh > $W/f3.log 2>&1; tail -6 $W/f3.log; el "depth 24,576"; save
+[ -n "${ABLATE:-}" ] || exit 0
 h=build-vk-dev/src/cli/halo
 for v in HALO_VK_MMQ8T=0 HALO_VK_MOE_MM=0; do
   timeout 60 env $v $h bench -m $m --backend vulkan -p 512 -n 0 -r 2 -o csv > $W/abl-$v.csv 2> $W/abl-$v.err

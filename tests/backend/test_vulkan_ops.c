@@ -659,7 +659,8 @@ static void attention_decode_case(const char *what, int32_t pos, int64_t win_pos
     free(q), free(win), free(comp), free(sinks), free(sel);
 }
 
-/* Attention through each HALO_VK_ATTN_SPLIT setting: the default (chunks by row count), 0
+/* Attention through each HALO_VK_ATTN_SPLIT setting: the default (chunks by row count, from 256
+ * candidate rows: the depth-24,576 cases; attention.comp below), 0
  * (attention.comp, the old path for decode too), and forced chunk counts and heads a
  * workgroup: 16 chunks (position 5's six rows leave ten empty), one chunk of 640 rows (five
  * blocks of candidates), 7 chunks (partial four-row steps), 64 chunks of one head. */

@@ -22,6 +22,11 @@ enum { VK_ATTN_SPLIT_TOK = 4 };
  * head groups = 128 workgroups of 10 four-row steps, against 64 of 160); the combine reads
  * n_split partials of head_dim floats per head, so more chunks cost more traffic there. */
 enum { VK_ATTN_ROWS_PER_CHUNK = 40, VK_ATTN_MAX_AUTO = 16, VK_ATTN_MAX_SPLIT = 256 };
+/* Auto takes the split only from this many candidate rows: at a few dozen (tg64 from depth 0)
+ * 8 heads a workgroup made each workgroup's chain ~4x attention.comp's, and the 24-layer tg64
+ * fell from 112.5 to 85.0 tok/s on the H200 (session 11 final call B); at depth 24,576 (320
+ * and 640 rows) the split won, 8 layers tg32 224 -> 276 (call 4). */
+enum { VK_ATTN_SPLIT_MIN_ROWS = 256 };
 
 typedef struct part_pc {
     uint32_t hd, n_head, n_win, sliding_window, n_comp, ratio, k_sel, has_comp;
@@ -74,6 +79,7 @@ bool vk_attn_split(vk_backend *vb, const halo_attn_args *a) {
         uint64_t r = token_rows(a, a->pos[t]);
         if (r > rows) rows = r;
     }
+    if (vb->attn_split < 0 && rows < VK_ATTN_SPLIT_MIN_ROWS) return false;
     uint32_t n_split =
         vb->attn_split > 0 ? (uint32_t)vb->attn_split
         : rows > (uint64_t)VK_ATTN_ROWS_PER_CHUNK * VK_ATTN_MAX_AUTO

@@ -616,31 +616,38 @@ static void attention_window_and_compressed_rows_on(const char *cfg) {
     free(q), free(win), free(comp), free(sinks);
 }
 
-/* One decode token (vk_attn_split.c's split-K path) at depth-24,576 shapes and at position 5,
- * where most chunks are empty. n_win window rows from win_pos0 (sliding window 128), n_comp
- * compressed rows of `ratio`, k_sel selected (0: all visible), sinks of type st. */
-static void attention_decode_case(const char *what, int32_t pos, int64_t win_pos0, int n_win,
-                                  int n_comp, uint32_t ratio, int k_sel, uint32_t st) {
-    enum { HD = 512, H = 64 };
-    float *q = rnd((int64_t)HD * H, 1.0f), *win = rnd((int64_t)HD * n_win, 1.0f);
+/* Decode tokens (vk_attn_split.c's split-K path): n_tok tokens at pos, pos + 1, ... with H heads
+ * of HD, n_win window rows from win_pos0 (sliding window 128), n_comp compressed rows of
+ * `ratio`, k_sel selected a token (0: all visible), sinks of type st. */
+typedef struct attn_shape {
+    int hd, h, n_tok;
+} attn_shape;
+
+static void attention_decode_case(const char *what, attn_shape sh, int32_t pos, int64_t win_pos0,
+                                  int n_win, int n_comp, uint32_t ratio, int k_sel, uint32_t st) {
+    int HD = sh.hd, H = sh.h, T = sh.n_tok, ks = k_sel ? k_sel : 1;
+    float *q = rnd((int64_t)HD * H * T, 1.0f), *win = rnd((int64_t)HD * n_win, 1.0f);
     float *comp = rnd((int64_t)HD * n_comp, 1.0f), *sinks = rnd(H, 1.0f);
-    uint16_t sh[H];
-    halo_quant_quantize_row(HALO_TYPE_F16, sinks, sh, H, NULL);
-    int32_t *sel = malloc((size_t)(k_sel ? k_sel : 1) * sizeof *sel);
-    int visible = (pos + 1) / (int)ratio;
-    for (int i = 0; i < k_sel; i++) { /* -1 (too few rows for the indexer), some invisible */
-        seed = seed * 1103515245u + 12345u;
-        sel[i] = visible + i % 3;
-        if (visible > 0 && i % 13) sel[i] = (int32_t)((seed >> 8) % (uint32_t)visible);
-        if (i % 9 == 4) sel[i] = -1;
+    uint16_t *s16 = malloc((size_t)H * sizeof *s16);
+    halo_quant_quantize_row(HALO_TYPE_F16, sinks, s16, H, NULL);
+    int32_t *sel = malloc((size_t)(ks * T) * sizeof *sel), tpos[4];
+    for (int t = 0; t < T; t++) {
+        tpos[t] = pos + t;
+        int visible = (tpos[t] + 1) / (int)ratio;
+        for (int i = 0; i < k_sel; i++) { /* -1 (too few rows for the indexer), some invisible */
+            int32_t *e = &sel[t * k_sel + i];
+            seed = seed * 1103515245u + 12345u;
+            *e = visible + i % 3;
+            if (visible > 0 && i % 13) *e = (int32_t)((seed >> 8) % (uint32_t)visible);
+            if (i % 9 == 4) *e = -1;
+        }
     }
-    both bq = make(HALO_TYPE_F32, HD, H, 1, q), bw = make(HALO_TYPE_F32, HD, n_win, 1, win);
+    both bq = make(HALO_TYPE_F32, HD, H, T, q), bw = make(HALO_TYPE_F32, HD, n_win, 1, win);
     both bc = make(HALO_TYPE_F32, HD, n_comp, 1, comp);
-    both bs = make(st, H, 1, 1, st == HALO_TYPE_F16 ? (void *)sh : (void *)sinks);
-    both bsel = make(HALO_TYPE_I32, k_sel ? k_sel : 1, 1, 1, sel);
-    both out = make(HALO_TYPE_F32, HD, H, 1, NULL);
+    both bs = make(st, H, 1, 1, st == HALO_TYPE_F16 ? (void *)s16 : (void *)sinks);
+    both bsel = make(HALO_TYPE_I32, ks, T, 1, sel), out = make(HALO_TYPE_F32, HD, H, T, NULL);
     halo_attn_args a = {.q = &bq.c,
-                        .pos = &pos,
+                        .pos = tpos,
                         .window = &bw.c,
                         .win_pos0 = win_pos0,
                         .sliding_window = 128,
@@ -648,7 +655,7 @@ static void attention_decode_case(const char *what, int32_t pos, int64_t win_pos
                         .ratio = ratio,
                         .select = k_sel ? &bsel.c : NULL,
                         .sinks = &bs.c,
-                        .scale = 1.0f / sqrtf(HD),
+                        .scale = 1.0f / sqrtf((float)HD),
                         .out = &out.c};
     cpu->ops->attention(cpu, &a);
     a.q = &bq.v, a.window = &bw.v, a.comp = &bc.v, a.select = k_sel ? &bsel.v : NULL;
@@ -656,7 +663,7 @@ static void attention_decode_case(const char *what, int32_t pos, int64_t win_pos
     vk->ops->attention(vk, &a);
     expect_close(what, &out, 1e-4);
     drop(&bq), drop(&bw), drop(&bc), drop(&bs), drop(&bsel), drop(&out);
-    free(q), free(win), free(comp), free(sinks), free(sel);
+    free(q), free(win), free(comp), free(sinks), free(s16), free(sel);
 }
 
 /* Attention through each HALO_VK_ATTN_SPLIT setting: the default (chunks by row count, from 256
@@ -674,14 +681,17 @@ static void attention_window_and_compressed_rows(void) {
         const char *const vars[] = {var, NULL};
         vk = vk_env(vars);
         attention_window_and_compressed_rows_on(cfgs[c]);
+        attn_shape flash = {512, 64, 1}, small = {96, 6, 3};
         snprintf(what, sizeof what, "attn 1 tok r4 512/6144 + 128 [split %s]", cfgs[c]);
-        attention_decode_case(what, 24575, 24448, 128, 6144, 4, 512, HALO_TYPE_F32);
+        attention_decode_case(what, flash, 24575, 24448, 128, 6144, 4, 512, HALO_TYPE_F32);
         snprintf(what, sizeof what, "attn 1 tok r128 192 + 128, f16 sink [split %s]", cfgs[c]);
-        attention_decode_case(what, 24575, 24448, 128, 192, 128, 0, HALO_TYPE_F16);
+        attention_decode_case(what, flash, 24575, 24448, 128, 192, 128, 0, HALO_TYPE_F16);
         snprintf(what, sizeof what, "attn 1 tok pos 5 r128 6 + 0 [split %s]", cfgs[c]);
-        attention_decode_case(what, 5, 0, 6, 4, 128, 0, HALO_TYPE_F32);
+        attention_decode_case(what, flash, 5, 0, 6, 4, 128, 0, HALO_TYPE_F32);
         snprintf(what, sizeof what, "attn 1 tok pos 5 r4 6 + 1 of 512 [split %s]", cfgs[c]);
-        attention_decode_case(what, 5, 0, 6, 4, 4, 512, HALO_TYPE_F32);
+        attention_decode_case(what, flash, 5, 0, 6, 4, 4, 512, HALO_TYPE_F32);
+        snprintf(what, sizeof what, "attn 3 tok 6 x 96 r4 64/300 [split %s]", cfgs[c]);
+        attention_decode_case(what, small, 1100, 980, 128, 300, 4, 64, HALO_TYPE_F32);
         vk->ops->destroy(vk);
     }
     vk = keep;

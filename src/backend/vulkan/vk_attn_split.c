@@ -80,12 +80,10 @@ bool vk_attn_split(vk_backend *vb, const halo_attn_args *a) {
         if (r > rows) rows = r;
     }
     if (vb->attn_split < 0 && rows < VK_ATTN_SPLIT_MIN_ROWS) return false;
-    uint32_t n_split =
-        vb->attn_split > 0 ? (uint32_t)vb->attn_split
-        : rows > (uint64_t)VK_ATTN_ROWS_PER_CHUNK * VK_ATTN_MAX_AUTO
-            ? VK_ATTN_MAX_AUTO
-            : (uint32_t)((rows + VK_ATTN_ROWS_PER_CHUNK - 1) / VK_ATTN_ROWS_PER_CHUNK);
-    if (n_split == 0) n_split = 1;
+    uint64_t chunks = (rows + VK_ATTN_ROWS_PER_CHUNK - 1) / VK_ATTN_ROWS_PER_CHUNK;
+    uint32_t n_split = chunks < VK_ATTN_MAX_AUTO ? (uint32_t)chunks : VK_ATTN_MAX_AUTO;
+    if (vb->attn_split > 0) n_split = (uint32_t)vb->attn_split;
+    if (n_split == 0) n_split = 1; /* no rows: the sink alone */
     uint32_t g = vb->attn_heads;
     while (g > 1 && g / 2 >= n_head) /* no more heads a group than there are */
         g /= 2;

@@ -794,8 +794,8 @@ static void indexer_topk_selects_the_same_rows(void) {
         printf("  %-44s %d/3 tokens select the same rows (%s)\n", "topk of 1500", same, how);
         CHECK_INT(same, 3);
         same = topk_case(6144, 1, pos1, 1000);
-        printf("  %-44s %d/1 tokens select the same rows (%s)\n", "topk of 6144, ties at the boundary",
-               same, how);
+        printf("  %-44s %d/1 tokens select the same rows (%s)\n",
+               "topk of 6144, ties at the boundary", same, how);
         CHECK_INT(same, 1);
     }
     vk = keep;

@@ -167,7 +167,8 @@ static void mm_q8(vk_backend *vb, const char *op, const halo_tensor *w, const vk
      * input group) x 32 columns; matmul_q8.comp otherwise, a subgroup per row and column. */
     bool tiled = vb->mm_q8t && n_cols >= 8 && (m->N / groups) % 64 == 0 && m->N / 64 <= 65535;
     uint32_t wgs = (m->N + pc.rows_per_wg - 1) / pc.rows_per_wg;
-    uint32_t gx = tiled ? m->N / 64 : wgs < 32768 ? wgs : 32768, gz = tiled ? 1 : (wgs + gx - 1) / gx;
+    uint32_t gx = tiled ? m->N / 64 : wgs < 32768 ? wgs : 32768;
+    uint32_t gz = tiled ? 1 : (wgs + gx - 1) / gx;
     double per_col = (double)m->N * K;
     uint32_t per = vk_chunk(vb, per_col, n_cols, tiled ? 32 : 1);
     for (uint32_t c0 = 0; c0 < n_cols; c0 += per) {

@@ -217,7 +217,7 @@ static void swiglu(vk_backend *vb, vk_binding g, vk_binding u, uint32_t n, float
                 1);
 }
 
-/* out = Σ_k wts · yr (the token's routed outputs) + ys (the shared expert's, when there is one). */
+/* out = Σ_k wts · yr (the token's routed outputs) + ys (the shared expert's, if there is one). */
 static void moe_sum(vk_backend *vb, const halo_moe_args *a, vk_binding yr, vk_binding ys,
                     vk_binding wts, uint32_t n_tok, uint32_t n_embd, uint32_t k) {
     vk_binding s[5] = {{0}, yr, a->gate_sh ? ys : yr, wts, vk_bind_tensor(a->out)};

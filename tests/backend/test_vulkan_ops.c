@@ -941,35 +941,6 @@ static void moe_q2_mix_matches_the_cpu(void) {
              HALO_TYPE_Q2_K);
 }
 
-/* HALO_VK_MOE_DEC=N (off by default): moe_dec.comp takes the routed experts of a few tokens
- * (gate/up with the SwiGLU in one dispatch, down with the weighted sum in another: one dispatch
- * fewer than matvec_moe.comp's path, which the count shows ran), against the CPU; with 512
- * workgroups a dispatch and with 3 (each subgroup then walks many rows and pairs, its next
- * step's loads ahead of each); with 0 the old path. */
-static void moe_dec_matches_the_cpu(void) {
-    static const char *const off[] = {"HALO_VK_MOE_DEC=0", NULL};
-    static const char *const on[] = {"HALO_VK_MOE_DEC=512", NULL};
-    static const char *const few[] = {"HALO_VK_MOE_DEC=3", NULL};
-    halo_backend *bes[3] = {vk_env(off), vk_env(on), vk_env(few)};
-    static const char *const names[3] = {"moe_dec=0 (matvec_moe)", "moe_dec=512", "moe_dec=3"};
-    uint64_t nd[3] = {0};
-    halo_backend *keep = vk;
-    for (int c = 0; c < 3; c++) {
-        vk = bes[c];
-        char what[80];
-        snprintf(what, sizeof what, "moe %s iq2_xxs/q2_K", names[c]);
-        uint64_t d0 = halo_backend_vulkan_dispatches(vk);
-        moe_case(what, 8, 2048, 6, true, HALO_TYPE_IQ2_XXS, HALO_TYPE_Q2_K);
-        nd[c] = halo_backend_vulkan_dispatches(vk) - d0;
-        printf("  %-44s %llu dispatches\n", names[c], (unsigned long long)nd[c]);
-    }
-    vk = keep;
-    CHECK_INT(nd[1] + 1, nd[0]);
-    CHECK_INT(nd[2], nd[1]);
-    for (int c = 0; c < 3; c++)
-        bes[c]->ops->destroy(bes[c]);
-}
-
 static void an_unsupported_weight_type_is_an_error_at_sync(void) {
     enum { K = 256, N = 4 };
     void *w = calloc(1, 110 * N);
@@ -1062,7 +1033,6 @@ int main(void) {
     RUN_SOME(matmul_multi_matches_norm_then_matmul);
     RUN_SOME(moe_routes_and_mixes_like_the_cpu);
     RUN_SOME(moe_fusions_match_the_cpu);
-    RUN_SOME(moe_dec_matches_the_cpu);
     vk->ops->destroy(vk);
     /* The decode shaders' other variants: weight bytes by conversion instructions
      * (HALO_VK_CVT=0; the default puts them under a float's exponent, cvt.glsl) in
@@ -1090,12 +1060,6 @@ int main(void) {
         RUN_SOME(moe_q2_mix_matches_the_cpu); /* the fused down (SwiGLU, sum) included */
         vk->ops->destroy(vk);
     }
-    /* moe_dec.comp with the conversions (its default run is in moe_dec_matches_the_cpu) */
-    static const char *const dec_cvt0[] = {"HALO_VK_CVT=0", "HALO_VK_MOE_DEC=512", NULL};
-    vk = vk_env(dec_cvt0);
-    printf("cvt=0 moe_dec=512:\n");
-    RUN_SOME(moe_q2_mix_matches_the_cpu);
-    vk->ops->destroy(vk);
     vk = wide;
     vk->ops->destroy(vk);
     vk_off->ops->destroy(vk_off);

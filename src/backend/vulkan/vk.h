@@ -136,7 +136,6 @@ typedef enum vk_kernel {
     VK_K_MATVEC_Q8,   /* Q8_0 decode: several rows per lane group (specialised by variant) */
     VK_K_MATVEC_MOE,  /* IQ2_XXS / Q2_K (routed experts): a sub-block per lane, rows per WG */
     VK_K_NORM_ROPE,   /* a deferred per-head norm and the rope after it, in one dispatch */
-    VK_K_MOE_DEC,     /* one token's routed experts: gate/up + SwiGLU, down + sum (vk_moe_dec.c) */
     VK_K_MATVEC_Q8S,  /* Q8_0 decode staged by 16-byte loads (specialised by rows a WG) */
     VK_K_COPY,        /* gathered buffer copies as a dispatch (vk_copy_flush) */
     VK_K_MOEQ,        /* fast mode: one token's routed experts on int8 activations (vk_moeq.c) */
@@ -273,8 +272,6 @@ typedef struct vk_backend {
     uint32_t fuse_moe;    /* HALO_VK_FUSE_MOE: 2 (default) SwiGLU folded into the down
                            * projections' loads and the weighted sum into the routed down; 1
                            * the SwiGLU only; 0 neither (their own dispatches) */
-    uint32_t moe_dec;     /* moe_dec.comp's workgroups a dispatch (HALO_VK_MOE_DEC=N; 0: off,
-                           * matvec_moe.comp takes the routed experts; vk_moe_dec.c) */
     bool moeq;            /* HALO_VK_MOEQ: fast mode's routed experts of a decode token by
                            * moeq.comp (int8 activations; vk_moeq.c); 0: matvec_moe.comp */
     uint32_t moeq_rows_gu, moeq_rows_dn; /* HALO_VK_MOEQ_ROWS=GU:DN: rows a workgroup */
@@ -602,23 +599,9 @@ void vk_pool(halo_backend *be, const halo_pool_args *a);
 void vk_topk(halo_backend *be, const halo_topk_args *a);
 void vk_moe(halo_backend *be, const halo_moe_args *a);
 
-/* vk_moe_dec.c: one decode token's routed experts by moe_dec.comp, two dispatches. Whether it
- * takes this call (n_tok tokens); gate/up with SwiGLU into h (pairs x n_ff); down with the
- * weighted sum (+ ys when its buffer is given) into out. */
-/* Off by default (HALO_VK_MOE_DEC=N turns it on, N workgroups a dispatch): on the H200 (request
- * vk-moe-1, bench_vk_matvec, one cold MoE call) it took 172 us against matvec_moe.comp's 144
- * (gate/up 108 us against 2 x 42, down with the sum 42.5 against 47.4). Reworked since (gate/up
- * keeps half the pieces live), the 24-layer step in session 9's final call: tg64 73.03 (512) and
- * 74.10 (1024) against the defaults' 74.54 / 76.25 (bench/vulkan/RESULTS.md): still off. */
-enum { VK_MOE_DEC_WGS = 0 };
-bool vk_moe_dec_fits(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x);
-void vk_moe_dec_gu(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding x,
-                   vk_binding sel, vk_binding h);
-void vk_moe_dec_dn(vk_backend *vb, const halo_moe_args *a, uint32_t n_tok, vk_binding h,
-                   vk_binding sel, vk_binding wts, vk_binding ys, vk_binding out);
-
-/* vk_moeq.c: fast mode's routed experts of a decode token on int8 activations (moeq.comp), the
- * same two dispatches as vk_moe_dec.c's and the same arguments. vk_moeq_init reads
+/* vk_moeq.c: fast mode's routed experts of a decode token on int8 activations (moeq.comp) in two
+ * dispatches: gate/up with the SwiGLU into h (pairs x n_ff); down with the weighted sum (+ ys
+ * when its buffer is given) into out. vk_moeq_init reads
  * HALO_VK_MOEQ (default VK_MOEQ_DEFAULT), HALO_VK_MOEQ_VAR and HALO_VK_MOEQ_ROWS. On by default
  * (H200 requests moeq-1 and -3: one cold MoE call 71-72 us against 144-145, tg64 at 24 layers
  * 114.2 against 93.1); no variant was faster than 0 (bench/vulkan/RESULTS.md, session 10). */

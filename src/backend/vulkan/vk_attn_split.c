@@ -29,9 +29,7 @@ enum { VK_ATTN_ROWS_PER_CHUNK = 40, VK_ATTN_MAX_AUTO = 16, VK_ATTN_MAX_SPLIT = 2
 enum { VK_ATTN_SPLIT_MIN_ROWS = 256 };
 
 typedef struct part_pc {
-    uint32_t hd, n_head, n_win, sliding_window, n_comp, ratio, k_sel, has_comp;
-    int32_t win_pos0;
-    float scale;
+    vk_attn_shape s;
     uint32_t q_off, win_off, comp_off, sel_off, pos_off, acc_off, ml_off, n_split;
 } part_pc;
 
@@ -113,16 +111,7 @@ bool vk_attn_split(vk_backend *vb, const halo_attn_args *a) {
                 n_comp);
         return true;
     }
-    part_pc pc = {hd,
-                  n_head,
-                  (uint32_t)a->window->ne[1],
-                  a->sliding_window,
-                  n_comp,
-                  a->ratio ? a->ratio : 1,
-                  a->select ? (uint32_t)a->select->ne[0] : 0,
-                  a->comp != NULL,
-                  (int32_t)a->win_pos0,
-                  a->scale,
+    part_pc pc = {vk_attn_shape_of(a),
                   bd[1].rel / 4,
                   bd[2].rel / 4,
                   bd[3].rel / 4,

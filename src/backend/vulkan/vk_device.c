@@ -449,8 +449,6 @@ halo_status halo_backend_vulkan_create_mode(int device, halo_vk_mode mode, halo_
     const char *pre = getenv("HALO_VK_MOE_PRE");
     vb->moe_pre = !(pre && !strcmp(pre, "0"));
     vb->fuse_moe = getenv("HALO_VK_FUSE_MOE") ? (uint32_t)atoi(getenv("HALO_VK_FUSE_MOE")) : 2;
-    const char *md = getenv("HALO_VK_MOE_DEC");
-    vb->moe_dec = md ? (uint32_t)atoi(md) : VK_MOE_DEC_WGS;
     vk_moeq_init(vb);
     vk_attn_split_init(vb);
     const char *defer = getenv("HALO_VK_DEFER_NORM");

@@ -39,7 +39,6 @@ static const uint32_t writes[VK_K_COUNT] = {
     [VK_K_MATVEC_Q8] = 1u << 2,
     [VK_K_MATVEC_MOE] = 1u << 2,
     [VK_K_NORM_ROPE] = 1u << 1,
-    [VK_K_MOE_DEC] = 1u << 2,
     [VK_K_MATVEC_Q8S] = 1u << 2,
     [VK_K_COPY] = 1u << 2,
     [VK_K_MOEQ] = 1u << 2,

@@ -49,6 +49,14 @@ uint64_t vk_take(uint64_t *cursor, uint64_t bytes);
  * converted into scratch at scratch_off (vk_f32_bytes of room, reserved by the caller). */
 vk_binding vk_as_f32(vk_backend *vb, const char *op, const halo_tensor *t, uint64_t scratch_off);
 uint64_t vk_f32_bytes(const halo_tensor *t);
+/* The shape of an attention call, the first fields of attention.comp's and attn_part.comp's
+ * push constants (the offsets that follow differ). */
+typedef struct vk_attn_shape {
+    uint32_t hd, n_head, n_win, sliding_window, n_comp, ratio, k_sel, has_comp;
+    int32_t win_pos0;
+    float scale;
+} vk_attn_shape;
+vk_attn_shape vk_attn_shape_of(const halo_attn_args *a);
 /* cos/sin table [n][n_rot/2][2] for positions pos (caller frees). */
 float *vk_rope_table(const halo_rope *rope, const float *pos, uint32_t n);
 

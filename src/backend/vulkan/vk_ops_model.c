@@ -9,10 +9,21 @@ static vk_binding opt(const halo_tensor *t) {
     return t ? vk_bind_tensor(t) : (vk_binding){0};
 }
 
+vk_attn_shape vk_attn_shape_of(const halo_attn_args *a) {
+    return (vk_attn_shape){(uint32_t)a->q->ne[0],
+                           (uint32_t)a->q->ne[1],
+                           (uint32_t)a->window->ne[1],
+                           a->sliding_window,
+                           a->comp ? (uint32_t)a->comp->ne[1] : 0,
+                           a->ratio ? a->ratio : 1,
+                           a->select ? (uint32_t)a->select->ne[0] : 0,
+                           a->comp != NULL,
+                           (int32_t)a->win_pos0,
+                           a->scale};
+}
+
 typedef struct attn_pc {
-    uint32_t hd, n_head, n_win, sliding_window, n_comp, ratio, k_sel, has_comp;
-    int32_t win_pos0;
-    float scale;
+    vk_attn_shape s;
     uint32_t q_off, win_off, comp_off, sel_off, sinks_off, pos_off, out_off;
 } attn_pc;
 
@@ -41,26 +52,11 @@ void vk_attention(halo_backend *be, const halo_attn_args *a) {
                        vk_bind_tensor(a->out)};
     vk_bound bd[8] = {{0}};
     if (!vk_resolve(vb, "attention", b, 8, bd)) return;
-    attn_pc pc = {hd,
-                  n_head,
-                  (uint32_t)a->window->ne[1],
-                  a->sliding_window,
-                  a->comp ? (uint32_t)a->comp->ne[1] : 0,
-                  a->ratio ? a->ratio : 1,
-                  a->select ? (uint32_t)a->select->ne[0] : 0,
-                  a->comp != NULL,
-                  (int32_t)a->win_pos0,
-                  a->scale,
-                  bd[1].rel / 4,
-                  bd[2].rel / 4,
-                  bd[3].rel / 4,
-                  bd[4].rel / 4,
-                  bd[5].rel / 4,
-                  bd[6].rel / 4,
-                  bd[7].rel / 4};
+    attn_pc pc = {vk_attn_shape_of(a), bd[1].rel / 4, bd[2].rel / 4, bd[3].rel / 4,
+                  bd[4].rel / 4,        bd[5].rel / 4, bd[6].rel / 4, bd[7].rel / 4};
     /* Tokens in chunks (vk_submit.c); each (head, token) is one workgroup either way. A token
      * reads at most its window and its compressed (or selected) rows. */
-    double rows = (double)pc.n_win + (pc.k_sel ? pc.k_sel : pc.n_comp);
+    double rows = (double)pc.s.n_win + (pc.s.k_sel ? pc.s.k_sel : pc.s.n_comp);
     double per_tok = rows * n_head * hd * 2;
     uint32_t per = vk_chunk(vb, per_tok, n_tok, 1);
     for (uint32_t t0 = 0; t0 < n_tok; t0 += per) {
@@ -68,7 +64,7 @@ void vk_attention(halo_backend *be, const halo_attn_args *a) {
         attn_pc cp = pc;
         cp.q_off += t0 * n_head * hd;
         cp.out_off += t0 * n_head * hd;
-        cp.sel_off += t0 * pc.k_sel;
+        cp.sel_off += t0 * pc.s.k_sel;
         cp.pos_off += t0;
         vk_note_work(vb, per_tok * n);
         if (!vk_dispatch(vb, VK_K_ATTENTION, "attention", b, 8, NULL, &cp, sizeof cp, n_head, n, 1))
@@ -375,15 +371,6 @@ void vk_moe(halo_backend *be, const halo_moe_args *a) {
         if (a->gate_sh && !sh_fused) vk_mm(vb, "moe", a->down_sh, &sd);
         vk_moeq_dn(vb, a, n_tok, g, sel, wts, a->gate_sh ? ys : (vk_binding){0},
                    vk_bind_tensor(a->out));
-        return;
-    }
-    /* One decode token (HALO_VK_MOE_DEC, vk_moe_dec.c): gate/up with the SwiGLU into g, then
-     * down with the weighted sum: 6 dispatches and 4 barriers. */
-    if (vk_moe_dec_fits(vb, a, n_tok, x)) {
-        vk_moe_dec_gu(vb, a, n_tok, x, sel, g);
-        if (a->gate_sh && !sh_fused) vk_mm(vb, "moe", a->down_sh, &sd);
-        vk_moe_dec_dn(vb, a, n_tok, g, sel, wts, a->gate_sh ? ys : (vk_binding){0},
-                      vk_bind_tensor(a->out));
         return;
     }
     if (grouped) {

@@ -85,9 +85,6 @@ static const uint32_t spv_matvec_moe[] =
 static const uint32_t spv_norm_rope[] =
 #include "norm_rope.spv.h"
     ;
-static const uint32_t spv_moe_dec[] =
-#include "moe_dec.spv.h"
-    ;
 static const uint32_t spv_matvec_q8s[] =
 #include "matvec_q8s.spv.h"
     ;
@@ -132,7 +129,6 @@ static const struct {
     S(VK_K_MATVEC_Q8, spv_matvec_q8),
     S(VK_K_MATVEC_MOE, spv_matvec_moe),
     S(VK_K_NORM_ROPE, spv_norm_rope),
-    S(VK_K_MOE_DEC, spv_moe_dec),
     S(VK_K_MATVEC_Q8S, spv_matvec_q8s),
     S(VK_K_COPY, spv_copy),
     S(VK_K_MOEQ, spv_moeq),
@@ -173,7 +169,7 @@ static VkResult make_pipeline(vk_backend *vb, int k, const VkSpecializationInfo 
 static bool is_typed(int k) {
     return k == VK_K_MATMUL || k == VK_K_EMBED || k == VK_K_MATVEC || k == VK_K_HC_MIX ||
            k == VK_K_MATVEC_WIDE || k == VK_K_MATVEC_Q8 || k == VK_K_MATVEC_MOE ||
-           k == VK_K_MOE_DEC || k == VK_K_MATVEC_Q8S || k == VK_K_MOEQ ||
+           k == VK_K_MATVEC_Q8S || k == VK_K_MOEQ ||
            k == VK_K_MOE_MM || k == VK_K_ATTN_PART; /* attn_part: by heads a workgroup */
 }
 

@@ -1,5 +1,5 @@
-// Shared by every shader: extensions, the workgroup sum, and small float helpers. A shader
-// sets WG (its workgroup width) before including this file.
+// Shared by every shader: extensions, the workgroup sum (and with WG_SCAN the prefix sum), and
+// small float helpers. A shader sets WG (its workgroup width) before including this file.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -19,6 +19,27 @@ float wg_sum(float v) {
     barrier();
     return s;
 }
+
+#ifdef WG_SCAN // (a shader that scans defines it: the shared array only where it is used)
+shared uint wg_sg_total[WG];
+
+// Exclusive prefix sum of v over the workgroup in invocation order; total gets the sum.
+// Every invocation must call it (it has barriers).
+uint wg_scan(uint v, out uint total) {
+    uint incl = subgroupInclusiveAdd(v);
+    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u) wg_sg_total[gl_SubgroupID] = incl;
+    barrier();
+    uint before = 0u, all = 0u;
+    for (uint i = 0u; i < gl_NumSubgroups; i++) {
+        uint x = wg_sg_total[i];
+        before += i < gl_SubgroupID ? x : 0u;
+        all += x;
+    }
+    barrier();
+    total = all;
+    return before + incl - v;
+}
+#endif
 
 float wg_max(float v) {
     v = subgroupMax(v);

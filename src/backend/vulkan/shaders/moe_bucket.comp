@@ -5,6 +5,7 @@
 // slot. Which slot a pair gets within its expert's tiles is not fixed (atomics), and need not
 // be: each output column is computed the same way in any slot.
 #define WG 256
+#define WG_SCAN
 #include "common.glsl"
 
 layout(binding = 3) readonly buffer Sel { int d[]; } SEL;
@@ -16,18 +17,6 @@ layout(push_constant) uniform PC {
 
 const uint MAXE = 1024u, PER = MAXE / WG; // experts (the host checks), a thread's share
 shared uint cnt[MAXE], first[MAXE]; // pairs of each expert; its first slot, then the next free
-shared uint sg_tot[WG];
-
-// Exclusive prefix sum over the workgroup in invocation order (every invocation calls it).
-uint wg_scan(uint v) {
-    uint incl = subgroupInclusiveAdd(v);
-    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u) sg_tot[gl_SubgroupID] = incl;
-    barrier();
-    uint before = 0u;
-    for (uint i = 0u; i < gl_SubgroupID; i++) before += sg_tot[i];
-    barrier();
-    return before + incl - v;
-}
 
 int expert_of(uint p) {
     int e = SEL.d[pc.sel_off + p];
@@ -51,7 +40,8 @@ void main() {
         nt[j] = (cnt[lid * PER + j] + pc.bn - 1u) / pc.bn;
         mine += nt[j];
     }
-    uint t0 = wg_scan(mine);
+    uint all_tiles;
+    uint t0 = wg_scan(mine, all_tiles);
     [[unroll]] for (uint j = 0u; j < PER; j++) {
         uint e = lid * PER + j;
         first[e] = t0 * pc.bn;

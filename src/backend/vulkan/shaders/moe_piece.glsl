@@ -1,8 +1,7 @@
 // The routed experts' 2-bit pieces (a lane's unit of work): the loads and the decode math of
-// one IQ2_XXS 32-weight sub-block or one Q2_K 16-weight sub-block, shared by matvec_moe.comp
-// and moe_dec.comp (the same f32 values and order of products in both). The including shader
-// defines TYPE, PW, CVT (cvt.glsl), grid_s (IQ2_XXS: the codebook in shared memory) and
-// wld(c, i), word i of weight chunk c, before including it.
+// one IQ2_XXS 32-weight sub-block or one Q2_K 16-weight sub-block, for matvec_moe.comp. The
+// including shader defines TYPE, PW, CVT (cvt.glsl), grid_s (IQ2_XXS: the codebook in shared
+// memory) and wld(c, i), word i of weight chunk c, before including it.
 float ub8(uint w, uint k) { return float((w >> (8u * k)) & 0xffu); }
 
 vec4 xv[8]; // the piece's x values (PW of them)

@@ -6,6 +6,7 @@
 // row wins) are written in row order. Linear in the visible rows; the rank-counting select it
 // replaces was quadratic (15.7 ms a token at 6,144 rows on the H200).
 #define WG 256
+#define WG_SCAN
 #include "common.glsl"
 
 layout(binding = 4) readonly buffer Sc { float d[]; } SC;
@@ -16,30 +17,12 @@ layout(push_constant) uniform PC {
 } pc;
 
 shared uint hist[256];
-shared uint sg_total[WG];
 shared uint found_digit, found_rem;
 
 // A larger float, a larger key; -0 and +0 are one key (they compare equal).
 uint key_of(float f) {
     uint u = floatBitsToUint(f == 0.0 ? 0.0 : f);
     return (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
-}
-
-// Exclusive prefix sum of v over the workgroup in invocation order; total gets the sum.
-// Every invocation must call it.
-uint wg_scan(uint v, out uint total) {
-    uint incl = subgroupInclusiveAdd(v);
-    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u) sg_total[gl_SubgroupID] = incl;
-    barrier();
-    uint before = 0u, all = 0u;
-    for (uint i = 0u; i < gl_NumSubgroups; i++) {
-        uint x = sg_total[i];
-        before += i < gl_SubgroupID ? x : 0u;
-        all += x;
-    }
-    barrier();
-    total = all;
-    return before + incl - v;
 }
 
 void main() {

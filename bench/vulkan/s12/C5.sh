@@ -1,7 +1,8 @@
 #!/bin/bash
 # Session 12 call 5 (the same machine, right after C4.sh): halo Vulkan and halo CUDA from the
 # same tree on the same 24-layer GGUF: pp512 and tg64 at depth 0 (-r 2), tg64 at depth 24,576
-# (-r 1); then the Vulkan decode step at depth 0 by dispatch (HALO_VK_PROFILE=3, tg16).
+# (-r 1); then the Vulkan decode step at depth 0: totals (HALO_VK_PROFILE=2, tg64: GPU busy
+# against wall time) and by dispatch (HALO_VK_PROFILE=3, tg16).
 # Carry .carry/vulkan with bench/cuda/s7/slim.sh bench.
 set -u; out=${OUT:-/tmp/halo-out}; W=/tmp/c5; rm -rf $W; mkdir -p $W $out
 . bench/vulkan/s12/common.sh
@@ -21,6 +22,9 @@ for b in vulkan cuda; do
   echo "$b d24576 rc=$?"; el "$b depth 24,576"; save
 done
 for f in $W/*.csv; do echo "== $(basename $f)"; cut -d, -f15-17,21-24 $f; done
+with_env vk 60 env HALO_VK_PROFILE=2 build-vk-dev/src/cli/halo bench -m $m --backend vulkan -p 0 -n 64 \
+  -r 1 > $W/stats-d0.md 2> $W/stats-d0.err
+echo "stats rc=$?"; grep -E "vulkan stats|tg64" $W/stats-d0.err $W/stats-d0.md | tail -3
 with_env vk 60 env HALO_VK_PROFILE=3 build-vk-dev/src/cli/halo bench -m $m --backend vulkan -p 0 -n 16 \
   -r 1 > $W/prof-d0.md 2> $W/prof-d0.err
 echo "profile rc=$?"; grep -E "GPU busy" $W/prof-d0.err | tail -2; grep "1:" $W/prof-d0.err | head -24

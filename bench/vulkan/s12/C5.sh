@@ -1,5 +1,6 @@
 #!/bin/bash
-# Session 12 call 5 (the same machine, right after C4.sh): halo Vulkan and halo CUDA from the
+# Session 12 call 5 (the same machine, right after C4.sh): the three Vulkan tests that open
+# models/kjv-tiny.gguf (placement, split, engine); halo Vulkan and halo CUDA from the
 # same tree on the same 24-layer GGUF: pp512 and tg64 at depth 0 (-r 2), tg64 at depth 24,576
 # (-r 1); then the Vulkan decode step at depth 0: totals (HALO_VK_PROFILE=2, tg64: GPU busy
 # against wall time) and by dispatch (HALO_VK_PROFILE=3, tg16).
@@ -9,6 +10,10 @@ set -u; out=${OUT:-/tmp/halo-out}; W=/tmp/c5; rm -rf $W; mkdir -p $W $out
 save() { tar czf $out/c5.tgz -C $W .; }
 [ -x build-vk-dev/src/cli/halo ] && [ -x build-gpu/src/cli/halo ] && [ -f $m ] ||
   { echo "machine not kept: no build or no $m"; exit 1; }
+(vk_env; cd build-vk-dev && timeout -k 5 120 ctest -j 3 --output-on-failure \
+  -R "vulkan_(placement|split|engine)") > $W/kjv-tests.log 2>&1
+echo "kjv tests rc=$?"; grep -E "tests passed|\(Failed\)|Passed +[0-9.]+ sec|Timeout|Not Run|FAIL" $W/kjv-tests.log
+cp $W/kjv-tests.log $out/; el "kjv tests"
 # with_env vk|cu SECONDS CMD...: CMD under timeout with that backend's libraries
 with_env() {
   local e=$1; shift

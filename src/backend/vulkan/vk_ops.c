@@ -747,8 +747,18 @@ typedef struct hc_mix_pc {
     uint32_t fold, n_embd, hc, y_off, post_off, comb_off, copy_off, vec;
 } hc_mix_pc;
 
-/* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row). */
-#define VK_HC_SPLIT 16
+/* Chunks hc_mix.comp splits each row of the mix projection into (workgroups per row): up to
+ * 16, none shorter than one 16-byte step of every invocation (4 · 256 elements). DeepSeek V4's
+ * 16,384-wide streams take all 16; a narrow model's one or a few (a tiny test model's 512-wide
+ * streams in 16 chunks of 32 left most of each workgroup idle: 64 % of a 300-token prefill on
+ * lavapipe). */
+#define VK_HC_SPLIT_MAX 16
+#define VK_HC_CHUNK_MIN 1024
+
+static uint32_t hc_splits(uint32_t width) {
+    uint32_t n = width / VK_HC_CHUNK_MIN;
+    return n < 1 ? 1 : n > VK_HC_SPLIT_MAX ? VK_HC_SPLIT_MAX : n;
+}
 
 static bool views_meet(const halo_tensor *a, const halo_tensor *b) {
     uint64_t an = halo_tensor_nbytes(a), bn = halo_tensor_nbytes(b);
@@ -777,7 +787,8 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     uint64_t cur = 0, base_off = vk_take(&cur, vk_f32_bytes(a->base));
     uint64_t scale_off = vk_take(&cur, vk_f32_bytes(a->scale));
     /* the chunks' partial sums, then (fold) hc_mix's copy of the old post and comb */
-    uint64_t sums = (uint64_t)n_tok * VK_HC_SPLIT * (n_mix + 1);
+    uint32_t n_split = hc_splits(width);
+    uint64_t sums = (uint64_t)n_tok * n_split * (n_mix + 1);
     uint64_t part_bytes = (sums + (fold ? (uint64_t)n_tok * (a->hc + a->hc * a->hc) : 0)) * 4;
     uint64_t part_off = vk_take(&cur, part_bytes);
     if (!vk_begin_uploads(vb, 8192) || !vk_scratch_reserve(vb, cur, "hc_pre")) return;
@@ -797,8 +808,8 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
     if (!vk_resolve(vb, "hc_pre", mb, nm, md)) return;
     hc_mix_pc mp = {width,
                     n_mix,
-                    VK_HC_SPLIT,
-                    (width + VK_HC_SPLIT - 1) / VK_HC_SPLIT,
+                    n_split,
+                    (width + n_split - 1) / n_split,
                     md[0].rel,
                     md[0].chunk_rows,
                     (uint32_t)mb[0].row_bytes,
@@ -820,7 +831,7 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
              mp.chunk % 4 == 0 && (!fold || mp.y_off % 4 == 0) && vb->hc_vec;
     vk_note_work(vb, (double)n_tok * (n_mix + 1) * width * (fold ? a->hc + 1 : 1));
     if (!vk_dispatch_pipe(vb, VK_K_HC_MIX, vk_typed_pipeline(vb, VK_K_HC_MIX, a->fn->type),
-                          "hc_pre", mb, nm, NULL, &mp, sizeof mp, n_mix + 1, VK_HC_SPLIT, n_tok))
+                          "hc_pre", mb, nm, NULL, &mp, sizeof mp, n_mix + 1, n_split, n_tok))
         return;
     /* 2. per token: the sums, pre/post/comb (Sinkhorn) and the collapsed stream */
     vk_binding b[9] = {{0},
@@ -852,7 +863,7 @@ void vk_hc_pre(halo_backend *be, const halo_hc_args *a) {
                 a->eps,
                 a->norm_eps,
                 bd[7].rel / 4,
-                VK_HC_SPLIT,
+                n_split,
                 fold,
                 bd[8].rel / 4,
                 bd[7].rel / 4 + (uint32_t)sums};

@@ -125,6 +125,36 @@ static void test_wrap_host(halo_backend *vk, halo_vk_memory want) {
 
 /* Staged device memory: writes and reads larger than the staging buffer (32 MiB) land intact,
  * at offsets, and shaders read and write it. */
+/* A write from host memory the backend imported (the direct loader pins its staging buffers
+ * so) is one GPU copy out of those pages, not through the staging buffer: the bytes arrive, the
+ * pinned count says which path took them, and a write from memory not imported keeps the
+ * staging path. Where import is off or refused, every write is staged. */
+static void pinned_writes_copy_from_the_callers_pages(halo_backend *vk, halo_buf *b, uint64_t n,
+                                                      const unsigned char *src, unsigned char *dst) {
+    halo_error err = {0};
+    const uint64_t m = 3ull << 20; /* a few pages, written at odd offsets on both sides */
+    unsigned char *pages = NULL;
+    if (posix_memalign((void **)&pages, 4096, m + 8192)) return;
+    halo_buf *pin = NULL;
+    CHECK_INT(vk->ops->buf_wrap_host(vk, pages, m + 8192, &pin, &err), HALO_OK);
+    bool imported = pin && halo_backend_vulkan_buf_memory(pin, NULL) == HALO_VK_MEM_IMPORTED;
+    for (uint64_t i = 0; i < m; i++)
+        pages[100 + i] = (unsigned char)~src[i];
+    uint64_t before = halo_backend_vulkan_pinned_bytes(vk);
+    CHECK_INT(vk->ops->buf_write(vk, b, n - m - 3, pages + 100, m, &err), HALO_OK);
+    CHECK(halo_backend_vulkan_pinned_bytes(vk) - before == (imported ? m : 0));
+    CHECK_INT(vk->ops->buf_read(vk, b, n - m - 3, dst, m, &err), HALO_OK);
+    CHECK(!memcmp(dst, pages + 100, m));
+    before = halo_backend_vulkan_pinned_bytes(vk);
+    CHECK_INT(vk->ops->buf_write(vk, b, n - m - 3, src, m, &err), HALO_OK); /* not imported */
+    CHECK(halo_backend_vulkan_pinned_bytes(vk) == before);
+    CHECK_INT(vk->ops->buf_read(vk, b, n - m - 3, dst, m, &err), HALO_OK);
+    CHECK(!memcmp(dst, src, m));
+    printf("  pinned write: %s\n", imported ? "one copy from the imported pages" : "not imported: staged");
+    vk->ops->buf_free(vk, pin);
+    free(pages);
+}
+
 static void test_staged_device_memory(halo_backend *vk) {
     halo_error err = {0};
     halo_buf *b = NULL;
@@ -146,6 +176,7 @@ static void test_staged_device_memory(halo_backend *vk) {
     CHECK_INT(vk->ops->buf_read(vk, b, (33ull << 20) + 5, dst, 1000, &err), HALO_OK);
     CHECK(!memcmp(src + (33ull << 20) + 5, dst, 1000));
     CHECK_INT(vk->ops->buf_write(vk, b, n + 1, src, 1, &err), HALO_E_OUT_OF_BOUNDS);
+    pinned_writes_copy_from_the_callers_pages(vk, b, n, src, dst);
     /* an f32 table in staged memory through a shader, and its output in staged memory */
     float *t = (float *)src;
     for (int i = 0; i < N * ROWS; i++)

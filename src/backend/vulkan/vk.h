@@ -164,7 +164,8 @@ struct halo_buf {
     uint64_t vk_size;   /* the VkBuffer's size (>= base + size) */
     uint64_t size;
     vk_mem mem;
-    struct halo_buf *next_free; /* deferred release list */
+    struct halo_buf *next_free;   /* deferred release list */
+    struct halo_buf *next_import; /* the backend's imported host ranges (vk_memory.c) */
 };
 
 /* A host-visible buffer that per-op host data (positions, tokens, frequencies) is copied into
@@ -245,6 +246,9 @@ typedef struct vk_backend {
     bool wrap_to_device;       /* buf_wrap_host copies into device memory (HALO_VK_IMPORT=device) */
     uint64_t import_align;     /* minImportedHostPointerAlignment */
     halo_buf *staging;         /* host-visible bounce buffer for staged device memory */
+    halo_buf *imports;         /* imported host memory (the loader's pinned staging, its arena) */
+    bool pinned_copy;          /* staged writes from imported memory by one GPU copy */
+    uint64_t pinned_bytes;     /* bytes written that way (tests) */
     uint64_t max_range, max_alloc, max_buffer, align;
     uint32_t subgroup_size;
     bool has_int_dot; /* VK_KHR_shader_integer_dot_product offered */

@@ -37,6 +37,11 @@ uint64_t halo_backend_vulkan_dispatches(const halo_backend *be) {
     return 0;
 }
 
+uint64_t halo_backend_vulkan_pinned_bytes(const halo_backend *be) {
+    (void)be;
+    return 0;
+}
+
 uint64_t halo_backend_vulkan_barriers(const halo_backend *be) {
     (void)be;
     return 0;

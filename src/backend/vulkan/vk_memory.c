@@ -20,7 +20,9 @@
  * off (the copy fallback), =device copies wrapped memory into device memory instead (tests). Reads
  * of 16 KiB or more from device memory that is mapped but uncached (a discrete GPU's BAR) go
  * through the staging buffer; HALO_VK_STAGED_READ=0 reads it directly, =1 stages such reads from
- * any mapped device memory (tests). */
+ * any mapped device memory (tests). A write into staged memory from imported host memory (the
+ * loader's pinned buffers) is one GPU copy from those pages, not through the staging buffer
+ * (HALO_VK_PINNED_COPY=0: through it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +105,7 @@ void vk_memory_choose(vk_backend *vb) {
     vb->wrap_to_device = env_is("HALO_VK_IMPORT", "device");
     vb->stage_uncached_reads = !env_is("HALO_VK_STAGED_READ", "0");
     vb->stage_all_reads = env_is("HALO_VK_STAGED_READ", "1");
+    vb->pinned_copy = !env_is("HALO_VK_PINNED_COPY", "0");
 }
 
 /* ---- creation ----------------------------------------------------------------------------- */
@@ -226,8 +229,18 @@ halo_status vk_buf_create(vk_backend *vb, uint64_t bytes, halo_buf **out, halo_e
     return vk_buf_create_in(vb, VK_MEM_DEVICE_MAPPED, bytes, out, err);
 }
 
+/* b leaves the list of imported ranges (once its owner frees it, its pages are no source). */
+static void unlist_import(vk_backend *vb, halo_buf *b) {
+    for (halo_buf **p = &vb->imports; *p; p = &(*p)->next_import)
+        if (*p == b) {
+            *p = b->next_import;
+            return;
+        }
+}
+
 void vk_buf_destroy(vk_backend *vb, halo_buf *b) {
     if (!b) return;
+    unlist_import(vb, b);
     vk_buf_destroy_vk(vb, b);
     free(b);
 }
@@ -256,6 +269,7 @@ halo_status vk_buf_alloc_pool(halo_backend *be, uint32_t pool, uint64_t bytes, h
 void vk_buf_free(halo_backend *be, halo_buf *b) {
     if (!b) return;
     vk_backend *vb = vk_of(be);
+    unlist_import(vb, b);
     if (vk_defer_uses(vb, b)) vk_defer_flush(vb);
     if (vb->recording || vk_in_flight(vb)) {
         b->next_free = vb->deferred;
@@ -345,6 +359,8 @@ halo_status vk_buf_wrap_host(halo_backend *be, void *data, uint64_t bytes, halo_
         halo_buf *b = calloc(1, sizeof *b);
         if (!b) return halo_fail(err, HALO_E_NOMEM, "out of memory");
         if (import_host(vb, data, bytes, b)) {
+            b->next_import = vb->imports;
+            vb->imports = b;
             *out = b;
             return HALO_OK;
         }
@@ -360,18 +376,16 @@ halo_status vk_buf_wrap_host(halo_backend *be, void *data, uint64_t bytes, halo_
 
 /* ---- host access -------------------------------------------------------------------------- */
 
-/* One transfer between b (at `offset`) and the staging buffer, submitted and waited for. */
-static halo_status staged_copy(vk_backend *vb, halo_buf *b, uint64_t offset, uint64_t n,
-                               bool to_device, halo_error *err) {
+/* One transfer of n bytes from (from, at byte from_off of the halo buffer) to (to, to_off),
+ * submitted and waited for. */
+static halo_status copy_now(vk_backend *vb, const halo_buf *from, uint64_t from_off,
+                            const halo_buf *to, uint64_t to_off, uint64_t n, halo_error *err) {
     if (!vk_begin_recording(vb))
         return halo_fail(err, vb->failed, "vulkan backend: %s", vb->failed_msg);
     vk_copy_flush(vb);
     vk_barrier_if_pending(vb);
-    VkBufferCopy c = {to_device ? 0 : b->base + offset, to_device ? b->base + offset : 0, n};
-    if (to_device)
-        vb->fn.vkCmdCopyBuffer(vb->cmd, vb->staging->buffer, b->buffer, 1, &c);
-    else
-        vb->fn.vkCmdCopyBuffer(vb->cmd, b->buffer, vb->staging->buffer, 1, &c);
+    VkBufferCopy c = {from->base + from_off, to->base + to_off, n};
+    vb->fn.vkCmdCopyBuffer(vb->cmd, from->buffer, to->buffer, 1, &c);
     vk_note_transfer(vb);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -380,6 +394,21 @@ static halo_status staged_copy(vk_backend *vb, halo_buf *b, uint64_t offset, uin
                                 VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                                 0, 1, &mb, 0, NULL, 0, NULL);
     return vk_flush(vb, err);
+}
+
+/* One transfer between b (at `offset`) and the staging buffer, submitted and waited for. */
+static halo_status staged_copy(vk_backend *vb, halo_buf *b, uint64_t offset, uint64_t n,
+                               bool to_device, halo_error *err) {
+    return to_device ? copy_now(vb, vb->staging, 0, b, offset, n, err)
+                     : copy_now(vb, b, offset, vb->staging, 0, n, err);
+}
+
+/* The imported host range holding [p, p + n), or NULL. */
+static const halo_buf *import_holding(const vk_backend *vb, const void *p, uint64_t n) {
+    const unsigned char *c = p;
+    for (const halo_buf *b = vb->imports; b; b = b->next_import)
+        if (c >= b->map && n <= b->size && (uint64_t)(c - b->map) <= b->size - n) return b;
+    return NULL;
 }
 
 static halo_status staging_ready(vk_backend *vb, halo_error *err) {
@@ -397,6 +426,16 @@ halo_status vk_buf_write(halo_backend *be, halo_buf *b, uint64_t offset, const v
     if (b->map) {
         memcpy(b->map + offset, src, (size_t)n);
         return HALO_OK;
+    }
+    /* From imported memory (the direct loader's pinned staging buffers: buf_wrap_host), the
+     * GPU copies straight out of the caller's pages, one transfer with no bounce: the loader
+     * fills its next buffer meanwhile, as CUDA's copies from registered memory. */
+    const halo_buf *from = vb->pinned_copy ? import_holding(vb, src, n) : NULL;
+    if (from) {
+        st = copy_now(vb, from, (uint64_t)((const unsigned char *)src - from->map), b, offset, n,
+                      err);
+        if (!st) vb->pinned_bytes += n;
+        return st;
     }
     if ((st = staging_ready(vb, err))) return st;
     for (uint64_t done = 0; !st && done < n; done += VK_STAGING_BYTES) {
@@ -435,6 +474,10 @@ halo_status vk_buf_read(halo_backend *be, const halo_buf *b, uint64_t offset, vo
 }
 
 /* ---- for tests ---------------------------------------------------------------------------- */
+
+uint64_t halo_backend_vulkan_pinned_bytes(const halo_backend *be) {
+    return ((const vk_backend *)be)->pinned_bytes;
+}
 
 halo_vk_memory halo_backend_vulkan_buf_memory(const halo_buf *b, const void **host) {
     if (host) *host = b ? b->map : NULL;

@@ -88,6 +88,9 @@ uint64_t halo_backend_vulkan_xfer_barriers(const halo_backend *be);
 
 /* Dispatches recorded so far (tests: which shaders an op took). */
 uint64_t halo_backend_vulkan_dispatches(const halo_backend *be);
+/* Bytes written into staged device memory by one GPU copy straight from imported host memory
+ * (the loader's pinned buffers), not through the staging buffer (tests). */
+uint64_t halo_backend_vulkan_pinned_bytes(const halo_backend *be);
 
 /* Whether this build has the Vulkan backend (false: halo_backend_vulkan_create only fails). */
 bool halo_backend_vulkan_built(void);

@@ -130,7 +130,8 @@ static void test_wrap_host(halo_backend *vk, halo_vk_memory want) {
  * pinned count says which path took them, and a write from memory not imported keeps the
  * staging path. Where import is off or refused, every write is staged. */
 static void pinned_writes_copy_from_the_callers_pages(halo_backend *vk, halo_buf *b, uint64_t n,
-                                                      const unsigned char *src, unsigned char *dst) {
+                                                      const unsigned char *src,
+                                                      unsigned char *dst) {
     halo_error err = {0};
     const uint64_t m = 3ull << 20; /* a few pages, written at odd offsets on both sides */
     unsigned char *pages = NULL;
@@ -150,7 +151,8 @@ static void pinned_writes_copy_from_the_callers_pages(halo_backend *vk, halo_buf
     CHECK(halo_backend_vulkan_pinned_bytes(vk) == before);
     CHECK_INT(vk->ops->buf_read(vk, b, n - m - 3, dst, m, &err), HALO_OK);
     CHECK(!memcmp(dst, src, m));
-    printf("  pinned write: %s\n", imported ? "one copy from the imported pages" : "not imported: staged");
+    printf("  pinned write: %s\n",
+           imported ? "one copy from the imported pages" : "not imported: staged");
     vk->ops->buf_free(vk, pin);
     free(pages);
 }

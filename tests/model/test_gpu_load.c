@@ -3,9 +3,10 @@
  * page cache holds < 2 % of the file after the load, peak host RSS grows by less than 1 GiB (no
  * host copy of the weights), the progress callback ends at done == total, and the model computes
  * the CPU backend's logits (within 1e-3 of their range, top-1 identical) from the same file.
- * On the CUDA backend when it starts, else on Vulkan (lavapipe in CI), where the weights go both
- * ways an integrated GPU takes them: device memory (host-visible there: the loader reads into
- * it) and the loader's arena imported in place (--weights host; RSS then holds the weights once).
+ * On the CUDA backend when it starts, else on Vulkan (lavapipe in CI), three ways: device memory
+ * (host-visible on an integrated GPU and lavapipe: RSS then holds the weights once), the loader's
+ * arena imported in place (--weights host), and device memory the host cannot map (a discrete
+ * GPU's, forced with HALO_VK_STAGING=1), filled straight from the loader's pinned buffers.
  * HALO_LOAD_BACKEND=cuda|vulkan picks one. Streamed experts: CUDA only (Vulkan refuses them).
  *
  * The file is a 1-layer real-shaped synthetic model (8 experts, 1,024 vocabulary rows: ~250 MB,
@@ -124,7 +125,7 @@ static void compare_logits(const char *what, const float *got, uint32_t V) {
     CHECK(worst <= 1e-3);
     CHECK_INT(top_same, N_TOK);
 }
-static bool measure; /* HALO_LOAD_MODEL given: print the numbers, skip the CPU comparison */
+static bool measure;        /* HALO_LOAD_MODEL given: print the numbers, skip the CPU comparison */
 static const char *backend; /* the GPU backend under test */
 
 /* One load with `weights` (HALO_LOAD_WEIGHTS overrides), then (unless measuring) its logits
@@ -157,13 +158,14 @@ static void load_and_compare(const char *weights) {
     uint64_t peak = status_kb("VmHWM:"), rss1 = status_kb("VmRSS:");
     uint64_t cached1 = meminfo_kb("Cached:"), size = 0;
     uint64_t in_cache = halo_file_cached_bytes(path, &size);
-    printf("%s: loaded %s (%.2f GiB) with weights %s in %.2f s (%.2f GB/s): page cache holds %.3f %% "
-           "of the file after (mincore), /proc/meminfo Cached %+.1f MiB; RSS %+.1f MiB "
-           "(peak %+.1f MiB%s)\n",
-           backend, path, (double)size / (double)(1ull << 30), weights, secs, (double)size / secs / 1e9,
-           100.0 * (double)in_cache / (double)size, ((double)cached1 - (double)cached0) / 1024.0,
-           ((double)rss1 - (double)rss0) / 1024.0, ((double)peak - (double)rss0) / 1024.0,
-           hwm ? "" : ", VmHWM not reset");
+    printf(
+        "%s: loaded %s (%.2f GiB) with weights %s in %.2f s (%.2f GB/s): page cache holds %.3f %% "
+        "of the file after (mincore), /proc/meminfo Cached %+.1f MiB; RSS %+.1f MiB "
+        "(peak %+.1f MiB%s)\n",
+        backend, path, (double)size / (double)(1ull << 30), weights, secs,
+        (double)size / secs / 1e9, 100.0 * (double)in_cache / (double)size,
+        ((double)cached1 - (double)cached0) / 1024.0, ((double)rss1 - (double)rss0) / 1024.0,
+        ((double)peak - (double)rss0) / 1024.0, hwm ? "" : ", VmHWM not reset");
     /* On tmpfs the file is its page cache (and O_DIRECT is refused): nothing to measure. */
     struct statfs fs;
     bool tmpfs = statfs(path, &fs) == 0 && fs.f_type == 0x01021994;

@@ -376,6 +376,7 @@ typedef struct vk_backend {
     vk_access access[VK_MAX_ACCESS];
     uint32_t n_access;
     bool barrier_all;
+    bool barrier_none; /* HALO_VK_BARRIERS=none: no hazard barriers (measurement only) */
     bool barrier_host; /* HALO_VK_BARRIER_HOST=1: every barrier names the host (vk_hazard.c) */
     bool host_pending; /* a barrier without the host since the last one with it */
     /* A copy or fill recorded since the last barrier: only then does the next barrier wait for

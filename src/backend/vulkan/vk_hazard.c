@@ -57,6 +57,7 @@ uint32_t vk_kernel_writes(vk_kernel k) {
 void vk_hazard_init(vk_backend *vb) {
     const char *b = getenv("HALO_VK_BARRIERS");
     vb->barrier_all = b && !strcmp(b, "all");
+    vb->barrier_none = b && !strcmp(b, "none");
     b = getenv("HALO_VK_BARRIER_HOST");
     vb->barrier_host = b && !strcmp(b, "1");
     b = getenv("HALO_VK_BARRIER_XFER");
@@ -97,8 +98,11 @@ static void record_barrier(vk_backend *vb, bool host) {
 void vk_barrier(vk_backend *vb) {
     vb->n_access = 0;
     if (!vb->recording) return;
-    record_barrier(vb, vb->barrier_host);
     vb->n_barriers++;
+    /* HALO_VK_BARRIERS=none: measurement only, wrong results (dependent commands overlap);
+     * what the step's barriers cost, against the default and `all` */
+    if (vb->barrier_none) return;
+    record_barrier(vb, vb->barrier_host);
 }
 
 void vk_barrier_if_pending(vk_backend *vb) {

@@ -199,6 +199,7 @@ typedef struct vk_access {
     VkBuffer buf;
     uint64_t off, end;
     bool write;
+    const char *op, *kernel; /* HALO_VK_BARRIER_LOG: the command's label (set by vk_hazard) */
 } vk_access;
 
 /* Copies gathered into one command (vk_record.c). */
@@ -377,6 +378,8 @@ typedef struct vk_backend {
     uint32_t n_access;
     bool barrier_all;
     bool barrier_none; /* HALO_VK_BARRIERS=none: no hazard barriers (measurement only) */
+    bool barrier_log;  /* HALO_VK_BARRIER_LOG=1: each barrier's reason on stderr */
+    const char *hazard_op, *hazard_kernel; /* the command vk_hazard checks (barrier_log) */
     bool barrier_host; /* HALO_VK_BARRIER_HOST=1: every barrier names the host (vk_hazard.c) */
     bool host_pending; /* a barrier without the host since the last one with it */
     /* A copy or fill recorded since the last barrier: only then does the next barrier wait for

@@ -10,6 +10,7 @@
  * writes bytes one of them read. The end of a submission gets one too (the host reads after the
  * fence). HALO_VK_BARRIERS=all puts one before every command (the old behaviour, to compare). */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backend/vulkan/vk.h"
@@ -58,6 +59,8 @@ void vk_hazard_init(vk_backend *vb) {
     const char *b = getenv("HALO_VK_BARRIERS");
     vb->barrier_all = b && !strcmp(b, "all");
     vb->barrier_none = b && !strcmp(b, "none");
+    b = getenv("HALO_VK_BARRIER_LOG");
+    vb->barrier_log = b && !strcmp(b, "1");
     b = getenv("HALO_VK_BARRIER_HOST");
     vb->barrier_host = b && !strcmp(b, "1");
     b = getenv("HALO_VK_BARRIER_XFER");
@@ -124,14 +127,31 @@ static bool meets(const vk_access *a, const vk_access *b) {
     return a->buf == b->buf && (a->write || b->write) && a->off < b->end && b->off < a->end;
 }
 
+/* HALO_VK_BARRIER_LOG=1: why a barrier goes before `who` (diagnosis of a step's barriers): the
+ * first earlier access it meets, as RAW (reads what was written: a real dependency), WAR
+ * (writes what was read) or WAW (writes what was written). */
+static void log_barrier(const vk_backend *vb, const vk_access *a, const vk_access *b) {
+    if (!vb->hazard_op) return;
+    const char *kind = b->write && !a->write ? "RAW" : !b->write ? "WAR" : "WAW";
+    fprintf(stderr, "vulkan barrier: %s before %s/%s, after %s/%s (%llu bytes at %llu)\n", kind,
+            vb->hazard_op, vb->hazard_kernel, b->op ? b->op : "?", b->kernel ? b->kernel : "?",
+            (unsigned long long)(a->end - a->off), (unsigned long long)a->off);
+}
+
 void vk_hazard(vk_backend *vb, const vk_access *acc, uint32_t n) {
     bool need = vb->barrier_all || vb->n_access + n > VK_MAX_ACCESS;
     for (uint32_t i = 0; !need && i < n; i++)
         for (uint32_t j = 0; !need && j < vb->n_access; j++)
-            need = meets(&acc[i], &vb->access[j]);
+            if ((need = meets(&acc[i], &vb->access[j])) && vb->barrier_log)
+                log_barrier(vb, &acc[i], &vb->access[j]);
     if (need) vk_barrier(vb);
     for (uint32_t i = 0; i < n && vb->n_access < VK_MAX_ACCESS; i++)
-        if (acc[i].end > acc[i].off) vb->access[vb->n_access++] = acc[i];
+        if (acc[i].end > acc[i].off) {
+            vk_access *r = &vb->access[vb->n_access++];
+            *r = acc[i];
+            r->op = vb->hazard_op;
+            r->kernel = vb->hazard_kernel;
+        }
 }
 
 uint64_t halo_backend_vulkan_barriers(const halo_backend *be) {

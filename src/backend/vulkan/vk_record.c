@@ -387,8 +387,13 @@ bool vk_dispatch_pipe(vk_backend *vb, vk_kernel k, VkPipeline pipe, const char *
     for (uint32_t i = 1; i < n; i++)
         if (b[i].buf && b[i].buf != vb->grid) {
             uint64_t o = b[i].buf->base + b[i].offset;
-            acc[na++] = (vk_access){b[i].buf->buffer, o, o + b[i].bytes, (wmask >> i) & 1u};
+            acc[na++] = (vk_access){.buf = b[i].buf->buffer,
+                                    .off = o,
+                                    .end = o + b[i].bytes,
+                                    .write = (wmask >> i) & 1u};
         }
+    vb->hazard_op = op; /* labels for HALO_VK_BARRIER_LOG (op names are string literals) */
+    vb->hazard_kernel = vk_kernel_name(k);
     vk_hazard(vb, acc, na);
     for (uint32_t i = 0; i < na; i++)
         if (acc[i].write) vk_fwd_written(vb, acc[i].buf, acc[i].off, acc[i].end);
@@ -481,9 +486,15 @@ void vk_copy_flush(vk_backend *vb) {
     vk_access acc[2 * VK_COPY_REGIONS];
     for (uint32_t i = 0; i < p->n; i++) {
         const VkBufferCopy *r = &p->r[i];
-        acc[2 * i] = (vk_access){p->src->buffer, r->srcOffset, r->srcOffset + r->size, false};
-        acc[2 * i + 1] = (vk_access){p->dst->buffer, r->dstOffset, r->dstOffset + r->size, true};
+        acc[2 * i] = (vk_access){
+            .buf = p->src->buffer, .off = r->srcOffset, .end = r->srcOffset + r->size};
+        acc[2 * i + 1] = (vk_access){.buf = p->dst->buffer,
+                                     .off = r->dstOffset,
+                                     .end = r->dstOffset + r->size,
+                                     .write = true};
     }
+    vb->hazard_op = "copy";
+    vb->hazard_kernel = "copy";
     vk_hazard(vb, acc, 2 * p->n);
     uint32_t n = p->n;
     p->n = 0;

@@ -127,9 +127,9 @@ static bool meets(const vk_access *a, const vk_access *b) {
     return a->buf == b->buf && (a->write || b->write) && a->off < b->end && b->off < a->end;
 }
 
-/* HALO_VK_BARRIER_LOG=1: why a barrier goes before `who` (diagnosis of a step's barriers): the
- * first earlier access it meets, as RAW (reads what was written: a real dependency), WAR
- * (writes what was read) or WAW (writes what was written). */
+/* HALO_VK_BARRIER_LOG=1: why a barrier goes before the command being checked (diagnosis of a
+ * step's barriers): the first earlier access (b) that its access a meets, as RAW (reads what was
+ * written: a real dependency), WAR (writes what was read) or WAW (writes what was written). */
 static void log_barrier(const vk_backend *vb, const vk_access *a, const vk_access *b) {
     if (!vb->hazard_op) return;
     const char *kind = b->write && !a->write ? "RAW" : !b->write ? "WAR" : "WAW";

@@ -380,6 +380,7 @@ typedef struct vk_backend {
     bool barrier_none; /* HALO_VK_BARRIERS=none: no hazard barriers (measurement only) */
     bool barrier_log;  /* HALO_VK_BARRIER_LOG=1: each barrier's reason on stderr */
     const char *hazard_op, *hazard_kernel; /* the command vk_hazard checks (barrier_log) */
+    const char *no_barrier; /* HALO_VK_NO_BARRIER: labels whose barriers are left out */
     bool barrier_host; /* HALO_VK_BARRIER_HOST=1: every barrier names the host (vk_hazard.c) */
     bool host_pending; /* a barrier without the host since the last one with it */
     /* A copy or fill recorded since the last barrier: only then does the next barrier wait for
@@ -546,6 +547,9 @@ vk_binding vk_scratch_at(vk_backend *vb, uint64_t off, uint64_t bytes);
  * between an op's uploads and its dispatches. False when that submission failed. */
 bool vk_op_begin(vk_backend *vb, uint64_t upload_bytes);
 
+/* Whether "op/kernel" starts with one of the comma-separated prefixes in list (the labels of
+ * HALO_VK_SKIP and HALO_VK_NO_BARRIER). */
+bool vk_label_in(const char *list, const char *op, const char *kernel);
 /* Records kernel k over groups (x, y, z) with the given bindings and push constants. Fills
  * bound[i] for each binding. Returns false (after recording a failure) when something cannot
  * be bound; the dispatch is then skipped. */

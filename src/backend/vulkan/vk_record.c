@@ -293,15 +293,19 @@ static VkDescriptorSet dsc_lookup(vk_backend *vb, const VkDescriptorBufferInfo *
 }
 
 /* Whether HALO_VK_SKIP names this dispatch ("op/kernel" starts with one of its entries). */
-static bool skipped(const vk_backend *vb, const char *op, const char *kernel) {
+bool vk_label_in(const char *list, const char *op, const char *kernel) {
     char name[96];
     snprintf(name, sizeof name, "%s/%s", op, kernel);
-    for (const char *e = vb->skip; e && *e;) {
+    for (const char *e = list; e && *e;) {
         size_t n = strcspn(e, ",");
         if (n && !strncmp(name, e, n)) return true;
         e += n + (e[n] == ',');
     }
     return false;
+}
+
+static bool skipped(const vk_backend *vb, const char *op, const char *kernel) {
+    return vk_label_in(vb->skip, op, kernel);
 }
 
 bool vk_dispatch(vk_backend *vb, vk_kernel k, const char *op, const vk_binding *b, uint32_t n,

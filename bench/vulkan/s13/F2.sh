@@ -13,7 +13,11 @@ echo "build rc=$?"; grep -E "built in|tests passed" $W/build.log; el built
 vk_env
 timeout 250 build-vk-dev/src/cli/halo bench --synthetic dsv4-flash-q2:24 --write-gguf $m > $W/write.log 2>&1
 echo "write rc=$?"; el written
+# (run names without slashes: tgj.sh makes files of them; the first run of this script named them
+# by the label and only the default runs came back)
+i=0
 for c in "" attention/ moe/moe_route hc_pre/hc_pre attention/,moe/moe_route,hc_pre/hc_pre ""; do
-  W=$W TGJ_TIMEOUT=90 bash bench/vulkan/s10/tgj.sh "${c:-default}" "HALO_VK_NO_BARRIER=$c" -m $m --backend vulkan -p 0 -n 64 -r 4
+  i=$((i + 1))
+  W=$W TGJ_TIMEOUT=90 bash bench/vulkan/s10/tgj.sh "nb$i" "HALO_VK_NO_BARRIER=$c" -m $m --backend vulkan -p 0 -n 64 -r 4
 done | tee $out/no-barrier.txt
 el done

@@ -46,8 +46,18 @@ static void host_bandwidth_measures_memory_not_cache(void) {
     CHECK(a.buffer >= buffer - 128 * threads && a.threads == threads && a.passes == 5);
     /* best of 5 on a machine shared with others' builds: within a factor of 2 of each other */
     CHECK(a.read_gbs < 2 * b.read_gbs && b.read_gbs < 2 * a.read_gbs);
-    /* a cache-resident read is faster; if this fails the "memory" figure came from a cache */
+    /* a cache-resident read is faster; if this fails the "memory" figure came from a cache. On a
+     * shared machine a neighbour can slow one whole measurement (make asan on the 2-core CI VM
+     * once read 30.7 GB/s from cache against 20.6 from memory, where 75-94 against 20-24 is
+     * usual), so the pair is measured again up to twice: a memory figure that really came from a
+     * cache fails every time. */
     double mem = a.read_gbs > b.read_gbs ? a.read_gbs : b.read_gbs;
+    for (int again = 0; again < 2 && !(cached.read_gbs > 1.5 * mem); again++) {
+        CHECK(bench_host_bandwidth(threads, buffer, 1, 5, &a));
+        CHECK(bench_host_bandwidth(threads, 4 * MIB, (uint32_t)(buffer / (4 * MIB)), 5, &cached));
+        mem = a.read_gbs;
+        printf("again: memory %.1f GB/s, cache %.1f GB/s\n", a.read_gbs, cached.read_gbs);
+    }
     CHECK(cached.read_gbs > 1.5 * mem);
 }
 

@@ -23,3 +23,14 @@ build_test_write() {
   echo "tests rc=$?"; grep -E "tests passed|\(Failed\)|Passed +[0-9.]+ sec|Timeout|Not Run|FAIL" $W/vk-tests.log | tail -16
   el "vulkan tests"
 }
+# build_write W: build-vk-dev/ (only the hazard test run) and the 24-layer q2 GGUF written to
+# /dev/shm, one after the other (for calls that only benchmark); logs in W; the GPU env set after.
+build_write() {
+  local W=$1
+  rm -f /dev/shm/halo-*.gguf*
+  CTEST_REGEX=vulkan_hazard HALO_VK_TEST_ALL=0 OUT=$W/b timeout 200 scripts/device-vulkan.sh .carry/vulkan/debs > $W/build.log 2>&1
+  echo "build rc=$?"; grep -E "built in|tests passed" $W/build.log; el built
+  vk_env
+  timeout 250 build-vk-dev/src/cli/halo bench --synthetic dsv4-flash-q2:24 --write-gguf $m > $W/write.log 2>&1
+  echo "write rc=$?"; el written
+}

@@ -7,12 +7,7 @@
 # HALO_VK_PROFILE=2. Carry .carry/vulkan with bench/cuda/s7/slim.sh bench.
 set -u; out=${OUT:-/tmp/halo-out}; W=/tmp/f; rm -rf $W; mkdir -p $W $out
 . bench/vulkan/s12/common.sh
-rm -f /dev/shm/halo-*.gguf*
-CTEST_REGEX=vulkan_hazard HALO_VK_TEST_ALL=0 OUT=$W/b timeout 200 scripts/device-vulkan.sh .carry/vulkan/debs > $W/build.log 2>&1
-echo "build rc=$?"; grep -E "built in|tests passed" $W/build.log; el built
-vk_env
-timeout 250 build-vk-dev/src/cli/halo bench --synthetic dsv4-flash-q2:24 --write-gguf $m > $W/write.log 2>&1
-echo "write rc=$?"; el written
+build_write $W
 for r in 1 2; do
   for c in default none all; do
     e=HALO_VK_BARRIERS=$c; [ $c = default ] && e=HALO_VK_BARRIERS=

@@ -7,12 +7,7 @@
 # Carry .carry/vulkan with bench/cuda/s7/slim.sh bench.
 set -u; out=${OUT:-/tmp/halo-out}; W=/tmp/f2; rm -rf $W; mkdir -p $W $out
 . bench/vulkan/s12/common.sh
-rm -f /dev/shm/halo-*.gguf*
-CTEST_REGEX=vulkan_hazard HALO_VK_TEST_ALL=0 OUT=$W/b timeout 200 scripts/device-vulkan.sh .carry/vulkan/debs > $W/build.log 2>&1
-echo "build rc=$?"; grep -E "built in|tests passed" $W/build.log; el built
-vk_env
-timeout 250 build-vk-dev/src/cli/halo bench --synthetic dsv4-flash-q2:24 --write-gguf $m > $W/write.log 2>&1
-echo "write rc=$?"; el written
+build_write $W
 # (run names without slashes: tgj.sh makes files of them; the first run of this script named them
 # by the label and only the default runs came back)
 i=0
